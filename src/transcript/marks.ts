@@ -1,0 +1,31 @@
+import { type ChatMessage, contentText } from './message.js';
+
+/**
+ * Marks: every message compactor writes starts with `[compacted:<strategy>] `,
+ * so a later pass can tell our text from the user's. A marked user message
+ * never anchors a task and is never summarized as if a user had said it.
+ */
+export type MarkStrategy = 'summary' | 'steps' | 'truncated' | 'missing';
+
+const MARK_PREFIX = '[compacted:';
+
+/**
+ * @example
+ * mark('summary', 'notes') // → '[compacted:summary] notes'
+ */
+export function mark(strategy: MarkStrategy, text: string): string {
+  return `${MARK_PREFIX}${strategy}] ${text}`;
+}
+
+/**
+ * Whether a message's content (a string, or the first text part) starts with a
+ * mark, of any strategy or of the one given.
+ *
+ * @example
+ * isMarked({ role: 'user', content: '[compacted:summary] notes' }, 'summary') // → true
+ */
+export function isMarked(message: ChatMessage, strategy?: MarkStrategy): boolean {
+  const text = contentText(message.content);
+  if (!text.startsWith(MARK_PREFIX)) return false;
+  return strategy === undefined || text.startsWith(`${MARK_PREFIX}${strategy}]`);
+}

@@ -1,0 +1,194 @@
+import { type ChatMessage, toolCallsOf } from './message.js';
+import { mark } from './marks.js';
+
+/**
+ * Tool-call pairs, checked by OpenAI's rule (the strictest one servers apply):
+ * each `tool` message answers a call of the assistant block right before it
+ * (the assistant message with `tool_calls` and the run of `tool` messages after
+ * it), and each call gets exactly one result before the next non-tool message.
+ */
+
+export type PairProblemKind = 'orphan' | 'missing' | 'misplaced' | 'duplicate';
+
+export interface PairProblem {
+  /** Index in the input: the tool message, or for `missing` the assistant message that made the call. */
+  readonly index: number;
+  readonly kind: PairProblemKind;
+  /** The call id in question ('' when a tool message carries none). */
+  readonly toolCallId: string;
+}
+
+export interface PairRepair {
+  readonly messages: ChatMessage[];
+  /** What was repaired: exactly the problems `findPairProblems` reports for the input. */
+  readonly repairs: PairProblem[];
+}
+
+export const MISSING_RESULT_TEXT = 'no result was recorded for this call';
+
+interface Block {
+  /** Index of the assistant message that makes the calls. */
+  readonly start: number;
+  /** Index just past the run of tool messages that follows it. */
+  readonly runEnd: number;
+  readonly callIds: readonly string[];
+  /** How many results each call id still expects (ids may repeat inside a block). */
+  readonly open: Map<string, number>;
+  /** Results that stand elsewhere and belong here, in order of appearance. */
+  readonly moved: number[];
+}
+
+interface Analysis {
+  readonly problems: PairProblem[];
+  readonly blocks: Block[];
+  /** Tool messages to leave out where they stand (dropped or moved). */
+  readonly displaced: Set<number>;
+}
+
+function callIdOf(message: ChatMessage): string {
+  return typeof message.tool_call_id === 'string' ? message.tool_call_id : '';
+}
+
+function takeOpen(block: Block, id: string): boolean {
+  const left = block.open.get(id) ?? 0;
+  if (left === 0) return false;
+  block.open.set(id, left - 1);
+  return true;
+}
+
+/** One linear pass that classifies every tool message and every call. */
+function analyse(messages: readonly ChatMessage[]): Analysis {
+  const blocks: Block[] = [];
+  const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
+  for (let index = 0; index < messages.length; index++) {
+    const calls = toolCallsOf(messages[index]!);
+    if (calls.length === 0) continue;
+    let runEnd = index + 1;
+    while (runEnd < messages.length && messages[runEnd]!.role === 'tool') runEnd++;
+    const open = new Map<string, number>();
+    for (const call of calls) open.set(call.id, (open.get(call.id) ?? 0) + 1);
+    const block: Block = { start: index, runEnd, callIds: calls.map((call) => call.id), open, moved: [] };
+    blocks.push(block);
+    for (let toolIndex = index + 1; toolIndex < runEnd; toolIndex++) blockOfRun.set(toolIndex, block);
+  }
+
+  // Pass 1: results in their proper place answer their block's open calls.
+  const strays: number[] = [];
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index]!;
+    if (message.role !== 'tool') continue;
+    const block = blockOfRun.get(index);
+    if (block === undefined || !takeOpen(block, callIdOf(message))) strays.push(index);
+  }
+
+  // Pass 2: a stray result belongs to the nearest block (before it, else after it)
+  // with that call still open; failing that it repeats an answered call, or answers none.
+  const blocksByCallId = new Map<string, Block[]>();
+  for (const block of blocks) {
+    for (const id of block.callIds) {
+      const list = blocksByCallId.get(id);
+      if (list === undefined) blocksByCallId.set(id, [block]);
+      else if (list[list.length - 1] !== block) list.push(block);
+    }
+  }
+  const problems: PairProblem[] = [];
+  const displaced = new Set<number>(strays);
+  for (const index of strays) {
+    const toolCallId = callIdOf(messages[index]!);
+    const candidates = blocksByCallId.get(toolCallId);
+    if (candidates === undefined) {
+      problems.push({ index, kind: 'orphan', toolCallId });
+      continue;
+    }
+    const owner =
+      [...candidates].reverse().find((block) => block.start < index && (block.open.get(toolCallId) ?? 0) > 0) ??
+      candidates.find((block) => block.start > index && (block.open.get(toolCallId) ?? 0) > 0);
+    if (owner !== undefined && takeOpen(owner, toolCallId)) {
+      owner.moved.push(index);
+      problems.push({ index, kind: 'misplaced', toolCallId });
+    } else {
+      problems.push({ index, kind: 'duplicate', toolCallId });
+    }
+  }
+
+  for (const block of blocks) {
+    const stillOpen = new Map(block.open);
+    for (const id of block.callIds) {
+      const left = stillOpen.get(id) ?? 0;
+      if (left === 0) continue;
+      stillOpen.set(id, left - 1);
+      problems.push({ index: block.start, kind: 'missing', toolCallId: id });
+    }
+  }
+  problems.sort((a, b) => a.index - b.index);
+  return { problems, blocks, displaced };
+}
+
+/**
+ * Every pair problem of a history, ordered by index; empty when it is valid.
+ *
+ * @example
+ * findPairProblems([{ role: 'user', content: 'hi' }, { role: 'tool', tool_call_id: 'c9', content: '42' }])
+ * // → [{ index: 1, kind: 'orphan', toolCallId: 'c9' }]
+ */
+export function findPairProblems(messages: readonly ChatMessage[]): PairProblem[] {
+  return analyse(messages).problems;
+}
+
+/** A placeholder result for a call that has none, marked so it is never mistaken for real output. */
+export function missingResult(toolCallId: string): ChatMessage {
+  return { role: 'tool', tool_call_id: toolCallId, content: mark('missing', MISSING_RESULT_TEXT) };
+}
+
+/**
+ * Makes a history valid: drops orphan and duplicate results, moves misplaced
+ * results to follow their call, and gives each unanswered call a marked
+ * placeholder result right after its block.
+ *
+ * Guarantees: the output has no pair problems; a second repair changes nothing
+ * and reports nothing; non-tool messages keep their order and are the same
+ * objects; the input is not mutated. When nothing is wrong the input array
+ * itself is returned.
+ *
+ * @example
+ * repairPairs([{ role: 'assistant', content: '', tool_calls: [call('c1')] }, { role: 'user', content: 'go on' }])
+ * // → messages: [assistant, { role: 'tool', tool_call_id: 'c1', content: '[compacted:missing] …' }, user]
+ */
+export function repairPairs(messages: ChatMessage[]): PairRepair {
+  const { problems, blocks, displaced } = analyse(messages);
+  if (problems.length === 0) return { messages, repairs: problems };
+
+  const blockEndingAt = new Map<number, Block>();
+  for (const block of blocks) blockEndingAt.set(block.runEnd, block);
+
+  const repaired: ChatMessage[] = [];
+  const closeBlock = (block: Block): void => {
+    for (const index of block.moved) repaired.push(messages[index]!);
+    for (const [id, left] of block.open) {
+      for (let n = 0; n < left; n++) repaired.push(missingResult(id));
+    }
+  };
+  for (let index = 0; index < messages.length; index++) {
+    const ending = blockEndingAt.get(index);
+    if (ending !== undefined) closeBlock(ending);
+    if (!displaced.has(index)) repaired.push(messages[index]!);
+  }
+  const last = blockEndingAt.get(messages.length);
+  if (last !== undefined) closeBlock(last);
+  return { messages: repaired, repairs: problems };
+}
+
+/** The sentence a `pairs: reject` answer gives for a problem. */
+export function describePairProblem(problem: PairProblem): string {
+  const { index, kind, toolCallId } = problem;
+  switch (kind) {
+    case 'orphan':
+      return `messages[${index}]: tool result "${toolCallId}" answers no call`;
+    case 'duplicate':
+      return `messages[${index}]: tool result "${toolCallId}" repeats a result already given for that call`;
+    case 'misplaced':
+      return `messages[${index}]: tool result "${toolCallId}" does not directly follow the assistant message that made the call`;
+    case 'missing':
+      return `messages[${index}]: tool call "${toolCallId}" has no result before the next message`;
+  }
+}
