@@ -1,0 +1,207 @@
+import type { ChatMessage } from '../transcript/message.js';
+import { headLength, turnRanges, balanceCut } from '../transcript/groups.js';
+import { isMarked } from '../transcript/marks.js';
+import { pruneText } from '../transcript/prune.js';
+import type { Epoch } from './epoch-store.js';
+
+/**
+ * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
+ * come in through a function so the caller owns estimates, learned ratios
+ * and exact counts.
+ */
+
+export interface CompactionSettings {
+  /** Fraction of the budget at which a request is compacted before it is forwarded. */
+  readonly threshold: number;
+  /** Fraction of the budget a compaction aims for. */
+  readonly target: number;
+  /** Fraction of the budget kept as raw recent turns (at least one turn). */
+  readonly keepRecent: number;
+  /** Message count that triggers a compaction on its own; 0 is off. */
+  readonly maxMessages: number;
+  /** What a summary may cost: the `max_tokens` its request asks for. */
+  readonly summaryMaxTokens: number;
+  readonly pruneMaxResultChars: number;
+}
+
+/**
+ * What would be forwarded: an epoch's replacement followed by the original
+ * messages it does not cover, or the original messages when no epoch applies.
+ */
+export interface Candidate {
+  readonly messages: readonly ChatMessage[];
+  /** How many leading messages of `messages` are the epoch's replacement (0 without an epoch). */
+  readonly replacementLength: number;
+  /** The index in the original history of `messages[replacementLength]`. */
+  readonly sourceStart: number;
+  readonly epoch: Epoch | null;
+}
+
+export function candidateOf(original: readonly ChatMessage[], epoch: Epoch | null): Candidate {
+  if (epoch === null) return { messages: original, replacementLength: 0, sourceStart: 0, epoch };
+  return {
+    messages: [...epoch.replacement, ...original.slice(epoch.sourceLength)],
+    replacementLength: epoch.replacement.length,
+    sourceStart: epoch.sourceLength,
+    epoch,
+  };
+}
+
+/** Sizes in real tokens (estimate × learned ratio, or exact): one per candidate message, plus what every request carries. */
+export interface Sizes {
+  readonly perMessage: readonly number[];
+  /** Tool definitions and anything else outside the messages. */
+  readonly fixed: number;
+}
+
+export function totalSize(sizes: Sizes, from = 0, to = sizes.perMessage.length): number {
+  let total = from === 0 ? sizes.fixed : 0;
+  for (let index = from; index < to; index++) total += sizes.perMessage[index]!;
+  return total;
+}
+
+export type Trigger = 'size' | 'count';
+
+/** Why a request must be compacted now, or null when it may be forwarded as it is. */
+export function triggerOf(
+  size: number,
+  messageCount: number,
+  budget: number | null,
+  settings: Pick<CompactionSettings, 'threshold' | 'maxMessages'>,
+): Trigger | null {
+  if (budget !== null && size >= settings.threshold * budget) return 'size';
+  if (settings.maxMessages > 0 && messageCount >= settings.maxMessages) return 'count';
+  return null;
+}
+
+/** Tokens a summary pair costs once written: the notes (at most `max_tokens`) and the two messages' framing and fixed text. */
+export function summaryPairTokens(summaryMaxTokens: number): number {
+  return summaryMaxTokens + SUMMARY_PAIR_OVERHEAD_TOKENS;
+}
+
+/** Framing of two messages, the marks and the assistant's fixed acknowledgement, with room to spare. */
+const SUMMARY_PAIR_OVERHEAD_TOKENS = 32;
+
+export type CompactionPlan =
+  | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly oldCount: number }
+  | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
+  | { readonly tier: 'too-large'; readonly needed: number };
+
+/** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
+export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count';
+
+/**
+ * Where a compaction cuts: the start of the oldest turn kept raw. Keeps the
+ * recent turns that fit `keepRecent × budget`, at least the last one; a
+ * count-triggered compaction also keeps at most `maxMessages / 2` messages
+ * after the cut. Returns null when only one turn follows the head (nothing old
+ * can go at a turn boundary). The cut always passes through `balanceCut`.
+ */
+export function chooseCut(
+  candidate: Candidate,
+  sizes: Sizes,
+  budget: number | null,
+  trigger: Trigger,
+  settings: CompactionSettings,
+): number | null {
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const starts = turnRanges(messages, head)
+    .map((range) => range.start)
+    // The first turn is old by definition (cutting at it would leave nothing old).
+    .filter((start) => start > head);
+  if (starts.length === 0) return null;
+
+  let cutIndex = starts.length - 1; // keep at least the last turn
+  if (budget !== null) {
+    const keepTokens = settings.keepRecent * budget;
+    while (cutIndex > 0 && totalSize(sizes, starts[cutIndex - 1]!, messages.length) <= keepTokens) cutIndex--;
+  }
+  if (settings.maxMessages > 0) {
+    // Whatever fired, a compaction must also get the count back under the trigger.
+    const keepMessages = Math.floor(settings.maxMessages / 2);
+    while (cutIndex < starts.length - 1 && messages.length - starts[cutIndex]! > keepMessages) cutIndex++;
+  }
+  return balanceCut(messages, starts[cutIndex]!);
+}
+
+/** Whether the old part holds anything beyond compactor's own marked messages (an earlier summary or notice). */
+function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number, to: number): boolean {
+  for (let index = from; index < to; index++) {
+    if (!isMarked(messages[index]!)) return true;
+  }
+  return false;
+}
+
+/**
+ * Chooses the cheapest tier that brings the candidate under `target × budget`:
+ * pruning old tool results (no model call), else summarizing the old turns.
+ * A summary that lands between the target and the budget is still taken (it is
+ * the best there is); a candidate whose kept part alone exceeds the budget is
+ * `too-large`.
+ */
+export function planCompaction(
+  candidate: Candidate,
+  sizes: Sizes,
+  budget: number | null,
+  trigger: Trigger,
+  settings: CompactionSettings,
+  sizeOf: (message: ChatMessage) => number,
+): CompactionPlan {
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const cut = chooseCut(candidate, sizes, budget, trigger, settings);
+  const total = totalSize(sizes);
+  if (cut === null) {
+    return budget !== null && total > budget ? { tier: 'too-large', needed: total } : { tier: 'nothing', reason: 'one-turn' };
+  }
+  if (!hasSomethingToSummarize(messages, head, cut)) {
+    const kept = totalSize(sizes, 0, head) + totalSize(sizes, cut, messages.length);
+    return budget !== null && kept > budget ? { tier: 'too-large', needed: kept } : { tier: 'nothing', reason: 'only-summary' };
+  }
+  const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
+
+  if (trigger === 'size') {
+    const pruned = pruneOldResults(messages, head, cut, settings.pruneMaxResultChars);
+    if (pruned.count > 0) {
+      let size = total;
+      for (const index of pruned.indices) size += sizeOf(pruned.messages[index]!) - sizes.perMessage[index]!;
+      if (size <= target) return { tier: 'prune', cut, messages: pruned.messages, pruned: pruned.count, size };
+    }
+  }
+
+  const size = totalSize(sizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + totalSize(sizes, cut, messages.length);
+  if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
+  return { tier: 'summary', cut, size, oldCount: cut - head };
+}
+
+/** Prunes the string results of `tool` messages in `[from, to)`; the others stay the same objects. */
+function pruneOldResults(
+  messages: readonly ChatMessage[],
+  from: number,
+  to: number,
+  maxResultChars: number,
+): { messages: ChatMessage[]; indices: number[]; count: number } {
+  const out = messages.slice();
+  const indices: number[] = [];
+  for (let index = from; index < to; index++) {
+    const message = messages[index]!;
+    if (message.role !== 'tool' || typeof message.content !== 'string') continue;
+    const content = pruneText(message.content, maxResultChars);
+    if (content === message.content) continue;
+    out[index] = { ...message, content };
+    indices.push(index);
+  }
+  return { messages: out, indices, count: indices.length };
+}
+
+/**
+ * The epoch a compaction makes: it covers the candidate up to `cut` (or up to
+ * the end of the old replacement, when the cut falls inside it), and says how
+ * the original messages it covers are forwarded from now on.
+ */
+export function epochBoundary(candidate: Candidate, cut: number): { candidateEnd: number; sourceLength: number } {
+  const candidateEnd = Math.max(cut, candidate.replacementLength);
+  return { candidateEnd, sourceLength: candidate.sourceStart + (candidateEnd - candidate.replacementLength) };
+}
