@@ -1,4 +1,5 @@
 import type { Config, ModelConfig } from '../config/schema.js';
+import { ProxyError } from '../http/errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { mark } from '../transcript/marks.js';
@@ -9,14 +10,17 @@ import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js'
 import { ExactCounter } from './exact-count.js';
 import {
   type Candidate,
+  type CompactionPlan,
   type CompactionSettings,
   type Sizes,
+  type Trigger,
   candidateOf,
   epochBoundary,
   planCompaction,
   totalSize,
   triggerOf,
 } from './plan.js';
+import { planSteps, type StepsPlan, withNotes } from './plan-steps.js';
 import { prefixHashes } from './prefix-hash.js';
 import { prunedLine, reusedLine, summarizedLine, truncatedLine } from './report.js';
 import { Semaphore } from './semaphore.js';
@@ -91,38 +95,38 @@ export interface Prepared {
   readonly report: string | null;
   /** The bytes/4 estimate of the forwarded prompt, before any ratio: what the upstream's count is learned against. */
   readonly estimate: number;
+  /** Work to start once the answer has been streamed (the next epoch, prepared in the background). */
+  readonly afterResponse?: () => void;
 }
 
-export class ContextLengthExceededError extends Error {
-  readonly status = 400;
-  readonly type = 'invalid_request_error';
-  readonly code = 'context_length_exceeded';
-  readonly param = 'messages';
-
+/** 400: even compacted, the conversation's last turn (or step) leaves no room for the answer. */
+export class ContextLengthExceededError extends ProxyError {
   constructor(
     readonly neededTokens: number,
     readonly window: number,
     readonly reservedTokens: number,
   ) {
-    super(
-      `This conversation needs about ${Math.ceil(neededTokens)} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
+    super({
+      status: 400,
+      type: 'invalid_request_error',
+      code: 'context_length_exceeded',
+      param: 'messages',
+      message:
+        `This conversation needs about ${Math.ceil(neededTokens)} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
         `but the model's context window is ${window} tokens; even compacted, its last turn does not fit.`,
-    );
-    this.name = 'ContextLengthExceededError';
+    });
   }
 }
 
-export class SummaryFailedError extends Error {
-  readonly type = 'upstream_error';
-  readonly param = null;
-
-  constructor(
-    message: string,
-    readonly status: 502 | 504,
-    readonly code: 'summary_failed' | 'summary_timeout',
-  ) {
-    super(message);
-    this.name = 'SummaryFailedError';
+/** 502/504: a summary was needed, it failed, and `on_summary_failure` is `error`. */
+export class SummaryFailedError extends ProxyError {
+  constructor(reason: string, timedOut: boolean) {
+    super({
+      status: timedOut ? 504 : 502,
+      type: 'server_error',
+      code: timedOut ? 'summary_timeout' : 'summary_failed',
+      message: `compactor could not summarize this conversation to fit the context window: ${reason}`,
+    });
   }
 }
 
@@ -216,13 +220,14 @@ export class Compactor {
     const { body } = input;
     const model = typeof body['model'] === 'string' ? body['model'] : '';
     const toolsEstimate = estimateToolsTokens(body['tools']);
-    const unchanged = (messages: ChatMessage[], report: string | null = null): Prepared => ({
+    const forwardAs = (messages: ChatMessage[], report: string | null, afterResponse?: () => void): Prepared => ({
       messages,
       changed: messages !== input.messages,
       report,
       estimate: rawEstimate(messages, toolsEstimate),
+      ...(afterResponse === undefined ? {} : { afterResponse }),
     });
-    if (!this.#config.compaction.enabled) return unchanged(input.messages);
+    if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
 
     const limits = await this.#budgetOf(model, body);
     const ratio = this.ratios.get(model);
@@ -233,91 +238,126 @@ export class Compactor {
     const { soft_threshold: softThreshold, max_messages: maxMessages } = this.#config.compaction;
     const underSoft = limits.budget === null || originalSize < softThreshold * limits.budget;
     if (underSoft && (maxMessages === 0 || messages.length < maxMessages)) {
-      return unchanged(messages, messages === input.messages ? null : this.#prunedReport(input.messages, messages, toolsEstimate, ratio));
+      return forwardAs(messages, messages === input.messages ? null : this.#prunedReport(input.messages, messages, toolsEstimate, ratio));
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
-    for (let wait = 0; wait < MAX_WAITS; wait++) {
-      const running = this.#runningFor(hashes);
-      if (running === undefined) break;
-      // Another request of this conversation is compacting it: wait for that epoch, then plan again.
-      await this.#flights.wait(running, input.signal).catch((error: unknown) => {
-        if (input.signal.aborted) throw error;
-      });
-    }
-    input.signal.throwIfAborted();
-
-    const candidate = candidateOf(messages, this.#longestEpoch(hashes));
     const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * ratio;
-    let sizes: Sizes = { perMessage: candidate.messages.map(sizeOf), fixed: toolsEstimate * ratio };
-    let size = totalSize(sizes);
-    if (limits.budget !== null && isNear(size, this.#settings.threshold * limits.budget)) {
-      sizes = await this.#measured(model, body, candidate.messages, sizes, toolsEstimate, input.signal);
-      size = totalSize(sizes);
-    }
-
-    const trigger = triggerOf(size, candidate.messages.length, limits.budget, this.#settings);
-    if (trigger === null) {
-      const report = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: size });
-      return unchanged(candidate.messages === input.messages ? input.messages : [...candidate.messages], report);
-    }
-
-    const plan = planCompaction(candidate, sizes, limits.budget, trigger, this.#settings, sizeOf);
-    switch (plan.tier) {
-      case 'nothing':
-        if (limits.budget !== null && size > limits.budget) throw new ContextLengthExceededError(size, limits.window ?? 0, limits.reserve);
-        return unchanged([...candidate.messages], candidate.epoch === null ? null : reusedLine({ before: originalSize, after: size }));
-      case 'too-large':
-        throw new ContextLengthExceededError(plan.needed, limits.window ?? 0, limits.reserve);
-      case 'prune': {
-        const { candidateEnd, sourceLength } = epochBoundary(candidate, plan.cut);
-        const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
-        const epoch: Epoch = {
-          key: hashes[sourceLength]!,
-          sourceLength,
-          replacement: plan.messages.slice(0, candidateEnd),
-          summary: candidate.epoch?.summary ?? null,
-          strategy: 'pruned',
-          report,
-        };
-        this.#store.set(epoch);
-        this.#logger?.info({ model, tier: 'prune' }, report);
-        return this.#forward(epoch, messages, toolsEstimate, input, limits, model, body);
+    const job = { hashes, messages, body, model, limits, ratio, toolsEstimate, originalSize };
+    for (let attempt = 0; ; attempt++) {
+      const candidate = candidateOf(messages, this.#longestEpoch(hashes, false));
+      let sizes: Sizes = { perMessage: candidate.messages.map(sizeOf), fixed: toolsEstimate * ratio };
+      let size = totalSize(sizes);
+      if (limits.budget !== null && isNear(size, this.#settings.threshold * limits.budget)) {
+        sizes = await this.#measured(model, body, candidate.messages, sizes, toolsEstimate, input.signal);
+        size = totalSize(sizes);
       }
-      case 'summary': {
-        const { sourceLength } = epochBoundary(candidate, plan.cut);
-        const key = hashes[sourceLength]!;
-        const conversation = hashes[Math.min(headLength(messages) + 1, messages.length)]!;
-        const epoch = await this.#flights.run(
-          key,
-          (signal) => this.#summarizeEpoch({ key, conversation, candidate, cut: plan.cut, body, model, limits, ratio, toolsEstimate, originalSize, signal, onProgress: input.onProgress }),
-          input.signal,
-        );
-        if (epoch === null) return unchanged([...candidate.messages], null);
-        return this.#forward(epoch, messages, toolsEstimate, input, limits, model, body);
+      const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: size });
+
+      const trigger = triggerOf(size, candidate.messages.length, limits.budget, this.#settings);
+      if (trigger === null) {
+        // Between the soft threshold and the threshold: forward as is, and once the answer
+        // has been streamed, prepare the next epoch in the background.
+        const background =
+          limits.budget !== null && size >= softThreshold * limits.budget ? () => this.#startBackground({ ...job, candidate, sizes }) : undefined;
+        return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, background);
+      }
+
+      // Crossed: an epoch prepared in the background applies now, with no waiting.
+      const pending = this.#longestEpoch(hashes, true);
+      if (pending !== null && pending.sourceLength > candidate.sourceStart) {
+        this.#store.set({ ...pending, pending: false });
+        continue;
+      }
+      // Another request of this conversation is compacting it: wait for that epoch, then plan again.
+      const running = this.#runningFor(hashes);
+      if (running !== undefined && attempt < MAX_WAITS) {
+        input.onProgress?.(`compacting (waiting for the summary already running)`);
+        await this.#flights.wait(running, input.signal).catch((error: unknown) => {
+          if (input.signal.aborted) throw error;
+        });
+        continue;
+      }
+
+      const plan = this.#plan(candidate, sizes, limits, trigger, sizeOf);
+      switch (plan.tier) {
+        case 'nothing':
+          if (limits.budget !== null && size > limits.budget) throw new ContextLengthExceededError(size, limits.window ?? 0, limits.reserve);
+          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused);
+        case 'too-large':
+          throw new ContextLengthExceededError(plan.needed, limits.window ?? 0, limits.reserve);
+        case 'prune': {
+          const { candidateEnd, sourceLength } = epochBoundary(candidate, plan.cut);
+          const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
+          const epoch: Epoch = {
+            key: hashes[sourceLength]!,
+            sourceLength,
+            replacement: plan.messages.slice(0, candidateEnd),
+            summary: candidate.epoch?.summary ?? null,
+            strategy: 'pruned',
+            report,
+          };
+          this.#store.set(epoch);
+          this.#logger?.info({ model, tier: 'prune' }, report);
+          return this.#forward(epoch, messages, input, limits, job);
+        }
+        case 'summary':
+        case 'steps': {
+          const compaction = { ...job, candidate, plan };
+          const epoch = await this.#flights.run(
+            this.#epochKey(compaction),
+            (signal) => this.#summarizeEpoch(compaction, signal, input.onProgress),
+            input.signal,
+          );
+          if (epoch === null) return forwardAs([...candidate.messages], null);
+          return this.#forward(epoch, messages, input, limits, job);
+        }
       }
     }
   }
 
+  /** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
+  #plan(candidate: Candidate, sizes: Sizes, limits: Budget, trigger: Trigger, sizeOf: (message: ChatMessage) => number): CompactionPlan | StepsPlan {
+    const plan = planCompaction(candidate, sizes, limits.budget, trigger, this.#settings, sizeOf);
+    const target = limits.budget === null ? Number.POSITIVE_INFINITY : this.#settings.target * limits.budget;
+    const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);
+    if (!needsSteps || (plan.tier === 'nothing' && trigger === 'count')) return plan;
+    const steps = planSteps(candidate, sizes, limits.budget, this.#settings);
+    if (steps === null) return plan;
+    if (plan.tier === 'summary' && steps.size >= plan.size) return plan;
+    if (limits.budget !== null && steps.size > limits.budget) {
+      return plan.tier === 'summary' ? plan : { tier: 'too-large', needed: steps.size - this.#settings.summaryMaxTokens };
+    }
+    return steps;
+  }
+
+  #epochKey(compaction: { hashes: readonly string[]; candidate: Candidate; plan: SummaryPlan }): string {
+    return compaction.hashes[epochBoundary(compaction.candidate, coveredEnd(compaction.plan)).sourceLength]!;
+  }
+
+  /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
+  #startBackground(job: Job & { candidate: Candidate; sizes: Sizes }): void {
+    if (this.#longestEpoch(job.hashes, true) !== null || this.#runningFor(job.hashes) !== undefined) return;
+    const plan = this.#plan(job.candidate, job.sizes, job.limits, 'size', (message) => estimateMessageTokens(message) * job.ratio);
+    // Pruning costs no model call: it is done when it is needed, not ahead.
+    if (plan.tier !== 'summary' && plan.tier !== 'steps') return;
+    const compaction = { ...job, plan, pending: true };
+    this.#flights.run(this.#epochKey(compaction), (signal) => this.#summarizeEpoch(compaction, signal, undefined)).catch((error: unknown) => {
+      this.#logger?.warn({ model: job.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
+    });
+  }
+
   /** Forwards `epoch` applied to the history, after checking that it leaves room for the answer. */
-  async #forward(
-    epoch: Epoch,
-    messages: ChatMessage[],
-    toolsEstimate: number,
-    input: PrepareInput,
-    limits: Budget,
-    model: string,
-    body: Readonly<Record<string, unknown>>,
-  ): Promise<Prepared> {
+  async #forward(epoch: Epoch, messages: ChatMessage[], input: PrepareInput, limits: Budget, job: Job): Promise<Prepared> {
     const forwarded = [...epoch.replacement, ...messages.slice(epoch.sourceLength)];
-    const estimate = rawEstimate(forwarded, toolsEstimate);
+    const estimate = rawEstimate(forwarded, job.toolsEstimate);
     if (limits.budget !== null) {
-      let size = estimate * this.ratios.get(model);
+      let size = estimate * this.ratios.get(job.model);
       if (isNear(size, limits.budget)) {
-        const exact = await this.#counter.count({ ...body, messages: forwarded }, input.signal);
+        const exact = await this.#counter.count({ ...job.body, messages: forwarded }, input.signal);
         if (exact !== null) {
-          this.ratios.learn(model, exact, estimate);
+          this.ratios.learn(job.model, exact, estimate);
           size = exact;
         }
       }
@@ -366,41 +406,55 @@ export class Compactor {
     return undefined;
   }
 
-  #longestEpoch(hashes: readonly string[]): Epoch | null {
+  /** The epoch of the longest prefix of this history, in use or pending. */
+  #longestEpoch(hashes: readonly string[], pending: boolean): Epoch | null {
     if (this.#store.size === 0) return null;
     for (let index = hashes.length - 1; index > 0; index--) {
       const epoch = this.#store.get(hashes[index]!);
-      if (epoch !== undefined && epoch.sourceLength === index) return epoch;
+      if (epoch !== undefined && epoch.sourceLength === index && (epoch.pending === true) === pending) return epoch;
     }
     return null;
   }
 
-  async #summarizeEpoch(job: {
-    key: string;
-    conversation: string;
-    candidate: Candidate;
-    cut: number;
-    body: Readonly<Record<string, unknown>>;
-    model: string;
-    limits: Budget;
-    ratio: number;
-    toolsEstimate: number;
-    originalSize: number;
-    signal: AbortSignal;
-    onProgress: ((line: string) => void) | undefined;
-  }): Promise<Epoch | null> {
-    const { candidate, cut, ratio, toolsEstimate } = job;
+  /**
+   * Writes the notes for a summary or steps plan and stores the epoch they make
+   * (pending when computed in the background). On failure it falls back as
+   * `on_summary_failure` says: a truncation epoch, null (forward as is), or an error.
+   */
+  async #summarizeEpoch(
+    job: Job & { candidate: Candidate; plan: SummaryPlan; pending?: boolean },
+    signal: AbortSignal,
+    onProgress: ((line: string) => void) | undefined,
+  ): Promise<Epoch | null> {
+    const { candidate, plan, ratio, toolsEstimate } = job;
     const head = headLength(candidate.messages);
-    const { candidateEnd, sourceLength } = epochBoundary(candidate, cut);
-    const kept = candidate.messages.slice(cut, candidateEnd);
+    const covered = coveredEnd(plan);
+    const { candidateEnd, sourceLength } = epochBoundary(candidate, covered);
+    const key = job.hashes[sourceLength]!;
+    const conversation = job.hashes[Math.min(headLength(job.messages) + 1, job.messages.length)]!;
     const started = this.#now();
     const summaryConfig = this.#config.compaction.summary;
     const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
       (rawEstimate(messages, 0) + (withTools ? toolsEstimate : 0)) * ratio;
-    const afterSize = (replacement: readonly ChatMessage[]): number =>
-      sizeOfMessages([...replacement, ...candidate.messages.slice(candidateEnd)], true);
+    const rest = candidate.messages.slice(candidateEnd);
+    const replacementWith = (notes: string, strategy: 'summary' | 'truncated'): ChatMessage[] => {
+      const kept = candidate.messages.slice(covered, candidateEnd);
+      const headMessages = candidate.messages.slice(0, head);
+      if (plan.tier === 'summary') {
+        const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
+        return [...headMessages, ...pair, ...kept];
+      }
+      const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
+      return [...headMessages, candidate.messages[plan.anchor]!, withNotes(candidate.messages[plan.cut]!, marked), ...kept];
+    };
+    const oldCount = plan.cut - head - (plan.tier === 'steps' ? 1 : 0);
+    const keptCount = candidate.messages.length - plan.cut;
+    const store = (epoch: Epoch): Epoch => {
+      this.#store.set(job.pending === true ? { ...epoch, pending: true } : epoch);
+      return epoch;
+    };
 
-    const lastFailure = this.#failures.get(job.conversation);
+    const lastFailure = this.#failures.get(conversation);
     let failure: string;
     let timedOut = false;
     if (lastFailure !== undefined && this.#now() - lastFailure < FAILURE_BACKOFF_MS) {
@@ -414,76 +468,80 @@ export class Compactor {
               body: job.body,
               candidate: candidate.messages,
               head,
-              cut,
+              cut: plan.cut,
               earlierNotes: candidate.epoch?.summary ?? null,
               window: job.limits.window,
               sizeOfMessages,
               model: summaryConfig.model ?? job.model,
               maxTokens: summaryConfig.max_tokens,
               ...(this.#summaryPrompt === undefined ? {} : { systemPrompt: this.#summaryPrompt }),
-              signal: AbortSignal.any([job.signal, timeout]),
-              onProgress: (progress: SummaryProgress) => job.onProgress?.(progressLine(progress)),
+              signal: AbortSignal.any([signal, timeout]),
+              onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             },
             this.#chat,
           ),
         );
-        this.#failures.delete(job.conversation);
-        const replacement = [...candidate.messages.slice(0, head), ...summaryPair(result.notes), ...kept];
+        this.#failures.delete(conversation);
+        const replacement = replacementWith(result.notes, 'summary');
         const report = summarizedLine({
-          old: cut - head,
-          kept: candidate.messages.length - cut,
+          old: oldCount,
+          kept: keptCount,
           before: job.originalSize,
-          after: afterSize(replacement),
+          after: sizeOfMessages([...replacement, ...rest], true),
           milliseconds: this.#now() - started,
         });
-        const epoch: Epoch = { key: job.key, sourceLength, replacement, summary: result.notes, strategy: 'summary', report };
-        this.#store.set(epoch);
-        this.#logger?.info({ model: job.model, tier: 'summary', mode: result.mode, calls: result.calls }, report);
-        return epoch;
+        this.#logger?.info({ model: job.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending: job.pending === true }, report);
+        return store({ key, sourceLength, replacement, summary: result.notes, strategy: plan.tier, report });
       } catch (error) {
-        if (job.signal.aborted) throw error;
+        if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
         failure = timedOut ? `the summary timed out after ${summaryConfig.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
-        this.#failures.set(job.conversation, this.#now());
+        this.#failures.set(conversation, this.#now());
         this.#logger?.warn({ model: job.model, reason: failure }, 'summary failed');
       }
     }
 
+    // A background epoch that failed leaves nothing behind: the request that crosses the threshold decides.
+    if (job.pending === true) return null;
     switch (this.#config.compaction.on_summary_failure) {
       case 'forward':
         return null;
       case 'error':
-        throw new SummaryFailedError(
-          `compactor could not summarize this conversation to fit the context window: ${failure}`,
-          timedOut ? 504 : 502,
-          timedOut ? 'summary_timeout' : 'summary_failed',
-        );
+        throw new SummaryFailedError(failure, timedOut);
       case 'truncate': {
-        const dropped = cut - head;
         const earlierNotes = candidate.epoch?.summary ?? null;
-        const replacement = [...candidate.messages.slice(0, head), ...truncationNotice(dropped, earlierNotes), ...kept];
+        const replacement = replacementWith(truncationText(oldCount, plan.tier, earlierNotes), 'truncated');
         const report = truncatedLine({
-          dropped,
-          kept: candidate.messages.length - cut,
+          dropped: oldCount,
+          kept: keptCount,
           before: job.originalSize,
-          after: afterSize(replacement),
+          after: sizeOfMessages([...replacement, ...rest], true),
           reason: failure,
         });
-        const epoch: Epoch = {
-          key: job.key,
-          sourceLength,
-          replacement,
-          summary: earlierNotes,
-          strategy: 'truncated',
-          report,
-          expiresAt: this.#now() + TRUNCATION_TTL_MS,
-        };
-        this.#store.set(epoch);
         this.#logger?.info({ model: job.model, tier: 'truncate' }, report);
-        return epoch;
+        return store({ key, sourceLength, replacement, summary: earlierNotes, strategy: 'truncated', report, expiresAt: this.#now() + TRUNCATION_TTL_MS });
       }
     }
   }
+}
+
+type SummaryPlan = Extract<CompactionPlan, { tier: 'summary' }> | StepsPlan;
+
+/** What a compaction needs to know of its request. */
+interface Job {
+  readonly hashes: readonly string[];
+  readonly messages: ChatMessage[];
+  readonly body: Readonly<Record<string, unknown>>;
+  readonly model: string;
+  readonly limits: Budget;
+  readonly ratio: number;
+  readonly toolsEstimate: number;
+  readonly originalSize: number;
+}
+
+/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes). */
+function coveredEnd(plan: SummaryPlan): number {
+  return plan.tier === 'steps' ? plan.cut + 1 : plan.cut;
 }
 
 /** The bytes/4 estimate of messages plus tools, before any ratio. */
@@ -510,11 +568,17 @@ export function summaryPair(notes: string): ChatMessage[] {
   ];
 }
 
-/** What stands where a summary would when it could not be written: how much was dropped, and any earlier notes. */
-export function truncationNotice(dropped: number, earlierNotes: string | null): ChatMessage[] {
-  const notes = earlierNotes === null ? '' : `\n\nNotes from before them:\n${earlierNotes}`;
+/** What stands where a summary would when it could not be written: a marked notice pair. */
+export function truncationNotice(text: string): ChatMessage[] {
   return [
-    { role: 'user', content: mark('truncated', `${dropped} earlier messages were omitted here because they could not be summarized.${notes}`) },
+    { role: 'user', content: mark('truncated', text) },
     { role: 'assistant', content: mark('truncated', 'Understood; continuing without them.') },
   ];
+}
+
+/** How much was dropped, and the notes from before it when there are any. */
+function truncationText(dropped: number, tier: SummaryPlan['tier'], earlierNotes: string | null): string {
+  const what = tier === 'steps' ? `${dropped} earlier messages of this task` : `${dropped} earlier messages`;
+  const notes = earlierNotes === null ? '' : `\n\nNotes from before them:\n${earlierNotes}`;
+  return `${what} were omitted here because they could not be summarized.${notes}`;
 }

@@ -18,6 +18,12 @@ export interface Epoch {
   readonly report: string;
   /** Milliseconds since the epoch (clock) after which the entry is dropped early (truncations retry the summary). */
   readonly expiresAt?: number;
+  /**
+   * Prepared in the background and not applied yet: the raw turns are
+   * forwarded as long as they fit, and the first request that crosses the
+   * threshold applies this epoch with no waiting.
+   */
+  readonly pending?: boolean;
 }
 
 /** Where epochs live. In memory for now; a shared store can implement the same three calls. */

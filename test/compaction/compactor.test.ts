@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/compaction/compactor.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
-import { conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
+import { agentLoop, agentStep, conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
 import { compactorWith, SummarizerDouble, UpstreamDouble } from './doubles.js';
 
 /**
@@ -237,5 +237,77 @@ describe('Compactor.prepare', () => {
       path === '/v1/models' ? { status: 200, body: { data: [{ id: 'm', meta: { n_ctx: 2048, n_ctx_train: 4096 } }] } } : { status: 404, body: undefined };
     const { compactor } = compactorWith({}, { upstream });
     expect(await compactor.windows.get('m')).toBe(2048);
+  });
+});
+
+describe('Compactor.prepare on one long agent turn (steps tier)', () => {
+  it('runs a 150-step single-turn loop on a 16k window: anchor verbatim, pairs valid, old facts kept, nothing added', async () => {
+    const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: 16384 } } });
+    const messages = agentLoop(0);
+    for (let step = 1; step <= 150; step++) {
+      messages.push(...agentStep(step));
+      const prepared = await prepare(compactor, messages);
+      const forwarded = prepared.messages;
+      expect(forwarded[1]).toEqual(messages[1]);
+      expect(findPairProblems(forwarded)).toEqual([]);
+      expect(forwarded.at(-1)).toEqual(messages.at(-1));
+      const text = JSON.stringify(forwarded);
+      for (const planted of [factOf(0), factOf(1001), factOf(1000 + step)]) expect(text).toContain(planted);
+      if (prepared.changed) {
+        // The notes ride on the first kept assistant message: system, task, then that message.
+        expect(forwarded[2]!.role).toBe('assistant');
+        expect(isMarked(forwarded[2]!, 'steps')).toBe(true);
+        expect(String(forwarded[2]!.content)).toMatch(/^\[compacted:steps\] NOTES: .*\n\n$|^\[compacted:steps\] NOTES: .*$/s);
+        expect(forwarded[2]!.tool_calls).toEqual(messages.find((message) => message.tool_calls?.[0]?.id === forwarded[2]!.tool_calls?.[0]?.id)!.tool_calls);
+      }
+    }
+    expect(summarizer.calls).toBeGreaterThan(0);
+    // One summary per epoch: far fewer summaries than requests.
+    expect(summarizer.calls).toBeLessThan(20);
+  });
+});
+
+describe('Compactor background epochs', () => {
+  it('prepares the next epoch after the answer in the soft zone, forwards raw turns until the threshold, then applies it with no new call', async () => {
+    const { compactor, summarizer } = compactorWith();
+    // 14 turns: above the soft threshold (0.6 × 7168) and under the threshold (0.85 × 7168).
+    let messages = conversation({ turns: 14 });
+    const soft = await prepare(compactor, messages);
+    expect(soft.changed).toBe(false);
+    expect(soft.afterResponse).toBeTypeOf('function');
+    expect(summarizer.calls).toBe(0);
+    soft.afterResponse!();
+    await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0));
+    expect(summarizer.calls).toBe(1);
+
+    let turn = 14;
+    let crossed = false;
+    while (!crossed && turn < 40) {
+      turn++;
+      messages = nextRequest(messages, turn);
+      const prepared = await prepare(compactor, messages);
+      prepared.afterResponse?.();
+      if (prepared.changed) {
+        crossed = true;
+        expect(isMarked(prepared.messages[1]!, 'summary')).toBe(true);
+        expect(prepared.messages.at(-1)).toBe(messages.at(-1));
+      } else {
+        expect(prepared.messages).toBe(messages);
+      }
+    }
+    expect(crossed).toBe(true);
+    expect(summarizer.calls).toBe(1);
+  });
+
+  it('makes a request that crosses the threshold while the background summary runs wait for it, not start another', async () => {
+    const summarizer = new SummarizerDouble();
+    summarizer.delayMs = 100;
+    const { compactor } = compactorWith({}, { summarizer });
+    const messages = conversation({ turns: 14 });
+    (await prepare(compactor, messages)).afterResponse!();
+    expect(compactor.runningSummaries).toBe(1);
+    const crossing = await prepare(compactor, conversation({ turns: CROSSING_TURNS }).slice(0, -1).concat(conversation({ turns: CROSSING_TURNS }).slice(-1)));
+    expect(summarizer.calls).toBe(1);
+    expect(crossing.changed).toBe(true);
   });
 });

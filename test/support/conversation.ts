@@ -66,3 +66,22 @@ export function conversation(options: ConversationOptions): ChatMessage[] {
 export function factsIn(text: string): Set<string> {
   return new Set(text.match(FACT_PATTERN) ?? []);
 }
+
+/** The two messages of agent step `step` inside one long turn: a call, and a result that plants `FACT-<1000 + step>`. */
+export function agentStep(step: number, resultBytes = 400): ChatMessage[] {
+  const id = `step_${step}`;
+  return [
+    { role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ cmd: `run step ${step}` }) } }] },
+    { role: 'tool', tool_call_id: id, content: `${factOf(1000 + step)} ${filler(resultBytes, step)}` },
+  ];
+}
+
+/** One user task followed by `steps` agent steps: the shape of an agent loop under a single user message. */
+export function agentLoop(steps: number, resultBytes = 400): ChatMessage[] {
+  const messages: ChatMessage[] = [
+    { role: 'system', content: 'You are a careful coding agent.' },
+    { role: 'user', content: `Fix the failing build; remember ${factOf(0)}.` },
+  ];
+  for (let step = 1; step <= steps; step++) messages.push(...agentStep(step, resultBytes));
+  return messages;
+}

@@ -1,0 +1,56 @@
+import type { ChatMessage } from '../transcript/message.js';
+import { headLength, stepRanges, taskAnchorIndex } from '../transcript/groups.js';
+import { type Candidate, type CompactionSettings, type Sizes, totalSize } from './plan.js';
+
+/**
+ * Tier 3: when one long turn is the problem (an agent loop under a single user
+ * message), summarize its old steps. The task anchor stays verbatim, the last
+ * steps stay raw, and the notes go at the head of the first kept assistant
+ * message, so no message is added and no pair moves.
+ */
+
+export interface StepsPlan {
+  readonly tier: 'steps';
+  /** The task anchor (the last real user message), kept verbatim. */
+  readonly anchor: number;
+  /** The first kept step: the assistant message that will carry the notes. */
+  readonly cut: number;
+  /** The expected size after compaction, with the notes at their largest. */
+  readonly size: number;
+}
+
+/**
+ * Plans a steps compaction of the candidate's current turn, or returns null
+ * when it has no old step to summarize (fewer than two steps, or all of them
+ * fit the recent part). Keeps the last steps that fit `keepRecent × budget`,
+ * at least one.
+ */
+export function planSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings): StepsPlan | null {
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const anchor = taskAnchorIndex(messages);
+  if (anchor < head) return null;
+  const steps = stepRanges(messages, { start: anchor + 1, end: messages.length });
+  if (steps.length < 2) return null;
+
+  let first = steps.length - 1; // keep at least the last step
+  if (budget !== null) {
+    const keepTokens = settings.keepRecent * budget;
+    while (first > 1 && totalSize(sizes, steps[first - 1]!.start, messages.length) <= keepTokens) first--;
+  }
+  const cut = steps[first]!.start;
+  const size =
+    totalSize(sizes, 0, head) + sizes.perMessage[anchor]! + settings.summaryMaxTokens + totalSize(sizes, cut, messages.length);
+  return { tier: 'steps', anchor, cut, size };
+}
+
+/**
+ * The first kept assistant message with notes at the head of its content,
+ * followed by a blank line (a first text part when the content is a list).
+ */
+export function withNotes(message: ChatMessage, notes: string): ChatMessage {
+  const { content } = message;
+  if (Array.isArray(content)) return { ...message, content: [{ type: 'text', text: `${notes}\n\n` }, ...content] };
+  const text = typeof content === 'string' && content !== '' ? `${notes}\n\n${content}` : notes;
+  return { ...message, content: text };
+}
