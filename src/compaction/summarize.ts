@@ -153,7 +153,7 @@ function fits(request: SummarizeRequest, size: number): boolean {
   return request.window === null || size + request.maxTokens <= request.window;
 }
 
-/** The old part as prepend mode sees it: without compactor's earlier summary pair, whose notes travel separately. */
+/** The old part as prepend mode sees it: without compactor's earlier notes, which travel in their own section. */
 function oldMessagesOf(request: SummarizeRequest): { messages: ChatMessage[]; earlierNotes: string | null } {
   let earlierNotes = request.earlierNotes;
   const messages: ChatMessage[] = [];
@@ -161,14 +161,39 @@ function oldMessagesOf(request: SummarizeRequest): { messages: ChatMessage[]; ea
     const message = request.candidate[index]!;
     if (isMarked(message, 'summary')) {
       // Without the epoch's notes (a store that lost them), read them back from the pair's user message.
-      if (earlierNotes === null && message.role === 'user') {
-        earlierNotes = contentText(message.content).replace(/^\[compacted:summary\] /, '');
-      }
+      if (earlierNotes === null && message.role === 'user') earlierNotes = contentText(message.content).replace(/^\[compacted:summary\] /, '');
+      continue;
+    }
+    if (isMarked(message, 'steps')) {
+      const notes = notesPrefix(message);
+      if (earlierNotes === null && notes !== null) earlierNotes = notes.replace(/^\[compacted:steps\] /, '');
+      messages.push(withoutNotes(message));
       continue;
     }
     messages.push(message);
   }
   return { messages, earlierNotes };
+}
+
+/** The marked notes a steps compaction put at the head of an assistant message (a first text part, or the whole string before its last blank line). */
+function notesPrefix(message: ChatMessage): string | null {
+  const { content } = message;
+  if (Array.isArray(content)) {
+    const first = content[0]?.['text'];
+    return typeof first === 'string' ? first.trimEnd() : null;
+  }
+  return typeof content === 'string' ? content : null;
+}
+
+/**
+ * The assistant message without the notes at its head. A list keeps its own
+ * parts; a string keeps nothing, since the notes cannot be told apart from the
+ * message's text there (and the epoch's notes already carry what it said).
+ */
+function withoutNotes(message: ChatMessage): ChatMessage {
+  const { content } = message;
+  if (Array.isArray(content)) return { ...message, content: content.slice(1) };
+  return { ...message, content: '' };
 }
 
 /**
@@ -216,7 +241,9 @@ async function callForNotes(call: ChatCall, body: Record<string, unknown>, signa
 }
 
 async function summarizeSuffix(request: SummarizeRequest, call: ChatCall): Promise<{ notes: string; mode: 'suffix' | 'suffix-cut' } | null> {
-  const hasEarlierNotes = request.candidate.slice(request.head, request.cut).some((message) => isMarked(message, 'summary'));
+  const hasEarlierNotes = request.candidate
+    .slice(request.head, request.cut)
+    .some((message) => isMarked(message, 'summary') || isMarked(message, 'steps'));
   const kept = request.candidate[request.cut];
   const whole = [
     ...request.candidate,

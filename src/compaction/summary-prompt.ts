@@ -55,7 +55,7 @@ export function suffixInstruction(options: { keptOpening: string | null; hasEarl
       ? 'everything above'
       : `everything above before the message that begins «${options.keptOpening}»; that message and the ones after it stay verbatim, so leave them out`;
   const merge = options.hasEarlierNotes
-    ? ` The conversation begins with earlier notes marked [compacted:summary]: update them. ${MERGE_RULE}`
+    ? ` Earlier notes, marked [compacted:summary] or [compacted:steps], stand near its start: update them. ${MERGE_RULE}`
     : '';
   return `Stop the conversation here for a moment: do not continue it and do not call tools. Write handoff notes of ${scope}.${merge} ${HANDOFF_RULES}`;
 }

@@ -104,7 +104,7 @@ describe('Compactor.prepare', () => {
     expect(summarizer.calls).toBe(2);
     const second = summarizer.bodies[1]!['messages'] as ChatMessage[];
     expect(isMarked(second[1]!, 'summary')).toBe(true);
-    expect(String(second.at(-1)!.content)).toContain('earlier notes marked [compacted:summary]: update them');
+    expect(String(second.at(-1)!.content)).toContain('Earlier notes, marked [compacted:summary] or [compacted:steps], stand near its start: update them');
     const prepared = await prepare(compactor, messages);
     const text = JSON.stringify(prepared.messages);
     for (let planted = 1; planted <= turn; planted++) expect(text).toContain(factOf(planted));
