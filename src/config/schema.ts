@@ -1,0 +1,196 @@
+import { z } from 'zod';
+
+/**
+ * The configuration: every key of DESIGN.md § Configuration, each with its
+ * default, so an empty file (or none) is a complete configuration.
+ *
+ * Objects are strict: an unknown key is an error, because a typo
+ * (`treshold: 0.7`) would otherwise be silently ignored and the default used.
+ * Nested objects use `prefault({})` so a missing section is parsed from `{}`
+ * and gets the defaults of its keys.
+ */
+
+const Fraction = z.number().gt(0, 'expected a fraction above 0').lte(1, 'expected a fraction at most 1');
+const Milliseconds = z.int('expected an integer number of milliseconds').positive('expected a positive number');
+const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
+const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
+const HttpUrl = z.url({ protocol: /^https?$/, error: 'expected a URL' });
+// `__proto__` as a map key would set the prototype of the parsed record.
+const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
+
+const AUTO_OR_TOKENS = 'expected "auto" or a positive integer';
+
+const ModelSchema = z.strictObject({
+  context_window: z
+    .union([z.literal('auto'), z.int(AUTO_OR_TOKENS).positive(AUTO_OR_TOKENS)], { error: AUTO_OR_TOKENS })
+    .default('auto'),
+  reserve_output_tokens: NonNegativeInteger.default(1024),
+});
+export type ModelConfig = z.infer<typeof ModelSchema>;
+
+const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: 1024 };
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const ConfigSchema = z
+  .strictObject({
+    listen: z
+      .strictObject({
+        host: z.string().min(1, 'expected a host name or address').default('127.0.0.1'),
+        port: z.int('expected a port number').min(0, 'expected a port number').max(65535, 'expected a port number').default(8081),
+      })
+      .prefault({}),
+    upstream: z
+      .strictObject({
+        url: HttpUrl.default('http://127.0.0.1:8080'),
+        api_key: z.string().min(1, 'expected a non-empty string or null').nullable().default(null),
+        timeouts: z
+          .strictObject({
+            connect_ms: Milliseconds.default(5_000),
+            // Local models can take minutes to read a long prompt before the first byte.
+            headers_ms: Milliseconds.default(600_000),
+            idle_ms: Milliseconds.default(300_000),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
+    models: z
+      .record(MapKey, ModelSchema.prefault({}))
+      .prefault({})
+      // "*" applies to every model without its own entry, so it always exists.
+      .transform((models): Record<string, ModelConfig> => ('*' in models ? models : { ...models, '*': DEFAULT_MODEL })),
+    compaction: z
+      .strictObject({
+        enabled: z.boolean('expected true or false').default(true),
+        threshold: Fraction.default(0.85),
+        soft_threshold: Fraction.default(0.6),
+        target: Fraction.default(0.5),
+        keep_recent: Fraction.default(0.25),
+        max_messages: NonNegativeInteger.default(0),
+        prune: z.strictObject({ max_result_chars: PositiveInteger.default(8192) }).prefault({}),
+        summary: z
+          .strictObject({
+            model: z.string().min(1).nullable().default(null),
+            upstream: HttpUrl.nullable().default(null),
+            max_tokens: PositiveInteger.default(1024),
+            timeout_ms: Milliseconds.default(300_000),
+            concurrency: PositiveInteger.default(1),
+            prompt_file: z.string().min(1).nullable().default(null),
+          })
+          .prefault({}),
+        on_summary_failure: z.enum(['truncate', 'forward', 'error']).default('truncate'),
+        progress: z.boolean('expected true or false').default(true),
+      })
+      .prefault({}),
+    pairs: z.enum(['repair', 'reject', 'off']).default('repair'),
+    cache: z
+      .strictObject({
+        max_entries: NonNegativeInteger.default(10_000),
+        ttl_s: PositiveInteger.default(86_400),
+      })
+      .prefault({}),
+    auth: z
+      .strictObject({
+        keys: z.array(z.string().min(1, 'expected a non-empty key')).default([]),
+      })
+      .prefault({}),
+    limits: z.strictObject({ body_bytes: PositiveInteger.default(33_554_432) }).prefault({}),
+    log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
+  })
+  .superRefine((config, context) => {
+    const { threshold, soft_threshold: softThreshold, target, keep_recent: keepRecent } = config.compaction;
+    // A target at or above the threshold would compact into another compaction.
+    if (target >= threshold) {
+      context.addIssue({ code: 'custom', path: ['compaction', 'target'], message: `must be below compaction.threshold (${threshold})` });
+    }
+    if (softThreshold > threshold) {
+      context.addIssue({
+        code: 'custom',
+        path: ['compaction', 'soft_threshold'],
+        message: `must not be above compaction.threshold (${threshold})`,
+      });
+    }
+    // The raw recent part is kept inside the target, so it cannot be larger.
+    if (keepRecent > target) {
+      context.addIssue({ code: 'custom', path: ['compaction', 'keep_recent'], message: `must not be above compaction.target (${target})` });
+    }
+  });
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export type ParseConfigResult = { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: string[] };
+
+/** Renders a path as it is written in YAML and JavaScript: `models["*"].context_window`, `auth.keys[0]`. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let text = '';
+  for (const key of path) {
+    if (typeof key === 'number') text += `[${key}]`;
+    else if (typeof key === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) text += text === '' ? key : `.${key}`;
+    else text += `[${JSON.stringify(String(key))}]`;
+  }
+  return text === '' ? '(root)' : text;
+}
+
+function describeType(expected: string): string {
+  switch (expected) {
+    case 'object':
+      return 'a mapping';
+    case 'array':
+      return 'a list';
+    case 'int':
+      return 'an integer';
+    case 'boolean':
+      return 'true or false';
+    default:
+      return /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
+  }
+}
+
+/** Short messages in the words of a YAML file, for the issues that carry no message of their own. */
+function messageOf(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      return `expected ${describeType(issue.expected)}`;
+    case 'invalid_value':
+      return `expected one of ${issue.values.map((value) => String(value)).join(', ')}`;
+    case 'invalid_format':
+      return issue.format === 'url' ? 'expected a URL' : `expected ${issue.format}`;
+    case 'too_small':
+      return `expected ${issue.inclusive === false ? 'above' : 'at least'} ${String(issue.minimum)}`;
+    case 'too_big':
+      return `expected ${issue.inclusive === false ? 'below' : 'at most'} ${String(issue.maximum)}`;
+    default:
+      return issue.message;
+  }
+}
+
+/**
+ * Validates a raw configuration (what the YAML file holds, with the
+ * environment and flags applied) and fills in the defaults. Every problem is
+ * listed as `path: what was expected`.
+ *
+ * @example
+ * parseConfig({ upstream: { url: 'nope' } })
+ * // → { ok: false, errors: ['upstream.url: expected a URL'] }
+ */
+export function parseConfig(raw: unknown): ParseConfigResult {
+  const result = ConfigSchema.safeParse(raw ?? {});
+  if (result.success) return { ok: true, config: result.data };
+  const errors: string[] = [];
+  for (const issue of result.error.issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) errors.push(`${formatPath([...issue.path, key])}: unknown key`);
+      continue;
+    }
+    const message = issue.code === 'custom' || issue.message.startsWith('expected') || issue.message.startsWith('must') ? issue.message : messageOf(issue);
+    errors.push(`${formatPath(issue.path)}: ${message}`);
+  }
+  return { ok: false, errors };
+}
+
+/** The configuration with every default: what compactor runs with when given no file. */
+export function defaultConfig(): Config {
+  const result = ConfigSchema.safeParse({});
+  if (!result.success) throw new Error('the default configuration does not validate');
+  return result.data;
+}
