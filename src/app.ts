@@ -1,0 +1,177 @@
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { DestinationStream } from 'pino';
+import type { Config } from './config/schema.js';
+import { createKeyCheck } from './http/auth.js';
+import type { ChatPlanner, UsageHook } from './http/chat-pipeline.js';
+import {
+  InternalError,
+  InvalidRequestError,
+  PayloadTooLargeError,
+  ProxyError,
+  ShuttingDownError,
+  UnauthorizedError,
+  UnsupportedMediaTypeError,
+} from './http/errors.js';
+import { createLogger } from './http/logger.js';
+import { type RequestState, sendError } from './http/request-state.js';
+import { chatRoutes } from './http/routes/chat.js';
+import { opsRoutes } from './http/routes/ops.js';
+import { passthroughRoutes } from './http/routes/passthrough.js';
+import { UpstreamClient } from './upstream/client.js';
+
+export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat-pipeline.js';
+
+export interface AppDeps {
+  /** Where log lines go (stdout when absent); tests pass a stream to read them. */
+  readonly logStream?: DestinationStream;
+  /** The upstream client; by default one is built from `config.upstream` and closed with the app. */
+  readonly upstream?: UpstreamClient;
+  /** The compaction step of the chat route (see `src/http/chat-pipeline.ts`). */
+  readonly planner?: ChatPlanner;
+  /** Receives each chat answer's `usage` / `timings`. */
+  readonly onUsage?: UsageHook;
+}
+
+export interface CompactorHandle {
+  readonly upstream: UpstreamClient;
+  /** Whether the app is draining: new requests get 503 + `Retry-After`. */
+  readonly draining: boolean;
+  /** Starts draining (before `close()` on shutdown). */
+  startDraining(): void;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    compactor: CompactorHandle;
+  }
+}
+
+// A restarted compactor is usually back within seconds.
+const RETRY_AFTER_SECONDS = 5;
+
+function toProxyError(error: FastifyError, config: Config): ProxyError {
+  if (error instanceof ProxyError) return error;
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new PayloadTooLargeError(config.limits.body_bytes);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new UnsupportedMediaTypeError('(invalid)');
+    default:
+      if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+        return new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' });
+      }
+      return new InternalError(error);
+  }
+}
+
+/**
+ * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
+ * use `inject()` or listen on port 0.
+ */
+export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
+  const logger = createLogger({ level: config.log.level, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
+  const upstream =
+    deps.upstream ??
+    new UpstreamClient({
+      url: config.upstream.url,
+      apiKey: config.upstream.api_key,
+      timeouts: {
+        connectMs: config.upstream.timeouts.connect_ms,
+        headersMs: config.upstream.timeouts.headers_ms,
+        idleMs: config.upstream.timeouts.idle_ms,
+      },
+    });
+  const ownsUpstream = deps.upstream === undefined;
+  const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
+  let draining = false;
+
+  const app = Fastify({
+    loggerInstance: logger,
+    // One line per request is written below, with the fields that matter here.
+    logController: new LogController({ disableRequestLogging: true }),
+    // Draining answers 503 in OpenAI's shape, with Retry-After (see onRequest).
+    return503OnClosing: false,
+    bodyLimit: config.limits.body_bytes,
+    frameworkErrors: (error, request, reply) => {
+      request.log.debug({ code: error.code }, 'request rejected by the framework');
+      sendError(reply, new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' }));
+    },
+  }) as unknown as FastifyInstance;
+
+  app.decorate('compactor', {
+    upstream,
+    get draining() {
+      return draining;
+    },
+    startDraining() {
+      draining = true;
+    },
+  } satisfies CompactorHandle);
+  app.decorateRequest('compactor', null as unknown as RequestState);
+
+  app.addHook('onRequest', async (request, reply) => {
+    const kind = request.routeOptions.config.kind ?? 'passthrough';
+    const state: RequestState = {
+      kind,
+      startedAt: performance.now(),
+      upstreamMs: null,
+      bytes: 0,
+      repairs: 0,
+      errorCode: null,
+      tenant: '',
+    };
+    request.compactor = state;
+    let finished = false;
+    reply.raw.once('finish', () => {
+      finished = true;
+    });
+    reply.raw.once('close', () => logRequest(request, reply, finished));
+    if (kind === 'ops') return;
+    if (draining) return sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
+    if (keyCheck !== undefined) {
+      const authorization = request.headers.authorization;
+      const result = keyCheck(authorization);
+      if (!result.ok) return sendError(reply, new UnauthorizedError());
+      state.tenant = result.tenant;
+    }
+    return;
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const proxyError = toProxyError(error, config);
+    if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
+    return sendError(reply, proxyError);
+  });
+
+  const options = { config, upstream, hooks: { ...(deps.planner ? { planner: deps.planner } : {}), ...(deps.onUsage ? { onUsage: deps.onUsage } : {}) } };
+  app.register(async (scope) => opsRoutes(scope, { upstream, isDraining: () => draining, retryAfterSeconds: RETRY_AFTER_SECONDS }));
+  app.register(async (scope) => chatRoutes(scope, options));
+  app.register(async (scope) => passthroughRoutes(scope, { upstream }));
+
+  app.addHook('onClose', async () => {
+    if (ownsUpstream) await upstream.close();
+  });
+  return app;
+}
+
+/** The one line per request: what happened, never what was said or who said it. */
+function logRequest(request: FastifyRequest, reply: FastifyReply, finished: boolean): void {
+  const state = request.compactor;
+  const response = reply.raw;
+  const queryStart = request.url.indexOf('?');
+  const fields = {
+    method: request.method,
+    route: state.kind,
+    path: queryStart === -1 ? request.url : request.url.slice(0, queryStart),
+    status: response.statusCode,
+    ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
+    upstreamMs: state.upstreamMs === null ? null : Math.round(state.upstreamMs * 100) / 100,
+    bytes: state.bytes > 0 ? state.bytes : Number(response.getHeader('content-length') ?? 0),
+    repairs: state.repairs,
+    ...(state.errorCode === null ? {} : { error: state.errorCode }),
+    ...(finished ? {} : { aborted: true }),
+  };
+  // Probes hit the ops routes every few seconds; their lines would drown the rest.
+  if (state.kind === 'ops') request.log.debug(fields, 'request');
+  else request.log.info(fields, 'request');
+}

@@ -1,0 +1,93 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
+import { z } from 'zod';
+import { ChatMessagesSchema } from '../transcript/message.js';
+import type { PairProblem } from '../transcript/pairs.js';
+import type { Timings, Usage } from '../upstream/usage.js';
+
+/**
+ * The seam between the chat route (parse, pairs, forward, stream back) and
+ * the compaction engine. The route calls `planner` once per request after
+ * pair handling and before forwarding, and `onUsage` once the answer has been
+ * streamed to the client.
+ */
+
+/**
+ * A chat completion request, validated loosely: `model` a string, `messages`
+ * a non-empty list of objects with a string `role`. Unknown fields and roles
+ * pass through untouched.
+ */
+export const ChatRequestSchema = z.looseObject({
+  model: z.string(),
+  messages: ChatMessagesSchema,
+});
+export type ChatRequestBody = z.infer<typeof ChatRequestSchema>;
+
+export interface ChatContext {
+  /** The request after pair handling (the parsed client body when pairs changed nothing). */
+  readonly body: ChatRequestBody;
+  /** The bytes the client sent; forwarded as they are when nothing changes the body. */
+  readonly raw: Buffer;
+  /** Whether pair handling changed `body` (repairs were made). */
+  readonly changed: boolean;
+  /** The repairs made (mode `repair`); empty otherwise. */
+  readonly pairRepairs: readonly PairProblem[];
+  /**
+   * Who is asking: a short hash of the client's key when `auth.keys` is set,
+   * else ''. Conversations of different tenants never share an epoch.
+   */
+  readonly tenant: string;
+  /** The client's request headers. They hold credentials: never log them. */
+  readonly headers: IncomingHttpHeaders;
+  /** Aborted when the client goes away; pass it to upstream calls made for this request. */
+  readonly signal: AbortSignal;
+  readonly log: FastifyBaseLogger;
+  /**
+   * Sends an SSE comment (`: compacting 84 messages`) to a `stream: true`
+   * client while it waits. The first call commits status 200 and the SSE
+   * headers; from then on an error reaches the client as an SSE error event
+   * and the report as a last comment. Returns false, doing nothing, when the
+   * request is not streamed, `compaction.progress` is off, or the client left.
+   */
+  progress(comment: string): boolean;
+}
+
+/** What the planner decided. `undefined` means: forward the body as it is. */
+export interface ChatPlan {
+  /** The body to forward instead (serialized once, with a new Content-Length). */
+  readonly body?: Readonly<Record<string, unknown>>;
+  /** One ASCII line for the `x-compactor` header (`summarized 84 messages -> …`). */
+  readonly report?: string;
+}
+
+/**
+ * Plans the forwarded request. To refuse it, throw a `ProxyError` (from
+ * `src/http/errors.ts`): its status and OpenAI-shaped body go to the client.
+ */
+export type ChatPlanner = (context: ChatContext) => Promise<ChatPlan | undefined>;
+
+export interface UsageObservation {
+  readonly context: ChatContext;
+  /** The body that was forwarded (the planner's, else `context.body`). */
+  readonly forwarded: Readonly<Record<string, unknown>>;
+  /** Its size in bytes as sent. */
+  readonly forwardedBytes: number;
+  readonly status: number;
+  readonly streamed: boolean;
+  /** The last `usage` the answer carried (a streamed answer has it with `stream_options.include_usage`). */
+  readonly usage: Usage | undefined;
+  /** llama-server's `timings` (`cache_n`, `prompt_n`, …), when present. */
+  readonly timings: Timings | undefined;
+}
+
+/**
+ * Called once after a 2xx answer was streamed whole to the client, whether
+ * or not it carried `usage`; a good moment to start background work. Errors
+ * it throws are logged and otherwise ignored.
+ */
+export type UsageHook = (observation: UsageObservation) => void;
+
+export interface ChatHooks {
+  readonly planner?: ChatPlanner;
+  readonly onUsage?: UsageHook;
+}

@@ -1,0 +1,128 @@
+import type { z } from 'zod';
+import { formatPath } from '../config/schema.js';
+import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
+import { type ChatRequestBody, ChatRequestSchema } from './chat-pipeline.js';
+import { InvalidRequestError, UnsupportedMediaTypeError } from './errors.js';
+import { isJsonMediaType, mediaTypeOf } from './headers.js';
+
+/**
+ * Step 1 of the request path: read the chat body once, keep its bytes, and
+ * validate it loosely. Step 2: tool-call pairs.
+ */
+
+// Fast pre-checks on the text, as secure-json-parse does: only a body that
+// mentions a dangerous key is walked.
+const PROTO_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
+const CONSTRUCTOR_KEY = /"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)(?:t|\\u0074)(?:r|\\u0072)(?:u|\\u0075)(?:c|\\u0063)(?:t|\\u0074)(?:o|\\u006[Ff])(?:r|\\u0072)"\s*:/;
+
+/**
+ * Whether a parsed JSON value has a `__proto__` key, or a `constructor` key
+ * holding a `prototype` key, at any depth: keys that pollute prototypes when
+ * a later step merges objects.
+ */
+function hasPollutingKey(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    if (Array.isArray(node)) {
+      for (const item of node) stack.push(item);
+      continue;
+    }
+    if (Object.hasOwn(node, '__proto__')) return true;
+    const record = node as Record<string, unknown>;
+    const constructorValue = Object.hasOwn(node, 'constructor') ? record['constructor'] : undefined;
+    if (typeof constructorValue === 'object' && constructorValue !== null && Object.hasOwn(constructorValue, 'prototype')) return true;
+    for (const key in record) stack.push(record[key]);
+  }
+  return false;
+}
+
+function describeExpected(expected: string): string {
+  switch (expected) {
+    case 'array':
+      return 'a list';
+    case 'object':
+      return 'an object';
+    default:
+      return `a ${expected}`;
+  }
+}
+
+/** Messages for a client, naming what is wrong without echoing what was sent. */
+function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
+  if (issue.code === 'invalid_type') return issue.input === undefined ? 'is required' : `must be ${describeExpected(issue.expected)}`;
+  if (issue.code === 'too_small' && issue.origin === 'array') return 'must not be empty';
+  return undefined;
+}
+
+/**
+ * Parses and validates a chat completion body. Throws `UnsupportedMediaTypeError`
+ * for a content type that is not JSON and `InvalidRequestError` for an empty
+ * body, invalid JSON, a prototype-polluting key, or a missing/invalid `model`
+ * or `messages`.
+ *
+ * @example
+ * readChatRequest(Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), 'application/json')
+ * // → { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
+ */
+export function readChatRequest(raw: unknown, contentType: string | undefined): ChatRequestBody {
+  // No content type is accepted: some clients omit it for JSON.
+  if (contentType !== undefined && !isJsonMediaType(mediaTypeOf(contentType))) throw new UnsupportedMediaTypeError(contentType);
+  if (!Buffer.isBuffer(raw) || raw.length === 0) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
+  }
+  const text = raw.toString('utf8');
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // The parser's message quotes the body, so it is not passed on (nor logged).
+    throw new InvalidRequestError({ code: 'invalid_json', message: 'the request body is not valid JSON' });
+  }
+  if ((PROTO_KEY.test(text) || CONSTRUCTOR_KEY.test(text)) && hasPollutingKey(json)) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")' });
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
+  }
+  const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = formatPath(issue.path);
+    throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
+  }
+  return parsed.data;
+}
+
+export interface PairOutcome {
+  readonly body: ChatRequestBody;
+  readonly changed: boolean;
+  readonly repairs: readonly PairProblem[];
+  /** `repaired 2 tool pairs`, when something was repaired. */
+  readonly report: string | undefined;
+}
+
+/**
+ * Applies `pairs: repair | reject | off`. `reject` throws an
+ * `InvalidRequestError` naming the first problem
+ * (`messages[7]: tool result "c9" answers no call`).
+ */
+export function applyPairMode(body: ChatRequestBody, mode: 'repair' | 'reject' | 'off'): PairOutcome {
+  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
+  if (mode === 'reject') {
+    const first = findPairProblems(body.messages)[0];
+    if (first !== undefined) {
+      throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first), param: `messages[${first.index}]` });
+    }
+    return { body, changed: false, repairs: [], report: undefined };
+  }
+  const { messages, repairs } = repairPairs(body.messages);
+  if (repairs.length === 0) return { body, changed: false, repairs, report: undefined };
+  return {
+    body: { ...body, messages },
+    changed: true,
+    repairs,
+    report: `repaired ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}`,
+  };
+}

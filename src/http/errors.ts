@@ -1,0 +1,187 @@
+/**
+ * compactor's own errors. Each class has a stable `code` and renders the body
+ * OpenAI clients parse: `{"error":{"message","type","param","code"}}`.
+ *
+ * Messages are written for the client: they never hold upstream URLs,
+ * internal addresses, stack traces or the request's text.
+ */
+
+export interface OpenAIErrorBody {
+  readonly error: {
+    readonly message: string;
+    readonly type: string;
+    readonly param: string | null;
+    readonly code: string | null;
+  };
+}
+
+export interface ProxyErrorOptions {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string;
+  readonly message: string;
+  readonly param?: string | null;
+  /** Extra response headers, such as `Retry-After`. */
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly cause?: unknown;
+}
+
+export class ProxyError extends Error {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string;
+  readonly param: string | null;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(options: ProxyErrorOptions) {
+    super(options.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.status = options.status;
+    this.type = options.type;
+    this.code = options.code;
+    this.param = options.param ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  toBody(): OpenAIErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** 400: the request is not something compactor can forward. */
+export class InvalidRequestError extends ProxyError {
+  constructor(options: { code: string; message: string; param?: string | null }) {
+    super({ status: 400, type: 'invalid_request_error', ...options });
+  }
+}
+
+/** 413: the body is larger than `limits.body_bytes`. */
+export class PayloadTooLargeError extends ProxyError {
+  constructor(limitBytes: number) {
+    super({
+      status: 413,
+      type: 'invalid_request_error',
+      code: 'request_too_large',
+      message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)`,
+    });
+  }
+}
+
+/** 415: the chat route only reads JSON. */
+export class UnsupportedMediaTypeError extends ProxyError {
+  constructor(contentType: string) {
+    super({
+      status: 415,
+      type: 'invalid_request_error',
+      code: 'unsupported_media_type',
+      message: `expected Content-Type: application/json, got ${JSON.stringify(contentType.slice(0, 100))}`,
+    });
+  }
+}
+
+/** 401: `auth.keys` is set and the client's Bearer token is not one of them. */
+export class UnauthorizedError extends ProxyError {
+  constructor() {
+    super({
+      status: 401,
+      type: 'authentication_error',
+      code: 'invalid_api_key',
+      message: 'missing or unknown API key: send one of the configured keys as "Authorization: Bearer <key>"',
+      headers: { 'www-authenticate': 'Bearer' },
+    });
+  }
+}
+
+/** 502: no connection to the upstream, or it broke before an answer. */
+export class UpstreamUnreachableError extends ProxyError {
+  constructor(options: { reason?: string; cause?: unknown } = {}) {
+    super({
+      status: 502,
+      type: 'server_error',
+      code: 'upstream_unreachable',
+      message: `the upstream server cannot be reached${options.reason === undefined ? '' : ` (${options.reason})`}`,
+      cause: options.cause,
+    });
+  }
+}
+
+/** 502: the upstream answered something that is not an OpenAI-compatible answer (an HTML error page, say). */
+export class UpstreamBadResponseError extends ProxyError {
+  constructor(options: { message: string; cause?: unknown }) {
+    super({ status: 502, type: 'server_error', code: 'upstream_bad_response', ...options });
+  }
+}
+
+/** 504: connecting, the response headers or a pause inside the body took longer than configured. */
+export class UpstreamTimeoutError extends ProxyError {
+  constructor(options: { phase: 'connect' | 'headers' | 'idle' | 'call'; cause?: unknown }) {
+    const what = {
+      connect: 'connecting to the upstream server timed out (upstream.timeouts.connect_ms)',
+      headers: 'the upstream server did not answer in time (upstream.timeouts.headers_ms)',
+      idle: 'the upstream response stalled (upstream.timeouts.idle_ms)',
+      call: 'the upstream call timed out',
+    }[options.phase];
+    super({ status: 504, type: 'server_error', code: 'upstream_timeout', message: what, cause: options.cause });
+  }
+}
+
+/**
+ * The upstream answered with an error status. Thrown by the upstream client's
+ * JSON calls (`complete`, `getJson`, `postJson`); `body` is the upstream's
+ * parsed body when it was JSON, and it becomes the response body when this
+ * error reaches a client, so the upstream's own words pass through.
+ */
+export class UpstreamStatusError extends ProxyError {
+  readonly upstreamBody: unknown;
+
+  constructor(options: { status: number; body: unknown; headers?: Readonly<Record<string, string>> }) {
+    const upstreamMessage = messageOfUpstreamBody(options.body);
+    super({
+      status: options.status,
+      type: 'server_error',
+      code: 'upstream_error',
+      message: upstreamMessage ?? `the upstream server answered ${options.status}`,
+      ...(options.headers === undefined ? {} : { headers: options.headers }),
+    });
+    this.upstreamBody = options.body;
+  }
+
+  override toBody(): OpenAIErrorBody {
+    const body = this.upstreamBody;
+    if (typeof body === 'object' && body !== null && 'error' in body) return body as OpenAIErrorBody;
+    return super.toBody();
+  }
+}
+
+/** 503: compactor is shutting down and takes no new requests. */
+export class ShuttingDownError extends ProxyError {
+  constructor(retryAfterSeconds: number) {
+    super({
+      status: 503,
+      type: 'server_error',
+      code: 'shutting_down',
+      message: 'compactor is shutting down; retry shortly',
+      headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
+    });
+  }
+}
+
+/** 500: a bug. The details go to the log, not to the client. */
+export class InternalError extends ProxyError {
+  constructor(cause?: unknown) {
+    super({ status: 500, type: 'server_error', code: 'internal_error', message: 'internal error in compactor', cause });
+  }
+}
+
+function messageOfUpstreamBody(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || !('error' in body)) return undefined;
+  const error: unknown = body.error;
+  if (typeof error === 'string') return error;
+  if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') return error.message;
+  return undefined;
+}
+
+/** The SSE event that tells a streaming client its answer failed; no `[DONE]` follows it. */
+export function sseErrorEvent(error: ProxyError): string {
+  return `data: ${JSON.stringify(error.toBody())}\n\n`;
+}

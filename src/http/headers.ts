@@ -1,0 +1,111 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+/**
+ * Header handling of a reverse proxy (RFC 9110 §7.6.1): hop-by-hop headers
+ * describe one connection, so they are removed in both directions, along
+ * with every header the `Connection` header names.
+ */
+
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection', // not standard, but sent by old clients; never meant for the next hop
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/**
+ * Request headers that compactor sets itself: `host` (the upstream is fixed by
+ * configuration), `expect` (Node answers `100-continue` itself and undici
+ * refuses the header), `content-length` (undici sets it from the body).
+ */
+const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'expect', 'content-length']);
+
+export type HeaderRecord = Record<string, string | string[]>;
+
+/** Lower-cased header names listed in a `Connection` header value. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const tokens = new Set<string>();
+  for (const part of Array.isArray(value) ? value : [value]) {
+    for (const token of part.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name !== '') tokens.add(name);
+    }
+  }
+  return tokens;
+}
+
+export interface ForwardRequestHeadersOptions {
+  /** Replaces the client's `Authorization` (the configured `upstream.api_key`). */
+  readonly apiKey?: string | null;
+  /** The chat route reads the answer (usage tap), so it asks for it uncompressed. */
+  readonly dropAcceptEncoding?: boolean;
+  /** Keep the client's `content-length`: the body is its own stream, passed as it is. */
+  readonly keepContentLength?: boolean;
+}
+
+/**
+ * The headers sent upstream for a client's request.
+ *
+ * @example
+ * forwardRequestHeaders({ host: 'proxy', connection: 'x-a', 'x-a': '1', accept: '*\/*' })
+ * // → { accept: '*\/*' }
+ */
+export function forwardRequestHeaders(headers: IncomingHttpHeaders, options: ForwardRequestHeadersOptions = {}): HeaderRecord {
+  const { apiKey = null, dropAcceptEncoding = false, keepContentLength = false } = options;
+  const named = connectionTokens(headers.connection);
+  const forwarded: HeaderRecord = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (HOP_BY_HOP.has(name) || named?.has(name) === true) continue;
+    if (REQUEST_ONLY.has(name) && !(keepContentLength && name === 'content-length')) continue;
+    if (dropAcceptEncoding && name === 'accept-encoding') continue;
+    forwarded[name] = value;
+  }
+  if (apiKey !== null) forwarded['authorization'] = `Bearer ${apiKey}`;
+  return forwarded;
+}
+
+/**
+ * The upstream's response headers as they go to the client.
+ *
+ * @example
+ * forwardResponseHeaders({ 'content-type': 'application/json', 'keep-alive': 'timeout=5' })
+ * // → { 'content-type': 'application/json' }
+ */
+export function forwardResponseHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): OutgoingHttpHeaders {
+  const named = connectionTokens(headers['connection']);
+  const forwarded: OutgoingHttpHeaders = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (HOP_BY_HOP.has(name) || named?.has(name) === true) continue;
+    forwarded[name] = value;
+  }
+  return forwarded;
+}
+
+/** The media type of a `Content-Type` value, lower-cased, without parameters. */
+export function mediaTypeOf(value: string | string[] | undefined): string {
+  const text = Array.isArray(value) ? (value[0] ?? '') : (value ?? '');
+  const end = text.indexOf(';');
+  return (end === -1 ? text : text.slice(0, end)).trim().toLowerCase();
+}
+
+export function isJsonMediaType(mediaType: string): boolean {
+  return mediaType === 'application/json' || mediaType.endsWith('+json');
+}
+
+export const EVENT_STREAM = 'text/event-stream';
+
+/** Added to SSE answers so no cache or buffering proxy (nginx) holds tokens back. */
+export const SSE_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+};

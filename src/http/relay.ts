@@ -1,0 +1,86 @@
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+
+/**
+ * How a relay ended: the source ended (the caller ends the response), the
+ * source failed (the caller decides how the client learns it), or the client
+ * went away (the caller aborts the upstream request).
+ */
+export type RelayEnd =
+  | { readonly kind: 'ended'; readonly bytes: number }
+  | { readonly kind: 'failed'; readonly bytes: number; readonly error: Error }
+  | { readonly kind: 'client-closed'; readonly bytes: number };
+
+export interface RelayOptions {
+  readonly source: Readable;
+  readonly target: ServerResponse;
+  /** Sees each chunk after it was handed to the client (a tap; must not throw). */
+  readonly onChunk?: (chunk: Buffer) => void;
+}
+
+/**
+ * Writes the source to the client chunk by chunk as it arrives: no
+ * buffering, and backpressure respected (the source pauses while the
+ * client's socket is full). The response is not ended here, so the caller
+ * can append an error event after a failure.
+ */
+export function relay(options: RelayOptions): Promise<RelayEnd> {
+  const { source, target, onChunk } = options;
+  return new Promise((resolve) => {
+    let bytes = 0;
+    let settled = false;
+
+    const onData = (chunk: Buffer): void => {
+      bytes += chunk.length;
+      if (!target.write(chunk)) source.pause();
+      onChunk?.(chunk);
+    };
+    const onDrain = (): void => {
+      source.resume();
+    };
+    const finish = (end: RelayEnd): void => {
+      if (settled) return;
+      settled = true;
+      source.off('data', onData);
+      source.off('end', onEnd);
+      source.off('error', onError);
+      source.off('close', onSourceClose);
+      target.off('drain', onDrain);
+      target.off('close', onTargetClose);
+      resolve(end);
+    };
+    const onEnd = (): void => finish({ kind: 'ended', bytes });
+    const onError = (error: Error): void => finish({ kind: 'failed', bytes, error });
+    // A source destroyed without an error still did not end: treat it as a failure.
+    const onSourceClose = (): void => {
+      if (!source.readableEnded) finish({ kind: 'failed', bytes, error: new Error('the upstream response closed early') });
+    };
+    const onTargetClose = (): void => finish({ kind: 'client-closed', bytes });
+
+    if (target.destroyed || target.closed) {
+      finish({ kind: 'client-closed', bytes });
+      return;
+    }
+    source.on('data', onData);
+    source.once('end', onEnd);
+    source.once('error', onError);
+    source.once('close', onSourceClose);
+    target.on('drain', onDrain);
+    target.once('close', onTargetClose);
+  });
+}
+
+/**
+ * Calls `callback` when the client goes away before its response finished.
+ * Watches the response's `close`, not the request's: the request closes as
+ * soon as its body has been read.
+ */
+export function onClientGone(response: ServerResponse, callback: () => void): void {
+  let finished = false;
+  response.once('finish', () => {
+    finished = true;
+  });
+  response.once('close', () => {
+    if (!finished) callback();
+  });
+}

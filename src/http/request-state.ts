@@ -1,0 +1,55 @@
+import type { FastifyReply } from 'fastify';
+import type { ProxyError } from './errors.js';
+
+/** Which of compactor's routes answered a request; the log line names it. */
+export type RouteKind = 'chat' | 'passthrough' | 'ops';
+
+/** What the per-request log line reports, filled in as the request goes. */
+export interface RequestState {
+  kind: RouteKind;
+  /** `performance.now()` when the request arrived. */
+  readonly startedAt: number;
+  /** Time from sending upstream to the upstream's response headers. */
+  upstreamMs: number | null;
+  /** Body bytes written to the client. */
+  bytes: number;
+  /** Tool pairs repaired in this request. */
+  repairs: number;
+  /** The code of the error that ended the request, or `client_closed`. */
+  errorCode: string | null;
+  /** See `ChatContext.tenant`. */
+  tenant: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    compactor: RequestState;
+  }
+  interface FastifyContextConfig {
+    kind?: RouteKind;
+  }
+}
+
+/** Sends compactor's own error in OpenAI's shape (before anything else was sent). */
+export function sendError(reply: FastifyReply, error: ProxyError): FastifyReply {
+  reply.request.compactor.errorCode = error.code;
+  return reply
+    .code(error.status)
+    .headers({ ...error.headers, 'content-type': 'application/json; charset=utf-8' })
+    .send(JSON.stringify(error.toBody()));
+}
+
+/**
+ * The request target sent upstream: the client's path and query. An
+ * absolute-form target (`GET http://elsewhere/x`) keeps only its path, so a
+ * request can never name another host.
+ */
+export function targetPath(url: string): string {
+  if (url.startsWith('/')) return url;
+  try {
+    const parsed = new URL(url);
+    return `${parsed.pathname}${parsed.search}`;
+  } catch {
+    return '/';
+  }
+}

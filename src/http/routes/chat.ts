@@ -1,0 +1,321 @@
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../../config/schema.js';
+import { failureReason, toUpstreamError, type UpstreamClient, type UpstreamResponse } from '../../upstream/client.js';
+import { SseTap, sseComment } from '../../upstream/sse.js';
+import { extractUsage, type UsageFound } from '../../upstream/usage.js';
+import type { ChatContext, ChatHooks, ChatPlan } from '../chat-pipeline.js';
+import { applyPairMode, readChatRequest } from '../chat-request.js';
+import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../errors.js';
+import {
+  EVENT_STREAM,
+  SSE_RESPONSE_HEADERS,
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  isJsonMediaType,
+  mediaTypeOf,
+} from '../headers.js';
+import { onClientGone, relay } from '../relay.js';
+import { sendError, targetPath } from '../request-state.js';
+
+/**
+ * `POST /v1/chat/completions` (and `/chat/completions`): parse once, pairs,
+ * the planner seam, forward, stream the answer back byte for byte.
+ */
+
+export interface ChatRouteOptions {
+  readonly config: Config;
+  readonly upstream: UpstreamClient;
+  readonly hooks: ChatHooks;
+}
+
+// A JSON answer copied for the usage tap beyond this size is not parsed:
+// completions are small, and a huge one is not worth holding twice.
+const MAX_TAPPED_JSON_BYTES = 8 * 1024 * 1024;
+// An error body read to relay as an SSE event after progress comments.
+const MAX_ERROR_BODY_BYTES = 1024 * 1024;
+
+/** Header values carry ASCII only, on one line. */
+function headerText(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?');
+}
+
+function joinReports(...reports: (string | undefined)[]): string | undefined {
+  const present = reports.filter((report): report is string => report !== undefined && report !== '');
+  return present.length === 0 ? undefined : present.join('; ');
+}
+
+/** A failure after the answer began: the stream broke off or stalled. */
+function midStreamError(error: Error): ProxyError {
+  const mapped = toUpstreamError(error);
+  if (mapped.code === 'upstream_timeout') return mapped;
+  return new ProxyError({
+    status: 502,
+    type: 'server_error',
+    code: 'upstream_stream_failed',
+    message: `the upstream answer broke off before it was complete (${failureReason(error)})`,
+  });
+}
+
+const INCOMPLETE_STREAM = new ProxyError({
+  status: 502,
+  type: 'server_error',
+  code: 'upstream_stream_incomplete',
+  message: 'the upstream stream ended without [DONE]',
+});
+
+async function readLimited(body: UpstreamResponse['body'], maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    length += chunk.length;
+    if (length > maxBytes) break;
+    chunks.push(chunk);
+  }
+  body.destroy();
+  return Buffer.concat(chunks);
+}
+
+class ChatExchange {
+  readonly #request: FastifyRequest;
+  readonly #reply: FastifyReply;
+  readonly #options: ChatRouteOptions;
+  readonly #controller = new AbortController();
+  /** Status 200 and SSE headers went out early, with progress comments. */
+  #early = false;
+
+  constructor(request: FastifyRequest, reply: FastifyReply, options: ChatRouteOptions) {
+    this.#request = request;
+    this.#reply = reply;
+    this.#options = options;
+    onClientGone(reply.raw, () => this.#controller.abort());
+  }
+
+  get #response() {
+    return this.#reply.raw;
+  }
+
+  async run(): Promise<void> {
+    try {
+      await this.#exchange();
+    } catch (error) {
+      if (this.#controller.signal.aborted) {
+        this.#clientGone();
+        return;
+      }
+      const proxyError = error instanceof ProxyError ? error : new InternalError(error);
+      if (proxyError instanceof InternalError) this.#request.log.error({ err: error }, 'chat request failed');
+      if (!this.#early) {
+        sendError(this.#reply, proxyError);
+        return;
+      }
+      this.#request.compactor.errorCode = proxyError.code;
+      this.#response.end(sseErrorEvent(proxyError));
+    }
+  }
+
+  async #exchange(): Promise<void> {
+    const { config, upstream, hooks } = this.#options;
+    const request = this.#request;
+    const state = request.compactor;
+
+    const parsed = readChatRequest(request.body, request.headers['content-type']);
+    const pairs = applyPairMode(parsed, config.pairs);
+    state.repairs = pairs.repairs.length;
+    const raw = request.body as Buffer;
+    const streamRequested = parsed['stream'] === true;
+
+    const context: ChatContext = {
+      body: pairs.body,
+      raw,
+      changed: pairs.changed,
+      pairRepairs: pairs.repairs,
+      tenant: state.tenant,
+      headers: request.headers,
+      signal: this.#controller.signal,
+      log: request.log,
+      progress: (comment) => {
+        if (!streamRequested || !config.compaction.progress || this.#controller.signal.aborted) return false;
+        this.#startEarly();
+        this.#response.write(sseComment(comment));
+        return true;
+      },
+    };
+
+    let plan: ChatPlan | undefined;
+    if (hooks.planner !== undefined) plan = await hooks.planner(context);
+    if (this.#controller.signal.aborted) {
+      this.#clientGone();
+      return;
+    }
+
+    const changedBody = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+    const bytes = changedBody === undefined ? raw : Buffer.from(JSON.stringify(changedBody));
+    const report = joinReports(pairs.report, plan?.report);
+    const headers = forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, dropAcceptEncoding: true });
+    headers['content-length'] = String(bytes.length);
+    if (changedBody !== undefined || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+
+    const started = performance.now();
+    let answer: UpstreamResponse;
+    try {
+      answer = await upstream.forward({
+        method: 'POST',
+        path: targetPath(request.url),
+        headers,
+        body: bytes,
+        signal: this.#controller.signal,
+      });
+    } finally {
+      state.upstreamMs = performance.now() - started;
+    }
+    await this.#respond(answer, { context, forwarded: changedBody ?? pairs.body, forwardedBytes: bytes.length, report });
+  }
+
+  async #respond(
+    answer: UpstreamResponse,
+    sent: { context: ChatContext; forwarded: Readonly<Record<string, unknown>>; forwardedBytes: number; report: string | undefined },
+  ): Promise<void> {
+    const { hooks } = this.#options;
+    const state = this.#request.compactor;
+    const response = this.#response;
+    const { status, body } = answer;
+    const mediaType = mediaTypeOf(answer.headers['content-type']);
+    const streamed = mediaType === EVENT_STREAM;
+
+    if (!streamed && !isJsonMediaType(mediaType)) {
+      body.destroy();
+      throw new UpstreamBadResponseError({
+        message: `the upstream server answered ${status} with ${mediaType === '' ? 'no content type' : mediaType} instead of JSON`,
+      });
+    }
+
+    if (this.#early) {
+      if (!streamed || status >= 300) {
+        // Headers are gone: the upstream's error can only reach the client as an SSE error event.
+        const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
+        let upstreamBody: unknown;
+        try {
+          upstreamBody = JSON.parse(text.toString('utf8'));
+        } catch {
+          upstreamBody = undefined;
+        }
+        const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
+        state.errorCode = error.code;
+        response.end(sseErrorEvent(error));
+        return;
+      }
+      if (sent.report !== undefined) response.write(sseComment(sent.report));
+    } else {
+      this.#reply.hijack();
+      const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
+      if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
+      if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
+      response.writeHead(status, outgoing);
+      // Clients see the answer start (and its status) before the first token, which may take long.
+      if (streamed) response.flushHeaders();
+    }
+
+    const succeeded = status >= 200 && status < 300;
+    const collectUsage = hooks.onUsage !== undefined && succeeded;
+    const tap = streamed ? new SseTap({ collectUsage }) : undefined;
+    let copy: Buffer[] | undefined = !streamed && collectUsage ? [] : undefined;
+    let copied = 0;
+    const onChunk =
+      tap !== undefined
+        ? (chunk: Buffer) => tap.write(chunk)
+        : copy !== undefined
+          ? (chunk: Buffer) => {
+              copied += chunk.length;
+              if (copied > MAX_TAPPED_JSON_BYTES) copy = undefined;
+              else copy?.push(chunk);
+            }
+          : undefined;
+
+    const end = await relay({ source: body, target: response, ...(onChunk === undefined ? {} : { onChunk }) });
+    state.bytes += end.bytes;
+
+    switch (end.kind) {
+      case 'client-closed':
+        this.#controller.abort();
+        body.destroy();
+        state.errorCode = 'client_closed';
+        return;
+      case 'failed': {
+        const error = midStreamError(end.error);
+        state.errorCode = error.code;
+        if (tap === undefined) {
+          // A JSON body cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
+          response.destroy();
+          return;
+        }
+        response.end(tap.closingBytes() + sseErrorEvent(error));
+        return;
+      }
+      case 'ended':
+        break;
+    }
+
+    if (tap !== undefined && succeeded && !tap.sawDone && !tap.sawError) {
+      state.errorCode = INCOMPLETE_STREAM.code;
+      response.end(tap.closingBytes() + sseErrorEvent(INCOMPLETE_STREAM));
+      return;
+    }
+    response.end();
+
+    const onUsage = hooks.onUsage;
+    if (onUsage === undefined || !succeeded) return;
+    const chunks = copy;
+    // After the client has its answer: nothing here may delay it.
+    setImmediate(() => {
+      try {
+        let found: UsageFound = {};
+        if (tap !== undefined) found = { ...(tap.usage === undefined ? {} : { usage: tap.usage }), ...(tap.timings === undefined ? {} : { timings: tap.timings }) };
+        else if (chunks !== undefined) found = extractUsage(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        onUsage({
+          context: sent.context,
+          forwarded: sent.forwarded,
+          forwardedBytes: sent.forwardedBytes,
+          status,
+          streamed,
+          usage: found.usage,
+          timings: found.timings,
+        });
+      } catch (error) {
+        this.#request.log.warn({ err: error }, 'usage hook failed');
+      }
+    });
+  }
+
+  #startEarly(): void {
+    if (this.#early) return;
+    this.#early = true;
+    this.#reply.hijack();
+    this.#response.writeHead(200, { 'content-type': 'text/event-stream', ...SSE_RESPONSE_HEADERS });
+    this.#response.flushHeaders();
+  }
+
+  /** The client left: nothing to answer; the upstream request (if any) is already aborted. */
+  #clientGone(): void {
+    this.#request.compactor.errorCode = 'client_closed';
+    if (!this.#reply.sent) this.#reply.hijack();
+    if (!this.#response.destroyed) this.#response.destroy();
+  }
+}
+
+export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
+  const bodyLimit = options.config.limits.body_bytes;
+  // Every content type is read as bytes, up to the limit (413 beyond): the
+  // handler keeps the raw bytes and answers 415 itself, in OpenAI's shape.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
+    done(null, body);
+  });
+  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    request.compactor.kind = 'chat';
+    await new ChatExchange(request, reply, options).run();
+  };
+  for (const url of ['/v1/chat/completions', '/chat/completions']) {
+    app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
+  }
+}

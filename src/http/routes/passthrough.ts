@@ -1,0 +1,84 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
+import { failureReason } from '../../upstream/client.js';
+import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
+import { onClientGone, relay } from '../relay.js';
+import { targetPath } from '../request-state.js';
+
+/**
+ * Everything that is not compactor's own (`/v1/models`, `/props`, `/health`,
+ * `/tokenize`, `/v1/embeddings`, any method): streamed through both ways,
+ * untouched except for hop-by-hop headers and, when configured, the upstream
+ * key.
+ */
+
+export interface PassthroughRouteOptions {
+  readonly upstream: UpstreamClient;
+}
+
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient): Promise<void> {
+  const state = request.compactor;
+  const response = reply.raw;
+  const controller = new AbortController();
+  onClientGone(response, () => controller.abort());
+
+  const started = performance.now();
+  let answer: UpstreamResponse;
+  try {
+    answer = await upstream.forward({
+      method: request.method,
+      path: targetPath(request.url),
+      headers: forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, keepContentLength: true }),
+      // The body was left unread by the content-type parser: it streams on as it arrives.
+      body: hasBody(request) ? request.raw : null,
+      signal: controller.signal,
+    });
+  } catch (error) {
+    state.upstreamMs = performance.now() - started;
+    if (controller.signal.aborted) {
+      state.errorCode = 'client_closed';
+      reply.hijack();
+      return;
+    }
+    throw error;
+  }
+  state.upstreamMs = performance.now() - started;
+
+  reply.hijack();
+  response.writeHead(answer.status, forwardResponseHeaders(answer.headers));
+  response.flushHeaders();
+  const end = await relay({ source: answer.body, target: response });
+  state.bytes += end.bytes;
+  switch (end.kind) {
+    case 'ended':
+      response.end();
+      return;
+    case 'client-closed':
+      controller.abort();
+      answer.body.destroy();
+      state.errorCode = 'client_closed';
+      return;
+    case 'failed':
+      // Cut the client's connection too: a truncated body must not look complete.
+      request.log.debug({ reason: failureReason(end.error) }, 'upstream response broke off');
+      state.errorCode = 'upstream_stream_failed';
+      response.destroy();
+      return;
+  }
+}
+
+export async function passthroughRoutes(app: FastifyInstance, options: PassthroughRouteOptions): Promise<void> {
+  // Bodies are not parsed: the request stream itself is forwarded.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => {
+    done(null);
+  });
+  app.all('/*', { exposeHeadRoute: false, config: { kind: 'passthrough' } }, async (request, reply) => {
+    await passThrough(request, reply, options.upstream);
+  });
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+import { buildApp } from './app.js';
+import { USAGE, loadConfig } from './config/load.js';
+
+/**
+ * The command line: read the configuration (exit 2 when it is invalid),
+ * listen, and shut down gracefully on SIGTERM / SIGINT: stop taking requests
+ * (503 + Retry-After), let those in flight finish, then exit. A second signal,
+ * or the grace period running out, ends them.
+ */
+
+// Long enough for most answers in flight to finish; a local model's longest
+// streams would need more, and a second signal ends them at once.
+const SHUTDOWN_GRACE_MS = 30_000;
+
+/** The upstream URL as it may be logged: without credentials in it. */
+function displayUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.toString().replace(/\/$/, '');
+}
+
+async function main(): Promise<void> {
+  const loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
+  if (!loaded.ok) {
+    process.stderr.write(`compactor: invalid configuration\n${loaded.errors.map((error) => `  ${error}`).join('\n')}\n`);
+    process.exit(2);
+  }
+  if (loaded.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const { config } = loaded;
+  const app = buildApp(config);
+
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      app.log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: draining requests in flight');
+    app.compactor.startDraining();
+    const timer = setTimeout(() => {
+      app.log.warn('requests still in flight after the grace period: exiting');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS);
+    timer.unref();
+    app.close().then(
+      () => {
+        app.log.info('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        app.log.error({ err: error }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+
+  try {
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+  } catch (error) {
+    app.log.fatal({ err: error }, 'cannot listen');
+    process.exit(1);
+  }
+  app.log.info({ upstream: displayUrl(config.upstream.url), config: loaded.file ?? '(defaults)' }, 'compactor ready');
+}
+
+await main();

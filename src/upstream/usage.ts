@@ -1,0 +1,51 @@
+import { z } from 'zod';
+
+/**
+ * What an answer says it cost: OpenAI's `usage`, and llama-server's
+ * `timings` (`cache_n` tokens reused from the KV cache, `prompt_n` read anew).
+ * Loose schemas: other fields pass through, a missing field is not an error.
+ */
+
+export const UsageSchema = z.looseObject({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number().optional(),
+  total_tokens: z.number().optional(),
+  prompt_tokens_details: z.looseObject({ cached_tokens: z.number().optional() }).nullable().optional(),
+});
+export type Usage = z.infer<typeof UsageSchema>;
+
+export const TimingsSchema = z.looseObject({
+  cache_n: z.number().optional(),
+  prompt_n: z.number().optional(),
+  prompt_ms: z.number().optional(),
+  predicted_n: z.number().optional(),
+  predicted_ms: z.number().optional(),
+});
+export type Timings = z.infer<typeof TimingsSchema>;
+
+export interface UsageFound {
+  usage?: Usage;
+  timings?: Timings;
+}
+
+/**
+ * Reads `usage` and `timings` from a completion or a stream chunk, when they
+ * are there and well-formed.
+ *
+ * @example
+ * extractUsage({ usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })
+ * // → { usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } }
+ */
+export function extractUsage(value: unknown): UsageFound {
+  if (typeof value !== 'object' || value === null) return {};
+  const found: UsageFound = {};
+  if ('usage' in value) {
+    const usage = UsageSchema.safeParse(value.usage);
+    if (usage.success) found.usage = usage.data;
+  }
+  if ('timings' in value) {
+    const timings = TimingsSchema.safeParse(value.timings);
+    if (timings.success) found.timings = timings.data;
+  }
+  return found;
+}

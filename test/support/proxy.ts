@@ -1,0 +1,86 @@
+import type { FastifyInstance } from 'fastify';
+import type { AddressInfo } from 'node:net';
+import { type AppDeps, buildApp } from '../../src/app.js';
+import { type Config, parseConfig } from '../../src/config/schema.js';
+import type { FakeUpstream } from './fake-upstream.js';
+
+/** Collects pino's lines (a `DestinationStream`) so tests can read every one. */
+export class LogCapture {
+  readonly lines: string[] = [];
+
+  write(line: string): void {
+    this.lines.push(line);
+  }
+
+  get text(): string {
+    return this.lines.join('');
+  }
+
+  /** The parsed lines. */
+  entries(): Record<string, unknown>[] {
+    return this.lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+  }
+
+  /** The per-request lines. */
+  requests(): Record<string, unknown>[] {
+    return this.entries().filter((entry) => entry['msg'] === 'request');
+  }
+}
+
+type Raw = Record<string, unknown>;
+
+function merge(base: Raw, extra: Raw): Raw {
+  const merged: Raw = { ...base };
+  for (const [key, value] of Object.entries(extra)) {
+    const current = merged[key];
+    merged[key] =
+      typeof value === 'object' && value !== null && !Array.isArray(value) && typeof current === 'object' && current !== null
+        ? merge(current as Raw, value as Raw)
+        : value;
+  }
+  return merged;
+}
+
+/**
+ * A configuration for tests: the given upstream, short timeouts (so a fault
+ * shows in seconds, not minutes), and `overrides` merged in, validated by the
+ * real schema.
+ */
+export function testConfig(upstreamUrl: string, overrides: Raw = {}): Config {
+  const raw = merge(
+    {
+      listen: { host: '127.0.0.1', port: 0 },
+      upstream: { url: upstreamUrl, timeouts: { connect_ms: 2_000, headers_ms: 5_000, idle_ms: 5_000 } },
+      log: { level: 'info' },
+    },
+    overrides,
+  );
+  const result = parseConfig(raw);
+  if (!result.ok) throw new Error(`test config invalid: ${result.errors.join('; ')}`);
+  return result.config;
+}
+
+export interface Proxy {
+  readonly app: FastifyInstance;
+  readonly logs: LogCapture;
+  /** `http://127.0.0.1:PORT` when started with `listen: true`. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** compactor in front of `upstream`, with captured logs; listening on a loopback port when asked. */
+export async function startProxy(
+  upstream: FakeUpstream,
+  options: { config?: Raw; deps?: Omit<AppDeps, 'logStream'>; listen?: boolean } = {},
+): Promise<Proxy> {
+  const logs = new LogCapture();
+  const app = buildApp(testConfig(upstream.url, options.config), { ...options.deps, logStream: logs });
+  let url = '';
+  if (options.listen === true) {
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  } else {
+    await app.ready();
+  }
+  return { app, logs, url, close: () => app.close() };
+}
