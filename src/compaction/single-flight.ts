@@ -15,9 +15,9 @@ interface Flight<T> {
 export class SingleFlight<T> {
   readonly #flights = new Map<string, Flight<T>>();
 
-  /** Whether a computation is running for `key`. */
+  /** Whether a computation is running for `key` (one every caller has left is winding down, and does not count). */
   has(key: string): boolean {
-    return this.#flights.has(key);
+    return this.#live(key) !== undefined;
   }
 
   get size(): number {
@@ -26,7 +26,11 @@ export class SingleFlight<T> {
 
   /** Joins the computation for `key`, starting it with `compute` when none runs. */
   run(key: string, compute: (signal: AbortSignal) => Promise<T>, callerSignal?: AbortSignal): Promise<T> {
-    let flight = this.#flights.get(key);
+    // A caller that has already left starts nothing and joins nothing.
+    if (callerSignal?.aborted === true) return Promise.reject(callerSignal.reason);
+    // A computation every caller has left is aborted and only winding down: joining it would hand this
+    // caller another caller's abort, so a new one replaces it (the old one's cleanup checks it is still current).
+    let flight = this.#live(key);
     if (flight === undefined) {
       const controller = new AbortController();
       const promise = Promise.resolve()
@@ -42,8 +46,14 @@ export class SingleFlight<T> {
 
   /** Waits for the computation running for `key`, if any (resolves to undefined when none runs). */
   async wait(key: string, callerSignal?: AbortSignal): Promise<T | undefined> {
-    const flight = this.#flights.get(key);
+    const flight = this.#live(key);
     return flight === undefined ? undefined : this.#join(flight, callerSignal);
+  }
+
+  /** The flight for `key` unless every caller has left it. */
+  #live(key: string): Flight<T> | undefined {
+    const flight = this.#flights.get(key);
+    return flight === undefined || flight.controller.signal.aborted ? undefined : flight;
   }
 
   #join(flight: Flight<T>, callerSignal: AbortSignal | undefined): Promise<T> {
