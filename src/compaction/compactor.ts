@@ -27,7 +27,7 @@ import { Semaphore } from './semaphore.js';
 import { SingleFlight } from './single-flight.js';
 import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summarize.js';
 import { TokenRatios } from './token-ratio.js';
-import type { UpstreamJson } from './upstream-json.js';
+import type { CallHeaders, UpstreamJson } from './upstream-json.js';
 
 /**
  * The compaction engine: decides, per chat request, what is forwarded.
@@ -85,6 +85,8 @@ export interface PrepareInput {
   readonly signal: AbortSignal;
   /** Told while the request waits for a summary (`compacting 84 messages (chunk 2/3)`). */
   readonly onProgress?: (line: string) => void;
+  /** Headers for the upstream calls made for this request (the client's credential when no upstream key is set). */
+  readonly upstreamHeaders?: CallHeaders;
 }
 
 export interface Prepared {
@@ -202,8 +204,8 @@ export class Compactor {
     return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? { context_window: 'auto', reserve_output_tokens: 1024 };
   }
 
-  async #budgetOf(model: string, body: Readonly<Record<string, unknown>>): Promise<Budget> {
-    const window = await this.windows.get(model);
+  async #budgetOf(model: string, body: Readonly<Record<string, unknown>>, headers: CallHeaders | undefined): Promise<Budget> {
+    const window = await this.windows.get(model, headers);
     const reserve = Math.max(numberField(body['max_tokens']), numberField(body['max_completion_tokens']), this.#modelConfig(model).reserve_output_tokens);
     return { window, reserve, budget: window === null ? null : Math.max(0, window - reserve) };
   }
@@ -229,7 +231,7 @@ export class Compactor {
     });
     if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
 
-    const limits = await this.#budgetOf(model, body);
+    const limits = await this.#budgetOf(model, body, input.upstreamHeaders);
     const ratio = this.ratios.get(model);
     const messages = this.#pruneOversizedResults(input.messages, limits.budget);
     const originalSize = rawEstimate(messages, toolsEstimate) * ratio;
@@ -244,13 +246,13 @@ export class Compactor {
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * ratio;
-    const job = { hashes, messages, body, model, limits, ratio, toolsEstimate, originalSize };
+    const job: Job = { hashes, messages, body, model, limits, ratio, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
       const candidate = candidateOf(messages, this.#longestEpoch(hashes, false));
       let sizes: Sizes = { perMessage: candidate.messages.map(sizeOf), fixed: toolsEstimate * ratio };
       let size = totalSize(sizes);
       if (limits.budget !== null && isNear(size, this.#settings.threshold * limits.budget)) {
-        sizes = await this.#measured(model, body, candidate.messages, sizes, toolsEstimate, input.signal);
+        sizes = await this.#measured(job, candidate.messages, sizes, input.signal);
         size = totalSize(sizes);
       }
       const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: size });
@@ -355,7 +357,7 @@ export class Compactor {
     if (limits.budget !== null) {
       let size = estimate * this.ratios.get(job.model);
       if (isNear(size, limits.budget)) {
-        const exact = await this.#counter.count({ ...job.body, messages: forwarded }, input.signal);
+        const exact = await this.#counter.count({ ...job.body, messages: forwarded }, input.signal, job.headers);
         if (exact !== null) {
           this.ratios.learn(job.model, exact, estimate);
           size = exact;
@@ -367,17 +369,10 @@ export class Compactor {
   }
 
   /** Sizes scaled to the upstream's exact count of the candidate, when it gives one. */
-  async #measured(
-    model: string,
-    body: Readonly<Record<string, unknown>>,
-    messages: readonly ChatMessage[],
-    sizes: Sizes,
-    toolsEstimate: number,
-    signal: AbortSignal,
-  ): Promise<Sizes> {
-    const exact = await this.#counter.count({ ...body, messages }, signal);
+  async #measured(job: Job, messages: readonly ChatMessage[], sizes: Sizes, signal: AbortSignal): Promise<Sizes> {
+    const exact = await this.#counter.count({ ...job.body, messages }, signal, job.headers);
     if (exact === null) return sizes;
-    this.ratios.learn(model, exact, rawEstimate(messages, toolsEstimate));
+    this.ratios.learn(job.model, exact, rawEstimate(messages, job.toolsEstimate));
     const scale = exact / Math.max(1, totalSize(sizes));
     return { perMessage: sizes.perMessage.map((size) => size * scale), fixed: sizes.fixed * scale };
   }
@@ -478,7 +473,7 @@ export class Compactor {
               signal: AbortSignal.any([signal, timeout]),
               onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             },
-            this.#chat,
+            (body, callSignal) => this.#chat(body, callSignal, job.headers),
           ),
         );
         this.#failures.delete(conversation);
@@ -537,6 +532,7 @@ interface Job {
   readonly ratio: number;
   readonly toolsEstimate: number;
   readonly originalSize: number;
+  readonly headers: CallHeaders | undefined;
 }
 
 /** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes). */

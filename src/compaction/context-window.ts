@@ -1,4 +1,4 @@
-import { numberAt, type UpstreamJson } from './upstream-json.js';
+import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
 
 /**
  * The context window the upstream serves per slot, per model: from the
@@ -41,20 +41,21 @@ export class ContextWindows {
     return Object.fromEntries([...this.#known].map(([model, known]) => [model, known.window]));
   }
 
-  async get(model: string): Promise<number | null> {
+  /** The window of `model`; `headers` go with the discovery calls (a client's credential for an upstream that wants one). */
+  async get(model: string, headers?: CallHeaders): Promise<number | null> {
     const configured = this.#options.configured(model);
     if (configured !== 'auto') return configured;
     const known = this.#known.get(model);
     if (known !== undefined && this.#now() - known.at < WINDOW_TTL_MS) return known.window;
     const asking = this.#asking.get(model);
     if (asking !== undefined) return asking;
-    const promise = this.#discover(model).finally(() => this.#asking.delete(model));
+    const promise = this.#discover(model, headers).finally(() => this.#asking.delete(model));
     this.#asking.set(model, promise);
     return promise;
   }
 
-  async #discover(model: string): Promise<number | null> {
-    const window = (await this.#fromProps()) ?? (await this.#fromModels(model));
+  async #discover(model: string, headers: CallHeaders | undefined): Promise<number | null> {
+    const window = (await this.#fromProps(headers)) ?? (await this.#fromModels(model, headers));
     this.#known.set(model, { window, at: this.#now() });
     if (window === null && !this.#warned.has(model)) {
       this.#warned.add(model);
@@ -63,9 +64,9 @@ export class ContextWindows {
     return window;
   }
 
-  async #fromProps(): Promise<number | null> {
+  async #fromProps(headers: CallHeaders | undefined): Promise<number | null> {
     try {
-      const reply = await this.#options.upstream.getJson('/props');
+      const reply = await this.#options.upstream.getJson('/props', undefined, headers);
       if (reply.status !== 200) return null;
       return positive(numberAt(reply.body, 'default_generation_settings', 'n_ctx'));
     } catch {
@@ -73,9 +74,9 @@ export class ContextWindows {
     }
   }
 
-  async #fromModels(model: string): Promise<number | null> {
+  async #fromModels(model: string, headers: CallHeaders | undefined): Promise<number | null> {
     try {
-      const reply = await this.#options.upstream.getJson('/v1/models');
+      const reply = await this.#options.upstream.getJson('/v1/models', undefined, headers);
       if (reply.status !== 200) return null;
       const data = (reply.body as { data?: unknown } | undefined)?.data;
       if (!Array.isArray(data) || data.length === 0) return null;

@@ -1,4 +1,4 @@
-import { numberAt, type UpstreamJson } from './upstream-json.js';
+import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
 
 /**
  * Exact prompt token counts, asked only near a threshold where a wrong guess
@@ -23,8 +23,8 @@ export class ExactCounter {
   }
 
   /** The prompt tokens of a chat request body, or null when the upstream cannot tell. */
-  async count(body: Readonly<Record<string, unknown>>, signal?: AbortSignal): Promise<number | null> {
-    return (await this.#inputTokens(body, signal)) ?? (await this.#templateAndTokenize(body, signal));
+  async count(body: Readonly<Record<string, unknown>>, signal?: AbortSignal, headers?: CallHeaders): Promise<number | null> {
+    return (await this.#inputTokens(body, signal, headers)) ?? (await this.#templateAndTokenize(body, signal, headers));
   }
 
   #available(way: 'input_tokens' | 'tokenize'): boolean {
@@ -35,10 +35,10 @@ export class ExactCounter {
     if (status === 404 || status === 405 || status === 501) this.#unsupportedUntil.set(way, this.#now() + UNSUPPORTED_RETRY_MS);
   }
 
-  async #inputTokens(body: Readonly<Record<string, unknown>>, signal?: AbortSignal): Promise<number | null> {
+  async #inputTokens(body: Readonly<Record<string, unknown>>, signal?: AbortSignal, headers?: CallHeaders): Promise<number | null> {
     if (!this.#available('input_tokens')) return null;
     try {
-      const reply = await this.#upstream.postJson('/v1/chat/completions/input_tokens', { ...body, stream: false }, signal);
+      const reply = await this.#upstream.postJson('/v1/chat/completions/input_tokens', { ...body, stream: false }, signal, headers);
       this.#unsupported('input_tokens', reply.status);
       return reply.status === 200 ? (numberAt(reply.body, 'input_tokens') ?? null) : null;
     } catch {
@@ -46,17 +46,17 @@ export class ExactCounter {
     }
   }
 
-  async #templateAndTokenize(body: Readonly<Record<string, unknown>>, signal?: AbortSignal): Promise<number | null> {
+  async #templateAndTokenize(body: Readonly<Record<string, unknown>>, signal?: AbortSignal, headers?: CallHeaders): Promise<number | null> {
     if (!this.#available('tokenize')) return null;
     try {
       const template: Record<string, unknown> = { messages: body['messages'] };
       if (body['tools'] !== undefined) template['tools'] = body['tools'];
       if (body['chat_template_kwargs'] !== undefined) template['chat_template_kwargs'] = body['chat_template_kwargs'];
-      const applied = await this.#upstream.postJson('/apply-template', template, signal);
+      const applied = await this.#upstream.postJson('/apply-template', template, signal, headers);
       this.#unsupported('tokenize', applied.status);
       const prompt = (applied.body as { prompt?: unknown } | undefined)?.prompt;
       if (applied.status !== 200 || typeof prompt !== 'string') return null;
-      const tokenized = await this.#upstream.postJson('/tokenize', { content: prompt, add_special: true }, signal);
+      const tokenized = await this.#upstream.postJson('/tokenize', { content: prompt, add_special: true }, signal, headers);
       this.#unsupported('tokenize', tokenized.status);
       const tokens = (tokenized.body as { tokens?: unknown } | undefined)?.tokens;
       return tokenized.status === 200 && Array.isArray(tokens) ? tokens.length : null;

@@ -2,6 +2,7 @@ import type { ChatMessage } from '../transcript/message.js';
 import { contentText } from '../transcript/message.js';
 import { isMarked } from '../transcript/marks.js';
 import { renderTranscript } from '../transcript/render.js';
+import type { CallHeaders } from './upstream-json.js';
 import {
   DEFAULT_SUMMARY_SYSTEM_PROMPT,
   openingWords,
@@ -20,8 +21,11 @@ import {
  * wire), folded chunk by chunk when it is larger than the window.
  */
 
-/** Sends one non-streamed chat completion upstream and returns its parsed JSON (or throws). */
-export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal) => Promise<unknown>;
+/**
+ * Sends one non-streamed chat completion upstream and returns its parsed JSON
+ * (or throws). `headers` carry the client's credential when the upstream has no key of its own.
+ */
+export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders) => Promise<unknown>;
 
 export interface SummarizeRequest {
   /** The client's request body: model, tools and template fields come from it. */

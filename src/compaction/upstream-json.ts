@@ -9,9 +9,12 @@ export interface JsonReply {
   readonly body: unknown;
 }
 
+/** Request headers for a call made on a client's behalf: its `authorization`, when no upstream key is configured. */
+export type CallHeaders = Readonly<Record<string, string>>;
+
 export interface UpstreamJson {
-  getJson(path: string, signal?: AbortSignal): Promise<JsonReply>;
-  postJson(path: string, body: unknown, signal?: AbortSignal): Promise<JsonReply>;
+  getJson(path: string, signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply>;
+  postJson(path: string, body: unknown, signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply>;
 }
 
 /** Reads a number at a path of plain objects, or undefined. */

@@ -1,0 +1,105 @@
+import type { ChatContext, ChatHooks, ChatPlan, UsageObservation } from '../http/chat-pipeline.js';
+import { bearerToken } from '../http/auth.js';
+import { UpstreamStatusError } from '../http/errors.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import type { Compactor, Prepared } from './compactor.js';
+import { tenantOf } from './prefix-hash.js';
+import type { ChatCall } from './summarize.js';
+import type { CallHeaders, JsonReply, UpstreamJson } from './upstream-json.js';
+
+/**
+ * The seam between the chat route and the compaction engine: the route's
+ * planner asks the engine what to forward, and its usage hook teaches the
+ * engine the real token counts and starts background epochs.
+ */
+
+/** How often a streamed request waiting for a summary is told it still waits: well inside proxies' idle timeouts. */
+const PROGRESS_REPEAT_MS = 5_000;
+
+/**
+ * Who is asking: the tenant the key check found, else a hash of the client's
+ * own credential (a proxy without `auth.keys` still never shares a summary
+ * between two keys), else '' for anonymous clients.
+ */
+export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>): string {
+  if (context.tenant !== '') return context.tenant;
+  const apiKey = context.headers['x-api-key'];
+  return tenantOf(bearerToken(context.headers.authorization) ?? (typeof apiKey === 'string' ? apiKey : undefined));
+}
+
+/** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */
+function credentialHeaders(context: ChatContext, upstream: UpstreamClient): CallHeaders | undefined {
+  if (upstream.apiKey !== null) return undefined;
+  const authorization = context.headers.authorization;
+  return typeof authorization === 'string' ? { authorization } : undefined;
+}
+
+export function compactionHooks(compactor: Compactor, upstream: UpstreamClient): Required<ChatHooks> {
+  const prepared = new WeakMap<ChatContext, Prepared>();
+
+  const planner = async (context: ChatContext): Promise<ChatPlan | undefined> => {
+    let lastLine: string | null = null;
+    let ticker: NodeJS.Timeout | undefined;
+    const onProgress = (line: string): void => {
+      lastLine = line;
+      context.progress(line);
+      ticker ??= setInterval(() => {
+        if (lastLine !== null) context.progress(lastLine);
+      }, PROGRESS_REPEAT_MS);
+    };
+    const headers = credentialHeaders(context, upstream);
+    let result: Prepared;
+    try {
+      result = await compactor.prepare({
+        body: context.body,
+        messages: context.body.messages,
+        tenant: tenantOfRequest(context),
+        signal: context.signal,
+        onProgress,
+        ...(headers === undefined ? {} : { upstreamHeaders: headers }),
+      });
+    } finally {
+      clearInterval(ticker);
+    }
+    prepared.set(context, result);
+    const report = result.report === null ? {} : { report: result.report };
+    if (!result.changed) return result.report === null ? undefined : report;
+    return { body: { ...context.body, messages: result.messages }, ...report };
+  };
+
+  const onUsage = (observation: UsageObservation): void => {
+    const result = prepared.get(observation.context);
+    if (result === undefined) return;
+    const model = observation.context.body.model;
+    const { usage, timings } = observation;
+    const promptTokens =
+      usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
+    if (promptTokens !== undefined) compactor.learn(model, promptTokens, result.estimate);
+    result.afterResponse?.();
+  };
+
+  return { planner, onUsage };
+}
+
+/** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */
+export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): UpstreamJson {
+  const reply = async (call: () => Promise<unknown>): Promise<JsonReply> => {
+    try {
+      return { status: 200, body: await call() };
+    } catch (error) {
+      if (error instanceof UpstreamStatusError) return { status: error.status, body: error.upstreamBody };
+      throw error;
+    }
+  };
+  return {
+    getJson: (path, signal, headers) =>
+      reply(() => upstream.getJson(path, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
+    postJson: (path, body, signal, headers) =>
+      reply(() => upstream.postJson(path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
+  };
+}
+
+/** Summary calls through an upstream client (the summary upstream when one is configured). */
+export function chatCallOf(upstream: UpstreamClient): ChatCall {
+  return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined ? {} : { headers }) });
+}

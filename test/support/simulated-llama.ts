@@ -1,0 +1,175 @@
+import { contentText, type ChatMessage } from '../../src/transcript/message.js';
+import { chatStreamEvents, type FakeExchange, type FakeUpstream, replies } from './fake-upstream.js';
+import { FACT_PATTERN } from './conversation.js';
+
+/**
+ * A llama-server with a model, simulated on top of the fake upstream: what the
+ * compaction engine needs to be tested against something that behaves like
+ * the real server.
+ *
+ * - A served window (`/props` `n_ctx`, `/v1/models` `meta.n_ctx`) and the 400
+ *   `exceed_context_size_error` for a prompt larger than it.
+ * - A tokenizer that counts 25% more tokens than bytes/4 (local models count
+ *   code and JSON above the heuristic), behind `/tokenize`, `/apply-template`
+ *   and `/v1/chat/completions/input_tokens`, all agreeing with `prompt_tokens`.
+ * - One slot with a prefix cache: a request reuses the tokens its prompt
+ *   shares with what the slot last held (prompt and answer), reported as
+ *   `timings.cache_n` / `prompt_n` like llama-server does.
+ * - Summary requests (recognized by their instruction) answered with notes
+ *   that list every planted fact visible in the prompt, after a delay, failing
+ *   on demand.
+ */
+
+export interface SimulatedLlamaOptions {
+  readonly window: number;
+  /** Real tokens per byte; 1.25 / 4 by default (25% above the bytes/4 estimate). */
+  readonly tokensPerByte?: number;
+  readonly summaryDelayMs?: number;
+}
+
+export interface PromptRecord {
+  readonly kind: 'chat' | 'summary';
+  readonly promptTokens: number;
+  readonly cacheTokens: number;
+  /** The tokens asked for the answer (`max_tokens`, or what is left of the window). */
+  readonly maxTokens: number | null;
+  readonly status: number;
+  readonly prompt: string;
+  readonly messages: ChatMessage[];
+}
+
+const SUMMARY_MARKERS = ['Write handoff notes', 'Update the earlier notes', 'You write handoff notes'];
+
+export class SimulatedLlama {
+  readonly records: PromptRecord[] = [];
+  readonly window: number;
+  readonly tokensPerByte: number;
+  summaryDelayMs: number;
+  /** How many of the next summary requests fail with a 500. */
+  summaryFailures = 0;
+  /** What the slot holds: the last prompt and the answer generated after it. */
+  #slot = '';
+
+  constructor(
+    readonly upstream: FakeUpstream,
+    options: SimulatedLlamaOptions,
+  ) {
+    this.window = options.window;
+    this.tokensPerByte = options.tokensPerByte ?? 1.25 / 4;
+    this.summaryDelayMs = options.summaryDelayMs ?? 0;
+    this.#install();
+  }
+
+  tokensOf(text: string): number {
+    return Math.ceil(Buffer.byteLength(text, 'utf8') * this.tokensPerByte);
+  }
+
+  /** A ChatML-like rendering, tools first (as Qwen templates put them in the system turn). */
+  render(body: Record<string, unknown>): string {
+    const messages = Array.isArray(body['messages']) ? (body['messages'] as ChatMessage[]) : [];
+    let prompt = body['tools'] === undefined ? '' : `<tools>${JSON.stringify(body['tools'])}</tools>\n`;
+    for (const message of messages) {
+      const calls = Array.isArray(message.tool_calls) ? message.tool_calls.map((call) => `<tool_call>${JSON.stringify(call.function)}</tool_call>`).join('') : '';
+      prompt += `<|im_start|>${message.role}\n${contentText(message.content)}${calls}<|im_end|>\n`;
+    }
+    return `${prompt}<|im_start|>assistant\n`;
+  }
+
+  get chatRecords(): PromptRecord[] {
+    return this.records.filter((record) => record.kind === 'chat');
+  }
+
+  get summaryRecords(): PromptRecord[] {
+    return this.records.filter((record) => record.kind === 'summary');
+  }
+
+  #install(): void {
+    const { upstream } = this;
+    upstream.route('GET', '/props', replies.json(200, { default_generation_settings: { n_ctx: this.window, params: {} }, total_slots: 1 }));
+    upstream.route(
+      'GET',
+      '/v1/models',
+      replies.json(200, { object: 'list', data: [{ id: 'sim', object: 'model', owned_by: 'llamacpp', meta: { n_ctx: this.window, n_ctx_train: this.window * 4 } }] }),
+    );
+    upstream.route('POST', '/v1/chat/completions/input_tokens', (exchange) =>
+      replies.json(200, { input_tokens: this.tokensOf(this.render(bodyOf(exchange))) })(exchange),
+    );
+    upstream.route('POST', '/apply-template', (exchange) => replies.json(200, { prompt: this.render(bodyOf(exchange)) })(exchange));
+    upstream.route('POST', '/tokenize', (exchange) => {
+      const content = bodyOf(exchange)['content'];
+      const count = typeof content === 'string' ? this.tokensOf(content) : 0;
+      return replies.json(200, { tokens: Array.from({ length: count }, (_, index) => index % 32000) })(exchange);
+    });
+    const chat = (exchange: FakeExchange): Promise<void> => this.#chat(exchange);
+    upstream.route('POST', '/v1/chat/completions', chat);
+    upstream.route('POST', '/chat/completions', chat);
+  }
+
+  async #chat(exchange: FakeExchange): Promise<void> {
+    const body = bodyOf(exchange);
+    const messages = Array.isArray(body['messages']) ? (body['messages'] as ChatMessage[]) : [];
+    const prompt = this.render(body);
+    const promptTokens = this.tokensOf(prompt);
+    const lastText = contentText(messages.at(-1)?.content ?? '') + contentText(messages[0]?.content ?? '');
+    const kind = SUMMARY_MARKERS.some((marker) => lastText.includes(marker)) ? 'summary' : 'chat';
+    const maxTokens = typeof body['max_tokens'] === 'number' ? body['max_tokens'] : null;
+    const record = (status: number, cacheTokens: number): void => {
+      this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, prompt, messages });
+    };
+
+    if (promptTokens > this.window) {
+      record(400, 0);
+      return replies.json(400, {
+        error: {
+          code: 400,
+          message: `request (${promptTokens} tokens) exceeds the available context size (${this.window} tokens), try increasing it`,
+          type: 'exceed_context_size_error',
+          n_prompt_tokens: promptTokens,
+          n_ctx: this.window,
+        },
+      })(exchange);
+    }
+    if (kind === 'summary') {
+      if (this.summaryDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.summaryDelayMs));
+      if (exchange.signal.aborted) return;
+      if (this.summaryFailures > 0) {
+        this.summaryFailures--;
+        record(500, 0);
+        return replies.json(500, { error: { code: 500, message: 'simulated summary failure', type: 'server_error' } })(exchange);
+      }
+    }
+
+    const cacheTokens = Math.min(promptTokens - 1, this.tokensOf(prompt.slice(0, commonPrefixLength(this.#slot, prompt))));
+    const answer = kind === 'summary' ? `NOTES: ${[...new Set(prompt.match(FACT_PATTERN) ?? [])].join(' ')}` : 'Done.';
+    this.#slot = prompt + answer;
+    record(200, cacheTokens);
+
+    const usage = { prompt_tokens: promptTokens, completion_tokens: this.tokensOf(answer) };
+    const timings = { cache_n: cacheTokens, prompt_n: promptTokens - cacheTokens, prompt_ms: 1, predicted_n: usage.completion_tokens, predicted_ms: 1 };
+    if (body['stream'] === true) {
+      const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
+      return replies.sse(chatStreamEvents({ content: [answer], includeUsage: streamOptions?.include_usage === true, usage, timings }))(exchange);
+    }
+    return replies.json(200, {
+      id: 'chatcmpl-sim',
+      object: 'chat.completion',
+      created: 1795997435,
+      model: 'sim',
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: answer } }],
+      usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens, prompt_tokens_details: { cached_tokens: cacheTokens } },
+      timings,
+    })(exchange);
+  }
+}
+
+function bodyOf(exchange: FakeExchange): Record<string, unknown> {
+  const json = exchange.request.json;
+  return typeof json === 'object' && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : {};
+}
+
+function commonPrefixLength(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  let index = 0;
+  while (index < length && a.charCodeAt(index) === b.charCodeAt(index)) index++;
+  return index;
+}
