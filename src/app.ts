@@ -17,7 +17,9 @@ import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes } from './http/routes/passthrough.js';
-import { UpstreamClient } from './upstream/client.js';
+import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
+import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
+import { Compactor } from './compaction/compactor.js';
 
 export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat-pipeline.js';
 
@@ -30,10 +32,19 @@ export interface AppDeps {
   readonly planner?: ChatPlanner;
   /** Receives each chat answer's `usage` / `timings`. */
   readonly onUsage?: UsageHook;
+  /**
+   * The compaction engine; by default one is built from `config.compaction`
+   * (none when `planner` is given, which replaces it).
+   */
+  readonly compactor?: Compactor;
+  /** The summary system prompt (the contents of `compaction.summary.prompt_file`, read by `main.ts`). */
+  readonly summaryPrompt?: string;
 }
 
 export interface CompactorHandle {
   readonly upstream: UpstreamClient;
+  /** The compaction engine, when the chat route uses compactor's own. */
+  readonly engine: Compactor | null;
   /** Whether the app is draining: new requests get 503 + `Retry-After`. */
   readonly draining: boolean;
   /** Starts draining (before `close()` on shutdown). */
@@ -44,6 +55,18 @@ declare module 'fastify' {
   interface FastifyInstance {
     compactor: CompactorHandle;
   }
+}
+
+// Window discovery and exact counts are small JSON calls; a server that takes longer is busy, and the estimate will do.
+const UPSTREAM_LOOKUP_TIMEOUT_MS = 10_000;
+
+/** Both usage hooks, the engine's first; either may be absent. */
+function combineUsageHooks(first: UsageHook | undefined, second: UsageHook | undefined): UsageHook | undefined {
+  if (first === undefined || second === undefined) return first ?? second;
+  return (observation) => {
+    first(observation);
+    second(observation);
+  };
 }
 
 // A restarted compactor is usually back within seconds.
@@ -70,18 +93,31 @@ function toProxyError(error: FastifyError, config: Config): ProxyError {
  */
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const logger = createLogger({ level: config.log.level, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
-  const upstream =
-    deps.upstream ??
-    new UpstreamClient({
-      url: config.upstream.url,
-      apiKey: config.upstream.api_key,
-      timeouts: {
-        connectMs: config.upstream.timeouts.connect_ms,
-        headersMs: config.upstream.timeouts.headers_ms,
-        idleMs: config.upstream.timeouts.idle_ms,
-      },
-    });
+  const clientOptions = (url: string): UpstreamClientOptions => ({
+    url,
+    apiKey: config.upstream.api_key,
+    timeouts: {
+      connectMs: config.upstream.timeouts.connect_ms,
+      headersMs: config.upstream.timeouts.headers_ms,
+      idleMs: config.upstream.timeouts.idle_ms,
+    },
+  });
+  const upstream = deps.upstream ?? new UpstreamClient(clientOptions(config.upstream.url));
   const ownsUpstream = deps.upstream === undefined;
+  // Summaries may run on another server (a bigger model, a free GPU); by default on the same one.
+  const summaryUpstream = config.compaction.summary.upstream === null ? upstream : new UpstreamClient(clientOptions(config.compaction.summary.upstream));
+  const engine =
+    deps.planner !== undefined
+      ? null
+      : (deps.compactor ??
+        new Compactor({
+          config,
+          upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
+          chat: chatCallOf(summaryUpstream),
+          logger,
+          ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
+        }));
+  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
   let draining = false;
 
@@ -100,6 +136,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   app.decorate('compactor', {
     upstream,
+    engine,
     get draining() {
       return draining;
     },
@@ -125,7 +162,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     reply.raw.once('finish', () => {
       finished = true;
     });
-    reply.raw.once('close', () => logRequest(request, reply, finished));
+    // Deferred a turn, so the route's own close handling has recorded how the request ended.
+    reply.raw.once('close', () => setImmediate(() => logRequest(request, reply, finished)));
     if (kind === 'ops') return;
     if (draining) return sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
     if (keyCheck !== undefined) {
@@ -143,12 +181,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     return sendError(reply, proxyError);
   });
 
-  const options = { config, upstream, hooks: { ...(deps.planner ? { planner: deps.planner } : {}), ...(deps.onUsage ? { onUsage: deps.onUsage } : {}) } };
+  const planner = deps.planner ?? engineHooks?.planner;
+  const onUsage = combineUsageHooks(engineHooks?.onUsage, deps.onUsage);
+  const options = { config, upstream, hooks: { ...(planner ? { planner } : {}), ...(onUsage ? { onUsage } : {}) } };
   app.register(async (scope) => opsRoutes(scope, { upstream, isDraining: () => draining, retryAfterSeconds: RETRY_AFTER_SECONDS }));
   app.register(async (scope) => chatRoutes(scope, options));
   app.register(async (scope) => passthroughRoutes(scope, { upstream }));
 
   app.addHook('onClose', async () => {
+    if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (ownsUpstream) await upstream.close();
   });
   return app;
