@@ -223,19 +223,48 @@ export function chunkTranscript(rendered: readonly string[], chunkTokens: number
       current = text;
       continue;
     }
-    // One message larger than a chunk: cut it into pieces of proportional length.
-    const pieces = Math.ceil(tokensOf(text) / chunkTokens);
-    const step = Math.max(1, Math.floor(text.length / pieces));
+    // One message larger than a chunk: cut it into the longest pieces that fit by the same measure.
+    // (Pieces of proportional length do not: bytes are not spread evenly over characters, and the
+    // measure may add a fixed cost to every piece.)
     for (let start = 0; start < text.length; ) {
-      let end = Math.min(text.length, start + step);
-      const code = text.charCodeAt(end - 1);
-      if (end < text.length && code >= 0xd800 && code <= 0xdbff) end++;
+      const end = pieceEnd(text, start, chunkTokens, tokensOf);
       chunks.push(text.slice(start, end));
       start = end;
     }
   }
   flush();
   return chunks;
+}
+
+const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff;
+
+/**
+ * The end of the longest piece of `text` from `start` that fits `chunkTokens`:
+ * doubling the length while it fits, then bisecting, so a piece costs a few
+ * measures of its own length. Never ends between the halves of a surrogate
+ * pair, and always takes at least one character.
+ */
+function pieceEnd(text: string, start: number, chunkTokens: number, tokensOf: (text: string) => number): number {
+  const fits = (end: number): boolean => tokensOf(text.slice(start, end)) <= chunkTokens;
+  let good = start;
+  let bad = text.length + 1;
+  for (let length = 1; ; length *= 2) {
+    const end = Math.min(text.length, start + length);
+    if (!fits(end)) {
+      bad = end;
+      break;
+    }
+    good = end;
+    if (end === text.length) break;
+  }
+  while (bad - good > 1) {
+    const middle = Math.floor((good + bad) / 2);
+    if (fits(middle)) good = middle;
+    else bad = middle;
+  }
+  if (good === start) good = start + 1;
+  if (good < text.length && isHighSurrogate(text.charCodeAt(good - 1))) good = good - 1 > start ? good - 1 : good + 1;
+  return good;
 }
 
 async function callForNotes(call: ChatCall, body: Record<string, unknown>, signal: AbortSignal): Promise<string> {
