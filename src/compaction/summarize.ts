@@ -148,6 +148,10 @@ export function notesOf(response: unknown): string | null {
   if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return null;
   const text = contentText(message.content)
     .replace(/<think>[\s\S]*?<\/think>/g, '')
+    // A block the template opened in the prompt (R1-style templates with `reasoning_format: none`) shows only its end…
+    .replace(/^[\s\S]*<\/think>/, '')
+    // …and one that max_tokens cut off shows only its start: reasoning, not notes.
+    .replace(/<think>[\s\S]*$/, '')
     .trim();
   return text === '' ? null : text;
 }
