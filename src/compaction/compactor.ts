@@ -449,6 +449,7 @@ export class Compactor {
       return epoch;
     };
 
+    onProgress?.(`compacting ${oldCount} messages`);
     const lastFailure = this.#failures.get(conversation);
     let failure: string;
     let timedOut = false;

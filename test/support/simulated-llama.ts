@@ -1,5 +1,5 @@
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
-import { chatStreamEvents, type FakeExchange, type FakeUpstream, replies } from './fake-upstream.js';
+import { chatStreamEvents, type FakeExchange, type FakeReply, type FakeUpstream, replies } from './fake-upstream.js';
 import { FACT_PATTERN } from './conversation.js';
 
 /**
@@ -36,6 +36,9 @@ export interface PromptRecord {
   readonly status: number;
   readonly prompt: string;
   readonly messages: ChatMessage[];
+  /** When the request arrived and when its answer was written (`performance.now()`). */
+  readonly startedAt: number;
+  readonly finishedAt: number;
 }
 
 const SUMMARY_MARKERS = ['Write handoff notes', 'Update the earlier notes', 'You write handoff notes'];
@@ -49,6 +52,8 @@ export class SimulatedLlama {
   summaryFailures = 0;
   /** What the slot holds: the last prompt and the answer generated after it. */
   #slot = '';
+  /** The chat completion handler, for tests that route some requests elsewhere. */
+  readonly chat: FakeReply = (exchange) => this.#chat(exchange);
 
   constructor(
     readonly upstream: FakeUpstream,
@@ -100,9 +105,8 @@ export class SimulatedLlama {
       const count = typeof content === 'string' ? this.tokensOf(content) : 0;
       return replies.json(200, { tokens: Array.from({ length: count }, (_, index) => index % 32000) })(exchange);
     });
-    const chat = (exchange: FakeExchange): Promise<void> => this.#chat(exchange);
-    upstream.route('POST', '/v1/chat/completions', chat);
-    upstream.route('POST', '/chat/completions', chat);
+    upstream.route('POST', '/v1/chat/completions', this.chat);
+    upstream.route('POST', '/chat/completions', this.chat);
   }
 
   async #chat(exchange: FakeExchange): Promise<void> {
@@ -113,8 +117,9 @@ export class SimulatedLlama {
     const lastText = contentText(messages.at(-1)?.content ?? '') + contentText(messages[0]?.content ?? '');
     const kind = SUMMARY_MARKERS.some((marker) => lastText.includes(marker)) ? 'summary' : 'chat';
     const maxTokens = typeof body['max_tokens'] === 'number' ? body['max_tokens'] : null;
+    const startedAt = performance.now();
     const record = (status: number, cacheTokens: number): void => {
-      this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, prompt, messages });
+      this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, prompt, messages, startedAt, finishedAt: performance.now() });
     };
 
     if (promptTokens > this.window) {
