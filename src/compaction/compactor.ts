@@ -320,12 +320,19 @@ export class Compactor {
   }
 
   /** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
-  #plan(candidate: Candidate, sizes: Sizes, limits: Budget, trigger: Trigger, sizeOf: (message: ChatMessage) => number): CompactionPlan | StepsPlan {
-    const plan = planCompaction(candidate, sizes, limits.budget, trigger, this.#settings, sizeOf);
-    const target = limits.budget === null ? Number.POSITIVE_INFINITY : this.#settings.target * limits.budget;
+  #plan(
+    candidate: Candidate,
+    sizes: Sizes,
+    limits: Budget,
+    trigger: Trigger,
+    sizeOf: (message: ChatMessage) => number,
+    settings: CompactionSettings = this.#settings,
+  ): CompactionPlan | StepsPlan {
+    const plan = planCompaction(candidate, sizes, limits.budget, trigger, settings, sizeOf);
+    const target = limits.budget === null ? Number.POSITIVE_INFINITY : settings.target * limits.budget;
     const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);
     if (!needsSteps || (plan.tier === 'nothing' && trigger === 'count')) return plan;
-    const steps = planSteps(candidate, sizes, limits.budget, this.#settings);
+    const steps = planSteps(candidate, sizes, limits.budget, settings);
     if (steps === null) return plan;
     if (plan.tier === 'summary' && steps.size >= plan.size) return plan;
     if (limits.budget !== null && steps.size > limits.budget) {
@@ -341,7 +348,11 @@ export class Compactor {
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
   #startBackground(job: Job & { candidate: Candidate; sizes: Sizes }): void {
     if (this.#longestEpoch(job.hashes, true) !== null || this.#runningFor(job.hashes) !== undefined) return;
-    const plan = this.#plan(job.candidate, job.sizes, job.limits, 'size', (message) => estimateMessageTokens(message) * job.ratio);
+    // The epoch applies only once the conversation has grown from here to the threshold, and that growth
+    // stays raw too: keep that much less now, so what is kept raw then is about `keep_recent` again.
+    const { threshold, soft_threshold: softThreshold } = this.#config.compaction;
+    const settings = { ...this.#settings, keepRecent: Math.max(0, this.#settings.keepRecent - (threshold - softThreshold)) };
+    const plan = this.#plan(job.candidate, job.sizes, job.limits, 'size', (message) => estimateMessageTokens(message) * job.ratio, settings);
     // Pruning costs no model call: it is done when it is needed, not ahead.
     if (plan.tier !== 'summary' && plan.tier !== 'steps') return;
     const compaction = { ...job, plan, pending: true };

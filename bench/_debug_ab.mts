@@ -1,0 +1,20 @@
+import OpenAI from 'openai';
+import { FakeUpstream, replies } from '/work/main/test/support/fake-upstream.ts';
+import { startProxy } from '/work/main/test/support/proxy.ts';
+const upstream = await FakeUpstream.start();
+const proxy = await startProxy(upstream, { listen: true });
+const client = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-test', maxRetries: 0 });
+const messages = [{ role: 'user' as const, content: 'hi' }];
+await client.chat.completions.create({ model: 'w', messages });
+upstream.script('/v1/chat/completions', replies.stall({ eventsBefore: 2 }));
+const controller = new AbortController();
+const stream = await client.chat.completions.create({ model: 'w', messages, stream: true }, { signal: controller.signal });
+for await (const chunk of stream) { if (chunk.choices[0]?.delta.content !== undefined) controller.abort(); }
+console.log('aborted');
+await upstream.waitFor(() => upstream.requestsTo('/v1/chat/completions')[1]?.abortedAt != null);
+console.log('upstream saw abort');
+let n = 0; proxy.app.server.getConnections((e, c) => console.log('connections', c));
+setTimeout(() => { proxy.app.server.getConnections((e, c) => console.log('connections later', c)); console.log(proxy.logs.text.slice(-700)); }, 3000);
+proxy.app.server.closeIdleConnections(); setTimeout(()=>proxy.app.server.getConnections((e,c)=>console.log('after idle-close', c)), 100); await new Promise(r=>setTimeout(r,300)); await proxy.close();
+console.log('closed');
+await upstream.close();
