@@ -113,7 +113,9 @@ export function chooseCut(
     .filter((start) => start > head);
   if (starts.length === 0) return null;
 
-  let cutIndex = starts.length - 1; // keep at least the last turn
+  // Without a budget only the count can say how much to keep: start from the oldest
+  // possible cut and let the count move it; with one, keep at least the last turn.
+  let cutIndex = budget === null ? 0 : starts.length - 1;
   if (budget !== null) {
     const keepTokens = settings.keepRecent * budget;
     while (cutIndex > 0 && totalSize(sizes, starts[cutIndex - 1]!, messages.length) <= keepTokens) cutIndex--;

@@ -134,10 +134,12 @@ describe('chooseCut', () => {
     expect(chooseCut(candidate(messages), sizes, 10_000, 'count', { ...settings, maxMessages: 4 })).toBe(17);
   });
 
-  it('without a budget (unknown window) keeps only the last turn', () => {
-    const messages = conversationOf(4);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', settings)).toBe(13);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 100 })).toBe(13);
+  it('without a budget (unknown window) keeps as many turns as maxMessages / 2 allows, at least the last', () => {
+    const messages = conversationOf(4); // 17 messages; turns start at 1, 5, 9 and 13
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 100 })).toBe(5);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 16 })).toBe(9);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 8 })).toBe(13);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 2 })).toBe(13);
   });
 
   it('cuts only at a real user message: a summary pair or a notice is no turn boundary', () => {
