@@ -432,7 +432,9 @@ export class Compactor {
     signal: AbortSignal,
     onProgress: ((line: string) => void) | undefined,
   ): Promise<Epoch | null> {
-    const { candidate, plan, ratio, toolsEstimate } = job;
+    const { candidate, plan, toolsEstimate } = job;
+    // The ratio as learned now: an exact count taken while planning this request may have corrected it.
+    const ratio = this.ratios.get(job.model);
     const head = headLength(candidate.messages);
     const covered = coveredEnd(plan);
     const { candidateEnd, sourceLength } = epochBoundary(candidate, covered);

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
+import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { isRealUserMessage } from '../../src/transcript/groups.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
@@ -115,6 +116,36 @@ describe('compaction through the proxy (simulated llama-server, 32k window)', ()
     const reports = responses.map((response) => response.headers.get('x-compactor') ?? '');
     expect(reports.filter((report) => /^summarized \d+ messages/.test(report))).toHaveLength(1);
     expect(reports.filter((report) => /^epoch reused \(/.test(report))).toHaveLength(2);
+  });
+
+  it('never forwards a fresh conversation without room for the answer, even one just under the threshold by bytes/4', async () => {
+    for (const tokensPerByte of [1.25 / 4, 1.8 / 4]) {
+      upstream = await FakeUpstream.start();
+      const llama = new SimulatedLlama(upstream, { window: 8192, tokensPerByte });
+      proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+      // Just under the threshold (0.85 of the 7168-token budget) by bytes/4: over the budget by this tokenizer's count.
+      const history: ChatMessage[] = [{ role: 'system', content: 'You are terse.' }];
+      let turn = 0;
+      while (estimateRequestTokens({ messages: history }) < 0.84 * 7168 - 200) {
+        turn++;
+        history.push({ role: 'user', content: `Turn ${turn}: FACT-${turn} ${'detail '.repeat(40)}` }, { role: 'assistant', content: `Noted ${turn}.` });
+      }
+      history.push({ role: 'user', content: 'Go on.' });
+      expect(estimateRequestTokens({ messages: history })).toBeLessThan(0.85 * 7168);
+      expect(llama.tokensOf(llama.render({ messages: history }))).toBeGreaterThan(7168);
+      const response = await fetch(`${proxy.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim', messages: history }),
+      });
+      expect(response.status).toBe(200);
+      for (const record of llama.chatRecords) expect(record.promptTokens + RESERVE).toBeLessThanOrEqual(8192);
+      expect(llama.records.filter((record) => record.status === 400)).toEqual([]);
+      await proxy.close();
+      await upstream.close();
+      proxy = undefined;
+      upstream = undefined;
+    }
   });
 
   it('answers context_length_exceeded in OpenAI shape, forwarding nothing, when the last turn alone cannot fit', async () => {
