@@ -120,6 +120,13 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
   let draining = false;
+  let inFlight = 0;
+  // Once draining and idle, every connection left is closed: server.close()
+  // only reaps idle keep-alive ones, and a socket a client opened without
+  // sending a request yet would hold the shutdown until its headers timeout.
+  const closeConnectionsWhenIdle = (): void => {
+    if (draining && inFlight === 0 && app.server.listening) app.server.closeAllConnections();
+  };
 
   const app = Fastify({
     loggerInstance: logger,
@@ -142,6 +149,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     },
     startDraining() {
       draining = true;
+      closeConnectionsWhenIdle();
     },
   } satisfies CompactorHandle);
   app.decorateRequest('compactor', null as unknown as RequestState);
@@ -163,7 +171,14 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       finished = true;
     });
     // Deferred a turn, so the route's own close handling has recorded how the request ended.
-    reply.raw.once('close', () => setImmediate(() => logRequest(request, reply, finished)));
+    inFlight++;
+    reply.raw.once('close', () =>
+      setImmediate(() => {
+        inFlight--;
+        logRequest(request, reply, finished);
+        closeConnectionsWhenIdle();
+      }),
+    );
     if (kind === 'ops') return;
     if (draining) return sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
     if (keyCheck !== undefined) {

@@ -24,6 +24,8 @@ export interface RelayOptions {
  * client's socket is full). The response is not ended here, so the caller
  * can append an error event after a failure.
  */
+function ignore(): void {}
+
 export function relay(options: RelayOptions): Promise<RelayEnd> {
   const { source, target, onChunk } = options;
   return new Promise((resolve) => {
@@ -44,6 +46,8 @@ export function relay(options: RelayOptions): Promise<RelayEnd> {
       source.off('data', onData);
       source.off('end', onEnd);
       source.off('error', onError);
+      // The caller may still destroy or abort the source; its late error must not go unhandled.
+      source.on('error', ignore);
       source.off('close', onSourceClose);
       target.off('drain', onDrain);
       target.off('close', onTargetClose);

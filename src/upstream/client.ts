@@ -115,13 +115,25 @@ export function toUpstreamError(error: unknown): ProxyError {
   }
 }
 
+function ignore(): void {}
+
+/**
+ * Ends an upstream body that will not be read (its connection is closed).
+ * undici emits an abort error when an unfinished body is destroyed; it is
+ * expected here, so it is swallowed instead of crashing the process.
+ */
+export function discardBody(body: Readable): void {
+  body.on('error', ignore);
+  body.destroy();
+}
+
 async function readBody(body: Readable, maxBytes: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {
     length += chunk.length;
     if (length > maxBytes) {
-      body.destroy();
+      discardBody(body);
       throw new UpstreamBadResponseError({ message: `the upstream answer is larger than ${maxBytes} bytes` });
     }
     chunks.push(chunk);
@@ -215,7 +227,7 @@ export class UpstreamClient {
     try {
       bytes = await readBody(response.body, maxBytes);
     } catch (error) {
-      response.body.destroy();
+      discardBody(response.body);
       return fail(error);
     }
 

@@ -25,6 +25,17 @@ export class LogCapture {
   requests(): Record<string, unknown>[] {
     return this.entries().filter((entry) => entry['msg'] === 'request');
   }
+
+  /** Waits for the per-request line `predicate` picks (it is written once the response has closed). */
+  async request(predicate: (line: Record<string, unknown>) => boolean = () => true, timeoutMs = 5_000): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.requests().reverse().find(predicate);
+      if (found !== undefined) return found;
+      if (Date.now() > deadline) throw new Error('no such request log line');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
 }
 
 type Raw = Record<string, unknown>;
@@ -43,8 +54,8 @@ function merge(base: Raw, extra: Raw): Raw {
 
 /**
  * A configuration for tests: the given upstream, short timeouts (so a fault
- * shows in seconds, not minutes), and `overrides` merged in, validated by the
- * real schema.
+ * shows in seconds, not minutes), compaction off, and `overrides` merged in,
+ * validated by the real schema.
  */
 export function testConfig(upstreamUrl: string, overrides: Raw = {}): Config {
   const raw = merge(
@@ -52,6 +63,8 @@ export function testConfig(upstreamUrl: string, overrides: Raw = {}): Config {
       listen: { host: '127.0.0.1', port: 0 },
       upstream: { url: upstreamUrl, timeouts: { connect_ms: 2_000, headers_ms: 5_000, idle_ms: 5_000 } },
       log: { level: 'info' },
+      // These tests are about the data path; the compaction engine's own calls (/props, …) would be noise.
+      compaction: { enabled: false },
     },
     overrides,
   );
@@ -82,5 +95,10 @@ export async function startProxy(
   } else {
     await app.ready();
   }
-  return { app, logs, url, close: () => app.close() };
+  // As main.ts does on SIGTERM: drain first, so connections without a request are closed too.
+  const close = async (): Promise<void> => {
+    app.compactor.startDraining();
+    await app.close();
+  };
+  return { app, logs, url, close };
 }

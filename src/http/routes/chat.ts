@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config/schema.js';
-import { failureReason, toUpstreamError, type UpstreamClient, type UpstreamResponse } from '../../upstream/client.js';
+import { discardBody, failureReason, toUpstreamError, type UpstreamClient, type UpstreamResponse } from '../../upstream/client.js';
 import { SseTap, sseComment } from '../../upstream/sse.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChatContext, ChatHooks, ChatPlan } from '../chat-pipeline.js';
@@ -72,7 +72,7 @@ async function readLimited(body: UpstreamResponse['body'], maxBytes: number): Pr
     if (length > maxBytes) break;
     chunks.push(chunk);
   }
-  body.destroy();
+  discardBody(body);
   return Buffer.concat(chunks);
 }
 
@@ -184,7 +184,7 @@ class ChatExchange {
     const streamed = mediaType === EVENT_STREAM;
 
     if (!streamed && !isJsonMediaType(mediaType)) {
-      body.destroy();
+      discardBody(body);
       throw new UpstreamBadResponseError({
         message: `the upstream server answered ${status} with ${mediaType === '' ? 'no content type' : mediaType} instead of JSON`,
       });
@@ -238,7 +238,7 @@ class ChatExchange {
     switch (end.kind) {
       case 'client-closed':
         this.#controller.abort();
-        body.destroy();
+        discardBody(body);
         state.errorCode = 'client_closed';
         return;
       case 'failed': {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
-import { failureReason } from '../../upstream/client.js';
+import { discardBody, failureReason } from '../../upstream/client.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { onClientGone, relay } from '../relay.js';
 import { targetPath } from '../request-state.js';
@@ -60,7 +60,7 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
       return;
     case 'client-closed':
       controller.abort();
-      answer.body.destroy();
+      discardBody(answer.body);
       state.errorCode = 'client_closed';
       return;
     case 'failed':

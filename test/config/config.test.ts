@@ -1,0 +1,157 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { defaultConfig, parseConfig } from '../../src/config/schema.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
+
+describe('defaultConfig', () => {
+  it('listens on 127.0.0.1:8081 and forwards to http://127.0.0.1:8080 with the documented defaults', () => {
+    const config = defaultConfig();
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8081 });
+    expect(config.upstream).toEqual({
+      url: 'http://127.0.0.1:8080',
+      api_key: null,
+      timeouts: { connect_ms: 5000, headers_ms: 600000, idle_ms: 300000 },
+    });
+    expect(config.models).toEqual({ '*': { context_window: 'auto', reserve_output_tokens: 1024 } });
+    expect(config.pairs).toBe('repair');
+    expect(config.limits.body_bytes).toBe(32 * 1024 * 1024);
+    expect(config.auth.keys).toEqual([]);
+    expect(config.compaction.summary).toEqual({
+      model: null,
+      upstream: null,
+      max_tokens: 1024,
+      timeout_ms: 300000,
+      concurrency: 1,
+      prompt_file: null,
+    });
+  });
+
+  it('config.example.yaml, read by the real loader, is exactly the defaults', () => {
+    const loaded = loadConfig({ argv: ['--config', join(ROOT, 'config.example.yaml')], env: {} });
+    expect(loaded.ok).toBe(true);
+    if (loaded.ok) expect(loaded.config).toEqual(defaultConfig());
+  });
+});
+
+describe('parseConfig', () => {
+  it('lists every error with its path', () => {
+    const result = parseConfig({
+      upstream: { url: 'not a url', timeouts: { headers_ms: -5 } },
+      listen: { prot: 8081 },
+      pairs: 'sometimes',
+      models: { qwen: { context_window: 'big' } },
+      auth: { keys: [''] },
+      log: { level: 'loud' },
+    });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.errors).toEqual(
+      expect.arrayContaining([
+        'upstream.url: expected a URL',
+        'upstream.timeouts.headers_ms: expected a positive number',
+        'listen.prot: unknown key',
+        'pairs: expected one of repair, reject, off',
+        'models.qwen.context_window: expected "auto" or a positive integer',
+        'auth.keys[0]: expected a non-empty key',
+        'log.level: expected one of fatal, error, warn, info, debug, trace, silent',
+      ]),
+    );
+    expect(result.errors).toHaveLength(7);
+  });
+
+  it('accepts every key now, including those used by later features, and fills the rest', () => {
+    const result = parseConfig({
+      models: { 'qwen2.5': { context_window: 32768 } },
+      compaction: { threshold: 0.9, max_messages: 200, summary: { model: 'small', upstream: 'http://10.0.0.2:8080' }, on_summary_failure: 'error' },
+      cache: { ttl_s: 60 },
+    });
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.config.models['qwen2.5']).toEqual({ context_window: 32768, reserve_output_tokens: 1024 });
+    expect(result.config.models['*']).toEqual({ context_window: 'auto', reserve_output_tokens: 1024 });
+    expect(result.config.compaction.summary.concurrency).toBe(1);
+    expect(result.config.cache).toEqual({ max_entries: 10000, ttl_s: 60 });
+  });
+
+  it('checks the thresholds against each other', () => {
+    const result = parseConfig({ compaction: { threshold: 0.7, target: 0.8 } });
+    expect(result).toEqual({ ok: false, errors: [expect.stringMatching(/^compaction\.target: must be below compaction\.threshold \(0.7\)/)] });
+  });
+});
+
+describe('loadConfig', () => {
+  const file = (text: string): string => {
+    const directory = mkdtempSync(join(tmpdir(), 'compactor-config-'));
+    const path = join(directory, 'config.yaml');
+    writeFileSync(path, text);
+    return path;
+  };
+
+  it('applies file, then environment, then flags', () => {
+    const path = file('listen: { port: 9000, host: 0.0.0.0 }\nupstream: { url: "http://file:1" }\n');
+    const loaded = loadConfig({
+      argv: ['--port', '9002'],
+      env: { COMPACTOR_CONFIG: path, COMPACTOR_PORT: '9001', COMPACTOR_UPSTREAM_URL: 'http://env:2', COMPACTOR_UPSTREAM_API_KEY: 'k' },
+    });
+    expect(loaded.ok).toBe(true);
+    if (!loaded.ok) return;
+    expect(loaded.config.listen).toEqual({ host: '0.0.0.0', port: 9002 });
+    expect(loaded.config.upstream.url).toBe('http://env:2');
+    expect(loaded.config.upstream.api_key).toBe('k');
+    expect(loaded.file).toBe(path);
+  });
+
+  it('names the source of a bad override', () => {
+    const loaded = loadConfig({ argv: ['--upstream', 'nope'], env: { COMPACTOR_PORT: 'eighty' } });
+    expect(loaded).toEqual({
+      ok: false,
+      errors: ['listen.port: expected a port number (from COMPACTOR_PORT)', 'upstream.url: expected a URL (from --upstream)'],
+    });
+  });
+
+  it('reports unreadable files, YAML syntax errors, unknown flags', () => {
+    expect(loadConfig({ argv: ['--config', '/nonexistent/compactor.yaml'] })).toEqual({
+      ok: false,
+      errors: ['cannot read the config file /nonexistent/compactor.yaml (ENOENT)'],
+    });
+    const broken = loadConfig({ argv: ['--config', file('listen: [1\n')] });
+    expect(broken.ok).toBe(false);
+    const unknown = loadConfig({ argv: ['--prot', '1'] });
+    expect(unknown.ok).toBe(false);
+    if (!unknown.ok) expect(unknown.errors[0]).toMatch(/--prot/);
+  });
+
+  it('an empty file is the defaults', () => {
+    const loaded = loadConfig({ argv: ['--config', file('')] });
+    expect(loaded.ok && loaded.config).toEqual(defaultConfig());
+  });
+});
+
+describe('main', () => {
+  it('exits with code 2 and lists the errors when the config is invalid', async () => {
+    const path = file('upstream:\n  url: nope\nlisten:\n  port: -1\n');
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), '--config', path], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(2);
+    expect(stderr).toContain('upstream.url: expected a URL');
+    expect(stderr).toContain('listen.port: expected a port number');
+  });
+
+  function file(text: string): string {
+    const directory = mkdtempSync(join(tmpdir(), 'compactor-main-'));
+    const path = join(directory, 'config.yaml');
+    writeFileSync(path, text);
+    return path;
+  }
+});

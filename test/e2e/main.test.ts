@@ -1,0 +1,59 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeUpstream, replies } from '../support/fake-upstream.js';
+import { postJson, send } from '../support/http-client.js';
+
+/** The real command line: flags and environment, listening, graceful shutdown. */
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
+let upstream: FakeUpstream;
+
+beforeAll(async () => {
+  upstream = await FakeUpstream.start();
+});
+afterAll(async () => {
+  await upstream.close();
+});
+
+function startMain(args: string[], env: Record<string, string>): { child: ChildProcess; url: Promise<string>; output: () => string; exit: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const url = new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      if (match?.[1] !== undefined) resolve(match[1]);
+    });
+    child.once('exit', () => reject(new Error(`exited before listening:\n${output}`)));
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { child, url, output: () => output, exit };
+}
+
+describe('compactor (main.ts)', () => {
+  it('listens where the flags say, forwards to COMPACTOR_UPSTREAM_URL, and drains on SIGTERM', async () => {
+    const main = startMain(['--host', '127.0.0.1', '--port', '0'], { COMPACTOR_UPSTREAM_URL: upstream.url, COMPACTOR_CONFIG: '' });
+    const url = await main.url;
+    expect((await send(`${url}/healthz`)).status).toBe(200);
+    expect((await send(`${url}/readyz`)).status).toBe(200);
+    expect((await send(`${url}/v1/models`)).status).toBe(200);
+
+    // A request in flight when SIGTERM arrives still gets its whole answer.
+    upstream.script('/v1/chat/completions', replies.slowHeaders(500));
+    const inFlight = postJson(`${url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    await upstream.waitFor(() => upstream.requestsTo('/v1/chat/completions').length === 1, { what: 'the chat request' });
+    main.child.kill('SIGTERM');
+    const answer = await inFlight;
+    expect(answer.status).toBe(200);
+    expect(answer.ending).toBe('ended');
+    expect(await main.exit).toBe(0);
+    expect(main.output()).toContain('shutting down');
+  });
+});

@@ -1,0 +1,192 @@
+import { request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { loadFixture, sseEvents } from '../support/fixtures.js';
+import { postJson } from '../support/http-client.js';
+import { type Proxy, startProxy } from '../support/proxy.js';
+
+const CHAT = '/v1/chat/completions';
+const streamBody = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }], stream: true, stream_options: { include_usage: true } };
+
+let upstream: FakeUpstream;
+let proxy: Proxy;
+
+beforeAll(async () => {
+  upstream = await FakeUpstream.start();
+  proxy = await startProxy(upstream, { listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 } } } });
+});
+afterAll(async () => {
+  await proxy.close();
+  await upstream.close();
+});
+afterEach(() => {
+  upstream.reset();
+});
+
+function lastEvent(body: Buffer): string {
+  const events = sseEvents(body);
+  return events[events.length - 1] ?? '';
+}
+
+describe('streaming', () => {
+  it('relays the recorded SSE stream byte for byte, with no-buffering headers', async () => {
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.status).toBe(200);
+    expect(answer.ending).toBe('ended');
+    expect(answer.body.equals(loadFixture('chat_stream').body)).toBe(true);
+    expect(answer.headers['content-type']).toBe('text/event-stream');
+    expect(answer.headers['cache-control']).toBe('no-cache');
+    expect(answer.headers['x-accel-buffering']).toBe('no');
+    expect(answer.headers['keep-alive']).not.toBe('timeout=5, max=100');
+  });
+
+  it('relays a stream sent byte by byte, multi-byte characters split, unchanged', async () => {
+    const recorded = loadFixture('chat_stream').body;
+    expect(recorded.toString()).toMatch(/[陈池จ]/);
+    upstream.script(CHAT, replies.sse(recorded, { chunkBytes: 1 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.ending).toBe('ended');
+    expect(answer.body.equals(recorded)).toBe(true);
+  });
+
+  it('hands each event to the client before the upstream sends the next (no buffering)', async () => {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const events = chatStreamEvents({ content: ['first'] });
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(events[0]);
+      await released;
+      for (const event of events.slice(1)) response.write(event);
+      response.end();
+    });
+    const answer = postJson(proxy.url + CHAT, streamBody, {
+      onResponse: (response) => {
+        response.once('data', (chunk: Buffer) => {
+          // The first event arrived while the upstream is still holding the rest.
+          expect(chunk.toString()).toBe(events[0]);
+          release();
+        });
+      },
+    });
+    expect((await answer).body.toString()).toBe(events.join(''));
+  });
+
+  it('respects backpressure: a client that does not read holds the upstream back', async () => {
+    const chunk = Buffer.from(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(16 * 1024) } }] })}\n\n`);
+    const total = 4000; // ≈ 64 MiB in all: far more than every socket buffer on the way
+    let written = 0;
+    const stream: FakeReply = async ({ response, signal }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let index = 0; index < total && !signal.aborted; index++) {
+        written += chunk.length;
+        if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
+      }
+      response.end('data: [DONE]\n\n');
+    };
+    upstream.script(CHAT, stream);
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      const outgoing = request(proxy.url + CHAT, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (response) => {
+        response.pause();
+        // Let every buffer fill, then look at how far the upstream got.
+        void sleep(1_000).then(() => {
+          expect(written).toBeLessThan(total * chunk.length / 4);
+          response.on('data', (data: Buffer) => (received += data.length));
+          response.once('end', resolve);
+          response.resume();
+        }, reject);
+      });
+      outgoing.once('error', reject);
+      outgoing.end(JSON.stringify(streamBody));
+    });
+    expect(received).toBe(total * chunk.length + 'data: [DONE]\n\n'.length);
+  });
+});
+
+describe('an upstream that fails mid-stream', () => {
+  it('reset: the client gets the events so far, then an error event, and no [DONE]', async () => {
+    upstream.script(CHAT, replies.resetMidStream({ eventsBefore: 3 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.status).toBe(200);
+    expect(answer.ending).toBe('ended');
+    const text = answer.body.toString();
+    expect(text.startsWith(sseEvents(loadFixture('chat_stream').body).slice(0, 3).join(''))).toBe(true);
+    expect(text).not.toContain('[DONE]');
+    expect(JSON.parse(lastEvent(answer.body).slice('data: '.length))).toEqual({
+      error: { message: expect.stringContaining('broke off'), type: 'server_error', param: null, code: 'upstream_stream_failed' },
+    });
+  });
+
+  it('reset inside an event: the error event still stands on its own', async () => {
+    const events = chatStreamEvents();
+    const cut = events.slice(0, 2).join('') + events[2]!.slice(0, 25);
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(cut);
+      await sleep(20);
+      response.socket?.resetAndDestroy();
+    });
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    const text = answer.body.toString();
+    expect(text.startsWith(cut)).toBe(true);
+    expect(text.endsWith('"code":"upstream_stream_failed"}}\n\n')).toBe(true);
+    expect(text.slice(cut.length).startsWith('\n\ndata: {"error"')).toBe(true);
+  });
+
+  it("llama-server's own error event passes through as it came, with nothing appended", async () => {
+    upstream.script(CHAT, replies.fixture('chat_stream_midstream_error'));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.body.equals(loadFixture('chat_stream_midstream_error').body)).toBe(true);
+  });
+
+  it('a stall longer than upstream.timeouts.idle_ms ends with a timeout error event', async () => {
+    upstream.script(CHAT, replies.stall({ eventsBefore: 2 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.ending).toBe('ended');
+    expect(answer.body.toString()).not.toContain('[DONE]');
+    expect(lastEvent(answer.body)).toContain('"code":"upstream_timeout"');
+    await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt !== null, { what: 'the stalled request to be closed' });
+  });
+
+  it('a stream that ends without [DONE] is not passed off as complete', async () => {
+    upstream.script(CHAT, replies.sse(chatStreamEvents().slice(0, -1)));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(lastEvent(answer.body)).toContain('"code":"upstream_stream_incomplete"');
+  });
+
+  it('a JSON answer cut short breaks the client connection instead of ending cleanly', async () => {
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      response.write('{"choices":[');
+      await sleep(20);
+      response.socket?.resetAndDestroy();
+    });
+    const answer = await postJson(proxy.url + CHAT, { ...streamBody, stream: false });
+    expect(answer.ending).toBe('broken');
+  });
+});
+
+describe('aborts', () => {
+  it('a client that leaves mid-stream aborts the upstream request', async () => {
+    upstream.script(CHAT, replies.stall({ eventsBefore: 1 }));
+    const outgoing = request(proxy.url + CHAT, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false });
+    outgoing.on('error', () => undefined);
+    outgoing.on('response', (response) => response.once('data', () => outgoing.destroy()));
+    outgoing.end(JSON.stringify(streamBody));
+    await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt != null, { what: 'the upstream request to be aborted' });
+    const entry = await proxy.logs.request((line) => line['path'] === CHAT);
+    expect(entry).toMatchObject({ status: 200, error: 'client_closed', aborted: true });
+  });
+
+  it('a client that leaves before the headers aborts the upstream request too', async () => {
+    upstream.script(CHAT, replies.slowHeaders(60_000));
+    const outgoing = request(proxy.url + CHAT, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false });
+    outgoing.on('error', () => undefined);
+    outgoing.end(JSON.stringify(streamBody));
+    await upstream.waitFor(() => upstream.requestsTo(CHAT).length === 1, { what: 'the request to arrive' });
+    outgoing.destroy();
+    await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt != null, { what: 'the upstream request to be aborted' });
+  });
+});

@@ -1,0 +1,73 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SseTap, sseComment } from '../../src/upstream/sse.js';
+import { loadFixture } from '../support/fixtures.js';
+
+function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseTap {
+  const tap = new SseTap({ collectUsage });
+  let start = 0;
+  for (const cut of [...new Set(cuts)].sort((a, b) => a - b)) {
+    tap.write(body.subarray(start, cut));
+    start = cut;
+  }
+  tap.write(body.subarray(start));
+  return tap;
+}
+
+describe('SseTap', () => {
+  const stream = loadFixture('chat_stream').body;
+
+  it('finds usage, timings and [DONE] in a recorded stream, however it is cut', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: stream.length }), { maxLength: 40 }), (cuts) => {
+        const tap = tapOf(stream, cuts);
+        expect(tap.sawDone).toBe(true);
+        expect(tap.sawError).toBe(false);
+        expect(tap.usage).toMatchObject({ prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 });
+        expect(tap.timings).toMatchObject({ cache_n: 24, prompt_n: 1 });
+        expect(tap.closingBytes()).toBe('');
+      }),
+    );
+  });
+
+  it('byte by byte, through multi-byte characters', () => {
+    const tap = new SseTap({ collectUsage: true });
+    for (let index = 0; index < stream.length; index++) tap.write(stream.subarray(index, index + 1));
+    expect(tap.usage?.prompt_tokens).toBe(25);
+    expect(tap.sawDone).toBe(true);
+  });
+
+  it('reads timings without usage, and nothing when not asked to', () => {
+    const noUsage = tapOf(loadFixture('chat_stream_no_usage').body, []);
+    expect(noUsage.usage).toBeUndefined();
+    expect(noUsage.timings).toMatchObject({ cache_n: 24 });
+    const notCollecting = tapOf(stream, [], false);
+    expect(notCollecting.usage).toBeUndefined();
+    expect(notCollecting.sawDone).toBe(true);
+  });
+
+  it("recognises llama-server's mid-stream error event", () => {
+    const tap = tapOf(loadFixture('chat_stream_midstream_error').body, [100, 5000]);
+    expect(tap.sawError).toBe(true);
+    expect(tap.sawDone).toBe(false);
+  });
+
+  it('knows where the bytes stand relative to an event boundary', () => {
+    const tap = new SseTap();
+    expect(tap.closingBytes()).toBe('');
+    tap.write(Buffer.from('data: {"a":1}\n'));
+    expect(tap.closingBytes()).toBe('\n');
+    tap.write(Buffer.from('\n'));
+    expect(tap.closingBytes()).toBe('');
+    tap.write(Buffer.from('data: {"a'));
+    expect(tap.closingBytes()).toBe('\n\n');
+    const crlf = new SseTap();
+    crlf.write(Buffer.from('data: [DONE]\r\n\r\n'));
+    expect(crlf.sawDone).toBe(true);
+    expect(crlf.closingBytes()).toBe('');
+  });
+
+  it('sseComment keeps a comment on one line', () => {
+    expect(sseComment('compacting 84 messages\n(chunk 2/3)')).toBe(': compacting 84 messages (chunk 2/3)\n\n');
+  });
+});
