@@ -182,9 +182,28 @@ export class FakeUpstream {
   }
 }
 
-/** The route table of the double when nothing else is set. */
+const defaultReplies = new Map<string, FakeReply>();
+
+/** The route table of the double when nothing else is set (each reply built once: fixtures are read once). */
 function defaultReply(method: string, path: string): FakeReply {
-  switch (routeKey(method, path)) {
+  const key = routeKey(method, path);
+  let reply = defaultReplies.get(key);
+  if (reply === undefined) {
+    reply = buildDefaultReply(key);
+    // Unknown routes are not remembered: a test may probe any number of them.
+    if (reply !== unknownRoute()) defaultReplies.set(key, reply);
+  }
+  return reply;
+}
+
+let unknownRouteReply: FakeReply | undefined;
+function unknownRoute(): FakeReply {
+  unknownRouteReply ??= replies.fixture('unknown_route');
+  return unknownRouteReply;
+}
+
+function buildDefaultReply(key: string): FakeReply {
+  switch (key) {
     case 'GET /health':
       return replies.fixture('health');
     case 'GET /props':
@@ -204,7 +223,7 @@ function defaultReply(method: string, path: string): FakeReply {
     case 'POST /chat/completions':
       return replies.chat();
     default:
-      return replies.fixture('unknown_route');
+      return unknownRoute();
   }
 }
 
