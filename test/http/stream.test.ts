@@ -92,7 +92,8 @@ describe('streaming', () => {
         response.pause();
         // Let every buffer fill, then look at how far the upstream got.
         void sleep(1_000).then(() => {
-          expect(written).toBeLessThan(total * chunk.length / 4);
+          // Socket buffers on the way hold a few MiB; without backpressure the upstream would be done.
+          expect(written).toBeLessThan((total * chunk.length) / 2);
           response.on('data', (data: Buffer) => (received += data.length));
           response.once('end', resolve);
           response.resume();
