@@ -1,7 +1,7 @@
 import type { ChatMessage } from '../transcript/message.js';
 import { headLength, turnRanges, balanceCut } from '../transcript/groups.js';
 import { isMarked } from '../transcript/marks.js';
-import { pruneText } from '../transcript/prune.js';
+import { pruneToolResults } from '../transcript/prune.js';
 import type { Epoch } from './epoch-store.js';
 
 /**
@@ -102,7 +102,6 @@ export function chooseCut(
   candidate: Candidate,
   sizes: Sizes,
   budget: number | null,
-  trigger: Trigger,
   settings: CompactionSettings,
 ): number | null {
   const { messages } = candidate;
@@ -153,7 +152,7 @@ export function planCompaction(
 ): CompactionPlan {
   const { messages } = candidate;
   const head = headLength(messages);
-  const cut = chooseCut(candidate, sizes, budget, trigger, settings);
+  const cut = chooseCut(candidate, sizes, budget, settings);
   const total = totalSize(sizes);
   if (cut === null) {
     return budget !== null && total > budget ? { tier: 'too-large', needed: total } : { tier: 'nothing', reason: 'one-turn' };
@@ -165,37 +164,20 @@ export function planCompaction(
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
 
   if (trigger === 'size') {
-    const pruned = pruneOldResults(messages, head, cut, settings.pruneMaxResultChars);
-    if (pruned.count > 0) {
-      let size = total;
-      for (const index of pruned.indices) size += sizeOf(pruned.messages[index]!) - sizes.perMessage[index]!;
-      if (size <= target) return { tier: 'prune', cut, messages: pruned.messages, pruned: pruned.count, size };
+    const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut });
+    let size = total;
+    let count = 0;
+    for (let index = head; index < cut; index++) {
+      if (pruned[index] === messages[index]) continue;
+      size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
+      count++;
     }
+    if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
   }
 
   const size = totalSize(sizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + totalSize(sizes, cut, messages.length);
   if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
   return { tier: 'summary', cut, size, oldCount: cut - head };
-}
-
-/** Prunes the string results of `tool` messages in `[from, to)`; the others stay the same objects. */
-function pruneOldResults(
-  messages: readonly ChatMessage[],
-  from: number,
-  to: number,
-  maxResultChars: number,
-): { messages: ChatMessage[]; indices: number[]; count: number } {
-  const out = messages.slice();
-  const indices: number[] = [];
-  for (let index = from; index < to; index++) {
-    const message = messages[index]!;
-    if (message.role !== 'tool' || typeof message.content !== 'string') continue;
-    const content = pruneText(message.content, maxResultChars);
-    if (content === message.content) continue;
-    out[index] = { ...message, content };
-    indices.push(index);
-  }
-  return { messages: out, indices, count: indices.length };
 }
 
 /**

@@ -99,52 +99,52 @@ describe('chooseCut', () => {
     const messages = conversationOf(5); // turns start at 1, 5, 9, 13, 17; 21 messages
     const sizes = flatSizes(messages, 10); // a turn costs 40
     // keepRecent 0.25 × 400 = 100: two turns (80) fit, three (120) do not.
-    expect(chooseCut(candidate(messages), sizes, 400, 'size', settings)).toBe(13);
+    expect(chooseCut(candidate(messages), sizes, 400, settings)).toBe(13);
     // × 480 = 120: three turns fit exactly.
-    expect(chooseCut(candidate(messages), sizes, 480, 'size', settings)).toBe(9);
+    expect(chooseCut(candidate(messages), sizes, 480, settings)).toBe(9);
   });
 
   it('keeps at least the last turn, even when it alone exceeds keepRecent × budget', () => {
     const messages = conversationOf(5);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 10), 40, 'size', settings)).toBe(17);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1000), 100, 'size', settings)).toBe(17);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 10), 40, settings)).toBe(17);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1000), 100, settings)).toBe(17);
   });
 
   it('never cuts at the first turn: something must be old', () => {
     const messages = conversationOf(3);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), 1_000_000, 'size', settings)).toBe(5);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), 1_000_000, settings)).toBe(5);
   });
 
   it('is null when only one turn follows the head', () => {
     const messages = conversationOf(1);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), 100, 'size', settings)).toBeNull();
-    expect(chooseCut(candidate([system]), flatSizes([system], 1), 100, 'size', settings)).toBeNull();
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), 100, settings)).toBeNull();
+    expect(chooseCut(candidate([system]), flatSizes([system], 1), 100, settings)).toBeNull();
   });
 
   it('keeps at most maxMessages / 2 messages after the cut, whatever fired, but still the last turn', () => {
     const messages = conversationOf(5); // 21 messages
     const sizes = flatSizes(messages, 1);
     // Without a count limit the whole recent part fits: the cut is the second turn.
-    expect(chooseCut(candidate(messages), sizes, 10_000, 'count', settings)).toBe(5);
+    expect(chooseCut(candidate(messages), sizes, 10_000, settings)).toBe(5);
     // 20 / 2 = 10: at most 10 messages kept, so the cut is 13 (8 kept), not 9 (12 kept).
-    expect(chooseCut(candidate(messages), sizes, 10_000, 'count', { ...settings, maxMessages: 20 })).toBe(13);
-    expect(chooseCut(candidate(messages), sizes, 10_000, 'size', { ...settings, maxMessages: 20 })).toBe(13);
-    expect(chooseCut(candidate(messages), sizes, 1_000_000, 'count', { ...settings, maxMessages: 20 })).toBe(13);
+    expect(chooseCut(candidate(messages), sizes, 10_000, { ...settings, maxMessages: 20 })).toBe(13);
+    expect(chooseCut(candidate(messages), sizes, 10_000, { ...settings, maxMessages: 20 })).toBe(13);
+    expect(chooseCut(candidate(messages), sizes, 1_000_000, { ...settings, maxMessages: 20 })).toBe(13);
     // 4 / 2 = 2 messages: fewer than a turn, yet the last turn stays.
-    expect(chooseCut(candidate(messages), sizes, 10_000, 'count', { ...settings, maxMessages: 4 })).toBe(17);
+    expect(chooseCut(candidate(messages), sizes, 10_000, { ...settings, maxMessages: 4 })).toBe(17);
   });
 
   it('without a budget (unknown window) keeps as many turns as maxMessages / 2 allows, at least the last', () => {
     const messages = conversationOf(4); // 17 messages; turns start at 1, 5, 9 and 13
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 100 })).toBe(5);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 16 })).toBe(9);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 8 })).toBe(13);
-    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, 'count', { ...settings, maxMessages: 2 })).toBe(13);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, { ...settings, maxMessages: 100 })).toBe(5);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, { ...settings, maxMessages: 16 })).toBe(9);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, { ...settings, maxMessages: 8 })).toBe(13);
+    expect(chooseCut(candidate(messages), flatSizes(messages, 1), null, { ...settings, maxMessages: 2 })).toBe(13);
   });
 
   it('cuts only at a real user message: a summary pair or a notice is no turn boundary', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1), user(mark('truncated', 'omitted')), assistant('ok'), ...turn(2)];
-    const cut = chooseCut(candidate(messages), flatSizes(messages, 10), 10, 'size', settings);
+    const cut = chooseCut(candidate(messages), flatSizes(messages, 10), 10, settings);
     expect(cut).toBe(9);
     expect(isRealUserMessage(messages[cut!]!)).toBe(true);
   });
@@ -357,7 +357,7 @@ describe('planCompaction properties', () => {
     fc.assert(
       fc.property(planInputArbitrary, ({ messages, budget, fixed, trigger, settings }) => {
         const sizes = estimatedSizes(messages, fixed);
-        const cut = chooseCut(candidate(messages), sizes, budget, trigger, settings);
+        const cut = chooseCut(candidate(messages), sizes, budget, settings);
         const starts = turnRanges(messages).map((range) => range.start).filter((start) => start > headLength(messages));
         if (starts.length === 0) {
           expect(cut).toBeNull();
