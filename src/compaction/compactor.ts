@@ -267,8 +267,8 @@ export class Compactor {
       }
 
       // Crossed: an epoch prepared in the background applies now, with no waiting.
-      const pending = this.#longestEpoch(hashes, true);
-      if (pending !== null && pending.sourceLength > candidate.sourceStart) {
+      const pending = this.#pendingBeyond(hashes, candidate.sourceStart);
+      if (pending !== null) {
         this.#store.set({ ...pending, pending: false });
         continue;
       }
@@ -347,7 +347,7 @@ export class Compactor {
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
   #startBackground(job: Job & { candidate: Candidate; sizes: Sizes }): void {
-    if (this.#longestEpoch(job.hashes, true) !== null || this.#runningFor(job.hashes) !== undefined) return;
+    if (this.#pendingBeyond(job.hashes, job.candidate.sourceStart) !== null || this.#runningFor(job.hashes) !== undefined) return;
     // The epoch applies only once the conversation has grown from here to the threshold, and that growth
     // stays raw too: keep that much less now, so what is kept raw then is about `keep_recent` again.
     const { threshold, soft_threshold: softThreshold } = this.#config.compaction;
@@ -410,6 +410,19 @@ export class Compactor {
     if (this.#flights.size === 0) return undefined;
     for (let index = hashes.length - 1; index >= 0; index--) if (this.#flights.has(hashes[index]!)) return hashes[index];
     return undefined;
+  }
+
+  /**
+   * The longest pending epoch that covers more of this history than the epoch
+   * in use (which starts the candidate at `sourceStart`). A pending epoch that
+   * covers no more is stale (a later compaction overtook it): it is dropped, so
+   * it cannot stand in the way of the next background epoch.
+   */
+  #pendingBeyond(hashes: readonly string[], sourceStart: number): Epoch | null {
+    const pending = this.#longestEpoch(hashes, true);
+    if (pending === null || pending.sourceLength > sourceStart) return pending;
+    this.#store.delete(pending.key);
+    return this.#pendingBeyond(hashes, sourceStart);
   }
 
   /** The epoch of the longest prefix of this history, in use or pending. */

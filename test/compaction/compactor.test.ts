@@ -1,5 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/compaction/compactor.js';
+import { MemoryEpochStore } from '../../src/compaction/epoch-store.js';
+import { prefixHashes } from '../../src/compaction/prefix-hash.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
@@ -268,6 +270,31 @@ describe('Compactor.prepare on one long agent turn (steps tier)', () => {
 });
 
 describe('Compactor background epochs', () => {
+  it('drops a stale pending epoch (one a later compaction overtook) instead of letting it block the next one', async () => {
+    const store = new MemoryEpochStore();
+    const { compactor, summarizer } = compactorWith({}, { store });
+    let messages = conversation({ turns: CROSSING_TURNS });
+    const crossed = await prepare(compactor, messages);
+    expect(crossed.changed).toBe(true);
+    expect(summarizer.calls).toBe(1);
+    // A pending epoch over a shorter prefix than the one in use: stale.
+    const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
+    store.set({ key: hashes[5]!, sourceLength: 5, replacement: messages.slice(0, 5), summary: null, strategy: 'summary', report: 'stale', pending: true });
+    // Grow into the soft zone on top of the epoch: the next background epoch starts.
+    let turn = CROSSING_TURNS;
+    let background: (() => void) | undefined;
+    while (background === undefined && turn < CROSSING_TURNS + 30) {
+      turn++;
+      messages = nextRequest(messages, turn);
+      background = (await prepare(compactor, messages)).afterResponse;
+    }
+    expect(background).toBeTypeOf('function');
+    background!();
+    await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0));
+    expect(summarizer.calls).toBe(2);
+    expect(store.get(hashes[5]!)).toBeUndefined();
+  });
+
   it('prepares the next epoch after the answer in the soft zone, forwards raw turns until the threshold, then applies it with no new call', async () => {
     const { compactor, summarizer } = compactorWith();
     // 14 turns: above the soft threshold (0.6 × 7168) and under the threshold (0.85 × 7168).
