@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
-import { conversation, factOf, turnMessages } from '../support/conversation.js';
+import { agentLoop, agentStep, conversation, factOf, turnMessages } from '../support/conversation.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
@@ -48,6 +48,28 @@ describe('a history larger than the window, sent at once', () => {
     for (let turn = 1; turn < 40; turn++) expect(forwarded.prompt).toContain(factOf(turn));
     expect(forwarded.messages.at(-1)).toEqual(messages.at(-1));
     expect(findPairProblems(forwarded.messages)).toEqual([]);
+  });
+});
+
+describe('one long agent turn', () => {
+  it('runs 150 steps under one user message on a 16k window: every step answered, anchor verbatim, pairs valid, old facts kept', async () => {
+    const { llama, url } = await setUp(16_384);
+    const messages = agentLoop(0);
+    for (let step = 1; step <= 150; step++) {
+      messages.push(...agentStep(step));
+      const response = await post(url, { messages });
+      expect(response.status).toBe(200);
+      await response.text();
+      const forwarded = llama.chatRecords.at(-1)!;
+      expect(forwarded.messages[1]).toEqual(messages[1]);
+      expect(findPairProblems(forwarded.messages)).toEqual([]);
+      expect(forwarded.messages.at(-1)).toEqual(messages.at(-1));
+      for (const fact of [factOf(0), factOf(1001), factOf(1000 + step)]) expect(forwarded.prompt).toContain(fact);
+      expect(forwarded.promptTokens + 1024).toBeLessThanOrEqual(16_384);
+    }
+    expect(llama.chatRecords).toHaveLength(150);
+    expect(llama.chatRecords.some((record) => record.messages.some((message) => isMarked(message, 'steps')))).toBe(true);
+    expect(llama.records.filter((record) => record.status !== 200)).toEqual([]);
   });
 });
 
