@@ -211,32 +211,43 @@ function withoutNotes(message: ChatMessage): ChatMessage {
  */
 export function chunkTranscript(rendered: readonly string[], chunkTokens: number, tokensOf: (text: string) => number): string[] {
   const chunks: string[] = [];
-  let current = '';
-  const flush = (): void => {
-    if (current !== '') chunks.push(current);
-    current = '';
-  };
-  for (const text of rendered) {
-    const joined = current === '' ? text : `${current}\n\n${text}`;
-    if (tokensOf(joined) <= chunkTokens) {
-      current = joined;
+  const joined = (start: number, end: number): string => rendered.slice(start, end).join('\n\n');
+  const fits = (start: number, end: number): boolean => tokensOf(joined(start, end)) <= chunkTokens;
+  for (let start = 0; start < rendered.length; ) {
+    const text = rendered[start]!;
+    if (tokensOf(text) > chunkTokens) {
+      // One message larger than a chunk: cut it into the longest pieces that fit by the same measure.
+      // (Pieces of proportional length do not: bytes are not spread evenly over characters, and the
+      // measure may add a fixed cost to every piece.)
+      for (let at = 0; at < text.length; ) {
+        const end = pieceEnd(text, at, chunkTokens, tokensOf);
+        chunks.push(text.slice(at, end));
+        at = end;
+      }
+      start++;
       continue;
     }
-    flush();
-    if (tokensOf(text) <= chunkTokens) {
-      current = text;
-      continue;
+    // The most messages from `start` that fit one chunk: doubling the count while they fit, then
+    // bisecting, so a chunk costs a few measures of its own length. Measuring the chunk again after
+    // each message added was quadratic: 50,000 short messages blocked the event loop for seconds.
+    let good = start + 1;
+    let bad = rendered.length + 1;
+    for (let count = 2; good < rendered.length; count *= 2) {
+      const end = Math.min(rendered.length, start + count);
+      if (!fits(start, end)) {
+        bad = end;
+        break;
+      }
+      good = end;
     }
-    // One message larger than a chunk: cut it into the longest pieces that fit by the same measure.
-    // (Pieces of proportional length do not: bytes are not spread evenly over characters, and the
-    // measure may add a fixed cost to every piece.)
-    for (let start = 0; start < text.length; ) {
-      const end = pieceEnd(text, start, chunkTokens, tokensOf);
-      chunks.push(text.slice(start, end));
-      start = end;
+    while (bad - good > 1) {
+      const middle = Math.floor((good + bad) / 2);
+      if (fits(start, middle)) good = middle;
+      else bad = middle;
     }
+    chunks.push(joined(start, good));
+    start = good;
   }
-  flush();
   return chunks;
 }
 
