@@ -38,6 +38,37 @@ function hasPollutingKey(value: unknown): boolean {
   return false;
 }
 
+/**
+ * How deep a request body may nest. No chat request comes near it (tool
+ * schemas nest a few dozen levels at most); Jackson allows 1000 by default,
+ * serde_json 128. Deeper bodies are refused because `JSON.stringify` and the
+ * prefix hash's canonical JSON recurse, and overflow the stack at a few
+ * thousand levels: a 500 for what is a bad request.
+ */
+export const MAX_NESTING_DEPTH = 512;
+
+/** Whether a parsed JSON value nests objects and arrays deeper than `limit` (walked without recursion). */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  // Parallel stacks: objects and arrays still to look into, and the depth of each.
+  const nodes: object[] = [];
+  const depths: number[] = [];
+  const visit = (child: unknown, depth: number): void => {
+    if (typeof child === 'object' && child !== null) {
+      nodes.push(child);
+      depths.push(depth);
+    }
+  };
+  visit(value, 1);
+  while (nodes.length > 0) {
+    const node = nodes.pop()!;
+    const depth = depths.pop()!;
+    if (depth > limit) return true;
+    if (Array.isArray(node)) for (const child of node) visit(child, depth + 1);
+    else for (const key in node) visit((node as Record<string, unknown>)[key], depth + 1);
+  }
+  return false;
+}
+
 function describeExpected(expected: string): string {
   switch (expected) {
     case 'array':
@@ -59,8 +90,8 @@ function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
 /**
  * Parses and validates a chat completion body. Throws `UnsupportedMediaTypeError`
  * for a content type that is not JSON and `InvalidRequestError` for an empty
- * body, invalid JSON, a prototype-polluting key, or a missing/invalid `model`
- * or `messages`.
+ * body, invalid JSON, a prototype-polluting key, nesting deeper than
+ * {@link MAX_NESTING_DEPTH}, or a missing/invalid `model` or `messages`.
  *
  * @example
  * readChatRequest(Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), 'application/json')
@@ -85,6 +116,10 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
+  }
+  // Nesting that deep needs at least one opening bracket per level.
+  if (raw.length > MAX_NESTING_DEPTH && nestedDeeperThan(json, MAX_NESTING_DEPTH)) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
   const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
   if (!parsed.success) {
