@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
+import { answerClientError } from './http/client-error.js';
 import type { ChatPlanner, UsageHook } from './http/chat-pipeline.js';
 import {
   InternalError,
@@ -139,6 +140,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       request.log.debug({ code: error.code }, 'request rejected by the framework');
       sendError(reply, new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' }));
     },
+    // What Node's parser refuses (headers over 16 KiB, Content-Length with Transfer-Encoding) is answered in OpenAI's shape too.
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
 
   app.decorate('compactor', {
