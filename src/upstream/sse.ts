@@ -20,36 +20,62 @@ const ERROR_EVENT = /^\{\s*"error"\s*:/;
 const USAGE_OR_TIMINGS = /"(?:usage|timings)"\s*:\s*\{/;
 
 export class SseTap {
-  /** A `data: [DONE]` line went by. */
-  sawDone = false;
-  /** An error event went by: the stream already tells the client it failed. */
-  sawError = false;
   usage: Usage | undefined;
   timings: Timings | undefined;
 
   readonly #collectUsage: boolean;
-  /** Bytes of the line not yet ended by a line feed. */
+  #sawDone = false;
+  #sawError = false;
+  /** Bytes of the line not yet ended by a line end. */
   #partial: Buffer[] = [];
   /** Lines of the current event so far (0 right after a blank line). */
   #eventLines = 0;
+  /** The last byte seen was a CR ending a line: an LF right after it belongs to the same line end (CRLF). */
+  #afterCarriageReturn = false;
 
   constructor(options: { collectUsage?: boolean } = {}) {
     this.#collectUsage = options.collectUsage ?? false;
   }
 
+  /**
+   * A `data: [DONE]` line went by. A stream may end with that line unended
+   * (no line end, no blank line after it): it still said it was done, so that
+   * counts too.
+   */
+  get sawDone(): boolean {
+    return this.#sawDone || this.#lastLineIs((data) => isDone(data));
+  }
+
+  /** An error event went by: the stream already tells the client it failed. */
+  get sawError(): boolean {
+    return this.#sawError || this.#lastLineIs((data) => isErrorEvent(data));
+  }
+
+  /** Takes the next bytes; lines end with CRLF, LF or CR (the SSE grammar), split anywhere across chunks. */
   write(chunk: Buffer): void {
     let start = 0;
-    let newline = chunk.indexOf(LINE_FEED, start);
-    while (newline !== -1) {
-      let line = chunk.subarray(start, newline);
+    if (this.#afterCarriageReturn && chunk.length > 0) {
+      this.#afterCarriageReturn = false;
+      if (chunk[0] === LINE_FEED) start = 1;
+    }
+    let lineFeed = chunk.indexOf(LINE_FEED, start);
+    let carriageReturn = chunk.indexOf(CARRIAGE_RETURN, start);
+    while (lineFeed !== -1 || carriageReturn !== -1) {
+      const end = carriageReturn === -1 || (lineFeed !== -1 && lineFeed < carriageReturn) ? lineFeed : carriageReturn;
+      let line = chunk.subarray(start, end);
       if (this.#partial.length > 0) {
         this.#partial.push(line);
         line = Buffer.concat(this.#partial);
         this.#partial = [];
       }
       this.#line(line);
-      start = newline + 1;
-      newline = chunk.indexOf(LINE_FEED, start);
+      start = end + 1;
+      if (end === carriageReturn) {
+        if (start === chunk.length) this.#afterCarriageReturn = true;
+        else if (chunk[start] === LINE_FEED) start++;
+      }
+      if (lineFeed !== -1 && lineFeed < start) lineFeed = chunk.indexOf(LINE_FEED, start);
+      if (carriageReturn !== -1 && carriageReturn < start) carriageReturn = chunk.indexOf(CARRIAGE_RETURN, start);
     }
     if (start < chunk.length) this.#partial.push(chunk.subarray(start));
   }
@@ -58,30 +84,37 @@ export class SseTap {
    * What to write before an appended event so it stands alone: nothing at a
    * boundary, a blank line to end a pending event, or a line end and a blank
    * line when the stream stopped inside a line (that event is then
-   * malformed, which a client also reports as a failure).
+   * malformed, which a client also reports as a failure). After a CR, one
+   * more LF goes first: a client takes an LF right after a CR as part of
+   * the same line end.
    */
   closingBytes(): string {
+    const absorbed = this.#afterCarriageReturn ? '\n' : '';
     if (this.#partial.length > 0) return '\n\n';
-    return this.#eventLines > 0 ? '\n' : '';
+    return absorbed + (this.#eventLines > 0 ? '\n' : '');
   }
 
-  #line(raw: Buffer): void {
-    const line = raw.length > 0 && raw[raw.length - 1] === CARRIAGE_RETURN ? raw.subarray(0, raw.length - 1) : raw;
+  /** Whether the unended last line is a data line whose data passes `test`. */
+  #lastLineIs(test: (data: Buffer) => boolean): boolean {
+    if (this.#partial.length === 0) return false;
+    const data = dataOf(Buffer.concat(this.#partial));
+    return data !== null && test(data);
+  }
+
+  #line(line: Buffer): void {
     if (line.length === 0) {
       this.#eventLines = 0;
       return;
     }
     this.#eventLines++;
-    if (line.length < DATA_PREFIX.length || !line.subarray(0, DATA_PREFIX.length).equals(DATA_PREFIX)) return;
-    const dataStart = line[DATA_PREFIX.length] === 0x20 ? DATA_PREFIX.length + 1 : DATA_PREFIX.length;
-    const data = line.subarray(dataStart);
-    if (data.length === DONE.length && data.toString('latin1') === DONE) {
-      this.sawDone = true;
+    const data = dataOf(line);
+    if (data === null) return;
+    if (isDone(data)) {
+      this.#sawDone = true;
       return;
     }
-    // Only the first bytes are needed to recognise an error event.
-    if (ERROR_EVENT.test(data.subarray(0, 32).toString('latin1'))) {
-      this.sawError = true;
+    if (isErrorEvent(data)) {
+      this.#sawError = true;
       return;
     }
     if (!this.#collectUsage) return;
@@ -98,6 +131,21 @@ export class SseTap {
     if (found.usage !== undefined) this.usage = found.usage;
     if (found.timings !== undefined) this.timings = found.timings;
   }
+}
+
+/** The value of a `data:` line (one leading space dropped), or null for any other line. */
+function dataOf(line: Buffer): Buffer | null {
+  if (line.length < DATA_PREFIX.length || !line.subarray(0, DATA_PREFIX.length).equals(DATA_PREFIX)) return null;
+  return line.subarray(line[DATA_PREFIX.length] === 0x20 ? DATA_PREFIX.length + 1 : DATA_PREFIX.length);
+}
+
+function isDone(data: Buffer): boolean {
+  return data.length === DONE.length && data.toString('latin1') === DONE;
+}
+
+// Only the first bytes are needed to recognise an error event.
+function isErrorEvent(data: Buffer): boolean {
+  return ERROR_EVENT.test(data.subarray(0, 32).toString('latin1'));
 }
 
 /** An SSE comment line: clients ignore it, so it can carry progress without changing the answer. */
