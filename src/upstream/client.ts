@@ -159,6 +159,16 @@ export class UpstreamClient {
     });
   }
 
+  /**
+   * Requests queued or in flight, their response bodies not yet read to the
+   * end or destroyed: back to 0 whenever nothing is in flight, or something
+   * leaks (tests and the soak check it).
+   */
+  get activeRequests(): number {
+    const { queued, running } = this.#pool.stats;
+    return queued + running;
+  }
+
   /** The configured key, when compactor authenticates to the upstream itself. */
   get apiKey(): string | null {
     return this.#apiKey;
