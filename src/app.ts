@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
@@ -50,6 +51,15 @@ export interface CompactorHandle {
   readonly draining: boolean;
   /** Starts draining (before `close()` on shutdown). */
   startDraining(): void;
+  /** Resolves once draining and no request is in flight (every connection left is then closed). */
+  whenIdle(): Promise<void>;
+  /**
+   * Ends the requests still in flight when the grace period of a shutdown
+   * runs out: a chat answer not started gets 503 `shutting_down`, a started
+   * stream that error as an SSE event (never a clean end), a pass-through
+   * answer its connection cut.
+   */
+  endInFlight(): void;
 }
 
 declare module 'fastify' {
@@ -122,11 +132,17 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
   let draining = false;
   let inFlight = 0;
+  const idleWaiters: Array<() => void> = [];
+  const shutdown = new AbortController();
+  // Every exchange in flight listens to it: as many listeners as requests, none of them a leak.
+  setMaxListeners(0, shutdown.signal);
   // Once draining and idle, every connection left is closed: server.close()
   // only reaps idle keep-alive ones, and a socket a client opened without
   // sending a request yet would hold the shutdown until its headers timeout.
   const closeConnectionsWhenIdle = (): void => {
-    if (draining && inFlight === 0 && app.server.listening) app.server.closeAllConnections();
+    if (!draining || inFlight !== 0) return;
+    if (app.server.listening) app.server.closeAllConnections();
+    for (const resolve of idleWaiters.splice(0)) resolve();
   };
 
   const app = Fastify({
@@ -153,6 +169,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     startDraining() {
       draining = true;
       closeConnectionsWhenIdle();
+    },
+    whenIdle() {
+      return new Promise<void>((resolve) => {
+        idleWaiters.push(resolve);
+        closeConnectionsWhenIdle();
+      });
+    },
+    endInFlight() {
+      shutdown.abort(new ShuttingDownError(RETRY_AFTER_SECONDS));
     },
   } satisfies CompactorHandle);
   app.decorateRequest('compactor', null as unknown as RequestState);
@@ -203,8 +228,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const onUsage = combineUsageHooks(engineHooks?.onUsage, deps.onUsage);
   const options = { config, upstream, hooks: { ...(planner ? { planner } : {}), ...(onUsage ? { onUsage } : {}) } };
   app.register(async (scope) => opsRoutes(scope, { upstream, isDraining: () => draining, retryAfterSeconds: RETRY_AFTER_SECONDS }));
-  app.register(async (scope) => chatRoutes(scope, options));
-  app.register(async (scope) => passthroughRoutes(scope, { upstream }));
+  app.register(async (scope) => chatRoutes(scope, { ...options, shutdown: shutdown.signal }));
+  app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown: shutdown.signal }));
 
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();

@@ -5,13 +5,18 @@ import { USAGE, loadConfig } from './config/load.js';
 /**
  * The command line: read the configuration (exit 2 when it is invalid),
  * listen, and shut down gracefully on SIGTERM / SIGINT: stop taking requests
- * (503 + Retry-After), let those in flight finish, then exit. A second signal,
- * or the grace period running out, ends them.
+ * (503 + Retry-After + Connection: close, still listening), let those in
+ * flight finish, then exit 0. When the grace period runs out, those still in
+ * flight are ended in terms a client reads as a failure (an SSE error event,
+ * a 503), then it exits 0 as well. A second signal exits at once.
  */
 
 // Long enough for most answers in flight to finish; a local model's longest
 // streams would need more, and a second signal ends them at once.
 const SHUTDOWN_GRACE_MS = 30_000;
+
+// Ending what is in flight is immediate (an abort, one event written): past this, something hangs.
+const END_IN_FLIGHT_MS = 5_000;
 
 /** The upstream URL as it may be logged: without credentials in it. */
 function displayUrl(url: string): string {
@@ -44,20 +49,28 @@ async function main(): Promise<void> {
     app.log.info({ signal }, 'shutting down: draining requests in flight');
     app.compactor.startDraining();
     const timer = setTimeout(() => {
-      app.log.warn('requests still in flight after the grace period: exiting');
-      process.exit(1);
+      app.log.warn('requests still in flight after the grace period: ending them');
+      app.compactor.endInFlight();
+      setTimeout(() => {
+        app.log.warn('requests still in flight after ending them: exiting');
+        process.exit(1);
+      }, END_IN_FLIGHT_MS).unref();
     }, SHUTDOWN_GRACE_MS);
     timer.unref();
-    app.close().then(
-      () => {
-        app.log.info('stopped');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        app.log.error({ err: error }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    // Still listening until then, so a new request gets its 503 rather than a refused connection.
+    void app.compactor
+      .whenIdle()
+      .then(() => app.close())
+      .then(
+        () => {
+          app.log.info('stopped');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          app.log.error({ err: error }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);

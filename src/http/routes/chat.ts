@@ -27,6 +27,8 @@ export interface ChatRouteOptions {
   readonly config: Config;
   readonly upstream: UpstreamClient;
   readonly hooks: ChatHooks;
+  /** Aborted, with the error to answer, when compactor ends the requests still in flight (shutdown). */
+  readonly shutdown?: AbortSignal;
 }
 
 // A JSON answer copied for the usage tap beyond this size is not parsed:
@@ -81,6 +83,8 @@ class ChatExchange {
   readonly #reply: FastifyReply;
   readonly #options: ChatRouteOptions;
   readonly #controller = new AbortController();
+  /** Why compactor itself ended this exchange (the shutdown's grace period ran out), or null. */
+  #endedBy: ProxyError | null = null;
   /** Status 200 and SSE headers went out early, with progress comments. */
   #early = false;
 
@@ -89,6 +93,15 @@ class ChatExchange {
     this.#reply = reply;
     this.#options = options;
     onClientGone(reply.raw, () => this.#controller.abort());
+    const { shutdown } = options;
+    if (shutdown !== undefined) {
+      const end = (): void => {
+        this.#endedBy = shutdown.reason instanceof ProxyError ? shutdown.reason : new InternalError(shutdown.reason);
+        this.#controller.abort();
+      };
+      shutdown.addEventListener('abort', end, { once: true });
+      reply.raw.once('close', () => shutdown.removeEventListener('abort', end));
+    }
   }
 
   get #response() {
@@ -99,11 +112,11 @@ class ChatExchange {
     try {
       await this.#exchange();
     } catch (error) {
-      if (this.#controller.signal.aborted) {
+      if (this.#controller.signal.aborted && this.#endedBy === null) {
         this.#clientGone();
         return;
       }
-      const proxyError = error instanceof ProxyError ? error : new InternalError(error);
+      const proxyError = this.#endedBy ?? (error instanceof ProxyError ? error : new InternalError(error));
       if (proxyError instanceof InternalError) this.#request.log.error({ err: error }, 'chat request failed');
       if (!this.#early) {
         sendError(this.#reply, proxyError);
@@ -145,6 +158,7 @@ class ChatExchange {
     let plan: ChatPlan | undefined;
     if (hooks.planner !== undefined) plan = await hooks.planner(context);
     if (this.#controller.signal.aborted) {
+      if (this.#endedBy !== null) throw this.#endedBy;
       this.#clientGone();
       return;
     }
@@ -242,7 +256,7 @@ class ChatExchange {
         state.errorCode = 'client_closed';
         return;
       case 'failed': {
-        const error = midStreamError(end.error);
+        const error = this.#endedBy ?? midStreamError(end.error);
         state.errorCode = error.code;
         if (tap === undefined) {
           // A JSON body cut short cannot be mended; a cut connection at least cannot pass for a whole answer.

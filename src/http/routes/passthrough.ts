@@ -14,6 +14,8 @@ import { targetPath } from '../request-state.js';
 
 export interface PassthroughRouteOptions {
   readonly upstream: UpstreamClient;
+  /** Aborted when compactor ends the requests still in flight (shutdown): their connections are cut. */
+  readonly shutdown?: AbortSignal;
 }
 
 function hasBody(request: FastifyRequest): boolean {
@@ -21,11 +23,20 @@ function hasBody(request: FastifyRequest): boolean {
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient): Promise<void> {
+async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient, shutdown: AbortSignal | undefined): Promise<void> {
   const state = request.compactor;
   const response = reply.raw;
   const controller = new AbortController();
   onClientGone(response, () => controller.abort());
+  if (shutdown !== undefined) {
+    // Any answer of any server may pass here: none can be ended in its own terms, so its connection is cut
+    // (a body cut short never passes for a whole one), which aborts the upstream request as a client leaving does.
+    const cut = (): void => {
+      response.destroy();
+    };
+    shutdown.addEventListener('abort', cut, { once: true });
+    response.once('close', () => shutdown.removeEventListener('abort', cut));
+  }
 
   const started = performance.now();
   let answer: UpstreamResponse;
@@ -79,6 +90,6 @@ export async function passthroughRoutes(app: FastifyInstance, options: Passthrou
     done(null);
   });
   app.all('/*', { exposeHeadRoute: false, config: { kind: 'passthrough' } }, async (request, reply) => {
-    await passThrough(request, reply, options.upstream);
+    await passThrough(request, reply, options.upstream, options.shutdown);
   });
 }
