@@ -1,0 +1,36 @@
+/**
+ * An SSE decoder as the WHATWG grammar describes it: lines end with CRLF, LF
+ * or CR; `data` fields join with a newline; a blank line dispatches the event
+ * (when it has data); comments and other fields are ignored. What a client
+ * would decode, to compare what comes through compactor with what the
+ * upstream sent.
+ */
+export function sseEventData(text: string, options: { dispatchAtEnd?: boolean } = {}): string[] {
+  const events: string[] = [];
+  let data: string[] = [];
+  const dispatch = (): void => {
+    if (data.length > 0) events.push(data.join('\n'));
+    data = [];
+  };
+  // A stream that ends inside a line still ended that line, for the lenient clients that dispatch at the end.
+  const lines = text.split(/\r\n|\n|\r/);
+  const ended = lines.pop() ?? '';
+  for (const line of lines) {
+    if (line === '') {
+      dispatch();
+      continue;
+    }
+    if (line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') data.push(value);
+  }
+  // The spec discards an event the stream did not end with a blank line; many clients dispatch it.
+  if (options.dispatchAtEnd === true) {
+    if (ended.startsWith('data:')) data.push(ended.slice(ended.startsWith('data: ') ? 6 : 5));
+    dispatch();
+  }
+  return events;
+}
