@@ -15,6 +15,7 @@ import {
   UnsupportedMediaTypeError,
 } from './http/errors.js';
 import { createLogger } from './http/logger.js';
+import { Metrics } from './http/metrics.js';
 import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
@@ -22,6 +23,7 @@ import { passthroughRoutes } from './http/routes/passthrough.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
 import { Compactor } from './compaction/compactor.js';
+import type { UpstreamJson } from './compaction/upstream-json.js';
 
 export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat-pipeline.js';
 
@@ -47,6 +49,8 @@ export interface CompactorHandle {
   readonly upstream: UpstreamClient;
   /** The compaction engine, when the chat route uses compactor's own. */
   readonly engine: Compactor | null;
+  /** This app's Prometheus metrics (`GET /metrics`). */
+  readonly metrics: Metrics;
   /** Whether the app is draining: new requests get 503 + `Retry-After`. */
   readonly draining: boolean;
   /** Starts draining (before `close()` on shutdown). */
@@ -79,6 +83,8 @@ function combineUsageHooks(first: UsageHook | undefined, second: UsageHook | und
     second(observation);
   };
 }
+
+const NO_REPAIRS: readonly never[] = [];
 
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
@@ -117,6 +123,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const ownsUpstream = deps.upstream === undefined;
   // Summaries may run on another server (a bigger model, a free GPU); by default on the same one.
   const summaryUpstream = config.compaction.summary.upstream === null ? upstream : new UpstreamClient(clientOptions(config.compaction.summary.upstream));
+  const metrics = new Metrics();
   const engine =
     deps.planner !== undefined
       ? null
@@ -126,8 +133,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
           chat: chatCallOf(summaryUpstream),
           logger,
+          observer: metrics,
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
+  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
   let draining = false;
@@ -163,6 +172,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.decorate('compactor', {
     upstream,
     engine,
+    metrics,
     get draining() {
       return draining;
     },
@@ -190,6 +200,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       upstreamMs: null,
       bytes: 0,
       repairs: 0,
+      pairRepairs: NO_REPAIRS,
       errorCode: null,
       tenant: '',
     };
@@ -204,6 +215,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       setImmediate(() => {
         inFlight--;
         logRequest(request, reply, finished);
+        metrics.request(state.kind, reply.raw.statusCode, state.upstreamMs);
+        if (state.pairRepairs.length > 0) metrics.pairRepairs(state.pairRepairs);
         closeConnectionsWhenIdle();
       }),
     );
@@ -226,8 +239,22 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   const planner = deps.planner ?? engineHooks?.planner;
   const onUsage = combineUsageHooks(engineHooks?.onUsage, deps.onUsage);
-  const options = { config, upstream, hooks: { ...(planner ? { planner } : {}), ...(onUsage ? { onUsage } : {}) } };
-  app.register(async (scope) => opsRoutes(scope, { upstream, isDraining: () => draining, retryAfterSeconds: RETRY_AFTER_SECONDS }));
+  const options = {
+    config,
+    upstream,
+    hooks: { ...(planner ? { planner } : {}), ...(onUsage ? { onUsage } : {}) },
+    streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
+  };
+  app.register(async (scope) =>
+    opsRoutes(scope, {
+      upstream,
+      isDraining: () => draining,
+      retryAfterSeconds: RETRY_AFTER_SECONDS,
+      metrics,
+      // Windows matter to compaction only; with it off, readiness asks the upstream nothing more.
+      ...(engine === null || !config.compaction.enabled ? {} : { windows: () => knownWindows(engine, upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS), config) }),
+    }),
+  );
   app.register(async (scope) => chatRoutes(scope, { ...options, shutdown: shutdown.signal }));
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown: shutdown.signal }));
 
@@ -236,6 +263,28 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     if (ownsUpstream) await upstream.close();
   });
   return app;
+}
+
+/**
+ * The context window per model, for `/readyz`: those configured, and those
+ * found so far. Before any chat request has asked, the upstream's first
+ * listed model is looked up, so a fresh compactor shows the window it will
+ * work with.
+ */
+async function knownWindows(engine: Compactor, upstream: UpstreamJson, config: Config): Promise<Record<string, number | null>> {
+  const windows: Record<string, number | null> = engine.windows.snapshot();
+  if (Object.keys(windows).length === 0) {
+    try {
+      const reply = await upstream.getJson('/v1/models');
+      const data = (reply.body as { data?: unknown } | undefined)?.data;
+      const id = Array.isArray(data) ? (data[0] as { id?: unknown } | undefined)?.id : undefined;
+      if (reply.status === 200 && typeof id === 'string') windows[id] = await engine.windows.get(id);
+    } catch {
+      // Readiness is the upstream's /health; the windows are information.
+    }
+  }
+  for (const [model, settings] of Object.entries(config.models)) if (settings.context_window !== 'auto') windows[model] = settings.context_window;
+  return windows;
 }
 
 /** The one line per request: what happened, never what was said or who said it. */

@@ -8,6 +8,7 @@ import { estimateMessageTokens, estimateToolsTokens } from '../transcript/tokens
 import { ContextWindows } from './context-window.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js';
 import { ExactCounter } from './exact-count.js';
+import type { CompactionObserver } from './observer.js';
 import {
   type Candidate,
   type CompactionPlan,
@@ -72,6 +73,8 @@ export interface CompactorOptions {
   readonly logger?: CompactionLogger;
   /** The summary system prompt (the contents of `summary.prompt_file`), when replaced. */
   readonly summaryPrompt?: string;
+  /** Told of each compaction, summary and epoch lookup (the metrics). */
+  readonly observer?: CompactionObserver;
 }
 
 export interface PrepareInput {
@@ -153,6 +156,7 @@ export class Compactor {
   readonly #now: () => number;
   readonly #logger: CompactionLogger | undefined;
   readonly #summaryPrompt: string | undefined;
+  readonly #observer: CompactionObserver | undefined;
   readonly #flights = new SingleFlight<Epoch | null>();
   readonly #summaryCalls: Semaphore;
   readonly #failures = new Map<string, number>();
@@ -175,6 +179,7 @@ export class Compactor {
     this.#chat = options.chat;
     this.#logger = options.logger;
     this.#summaryPrompt = options.summaryPrompt;
+    this.#observer = options.observer;
     this.#summaryCalls = new Semaphore(compaction.summary.concurrency);
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
@@ -249,6 +254,7 @@ export class Compactor {
     const job: Job = { hashes, messages, body, model, limits, ratio, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
       const candidate = candidateOf(messages, this.#longestEpoch(hashes, false));
+      if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: Sizes = { perMessage: candidate.messages.map(sizeOf), fixed: toolsEstimate * ratio };
       let size = totalSize(sizes);
       if (limits.budget !== null && isNear(size, this.#settings.threshold * limits.budget)) {
@@ -285,10 +291,10 @@ export class Compactor {
       const plan = this.#plan(candidate, sizes, limits, trigger, sizeOf);
       switch (plan.tier) {
         case 'nothing':
-          if (limits.budget !== null && size > limits.budget) throw new ContextLengthExceededError(size, limits.window ?? 0, limits.reserve);
+          if (limits.budget !== null && size > limits.budget) throw this.#tooLarge(size, limits, originalSize);
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused);
         case 'too-large':
-          throw new ContextLengthExceededError(plan.needed, limits.window ?? 0, limits.reserve);
+          throw this.#tooLarge(plan.needed, limits, originalSize);
         case 'prune': {
           const { candidateEnd, sourceLength } = epochBoundary(candidate, plan.cut);
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
@@ -302,6 +308,7 @@ export class Compactor {
           };
           this.#store.set(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
+          this.#observer?.compaction({ tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, messages, input, limits, job);
         }
         case 'summary':
@@ -312,11 +319,20 @@ export class Compactor {
             (signal) => this.#summarizeEpoch(compaction, signal, input.onProgress),
             input.signal,
           );
-          if (epoch === null) return forwardAs([...candidate.messages], null);
+          if (epoch === null) {
+            this.#observer?.compaction({ tier: plan.tier, outcome: 'forwarded', tokensBefore: originalSize, tokensAfter: size, pending: false });
+            return forwardAs([...candidate.messages], null);
+          }
           return this.#forward(epoch, messages, input, limits, job);
         }
       }
     }
+  }
+
+  /** The 400 for a history that cannot fit even compacted, counted. */
+  #tooLarge(needed: number, limits: Budget, originalSize: number): ContextLengthExceededError {
+    this.#observer?.compaction({ tier: 'none', outcome: 'too_large', tokensBefore: originalSize, tokensAfter: needed, pending: false });
+    return new ContextLengthExceededError(needed, limits.window ?? 0, limits.reserve);
   }
 
   /** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
@@ -374,7 +390,7 @@ export class Compactor {
           size = exact;
         }
       }
-      if (size > limits.budget) throw new ContextLengthExceededError(size, limits.window ?? 0, limits.reserve);
+      if (size > limits.budget) throw this.#tooLarge(size, limits, job.originalSize);
     }
     return { messages: forwarded, changed: true, report: epoch.report, estimate };
   }
@@ -505,14 +521,11 @@ export class Compactor {
         );
         this.#failures.delete(conversation);
         const replacement = replacementWith(result.notes, 'summary');
-        const report = summarizedLine({
-          old: oldCount,
-          kept: keptCount,
-          before: job.originalSize,
-          after: sizeOfMessages([...replacement, ...rest], true),
-          milliseconds: this.#now() - started,
-        });
+        const after = sizeOfMessages([...replacement, ...rest], true);
+        const report = summarizedLine({ old: oldCount, kept: keptCount, before: job.originalSize, after, milliseconds: this.#now() - started });
         this.#logger?.info({ model: job.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending: job.pending === true }, report);
+        this.#observer?.summary({ milliseconds: this.#now() - started, outcome: 'ok', calls: result.calls });
+        this.#observer?.compaction({ tier: plan.tier, outcome: job.pending === true ? 'prepared' : 'compacted', tokensBefore: job.originalSize, tokensAfter: after, pending: job.pending === true });
         return store({ key, sourceLength, replacement, summary: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
@@ -520,27 +533,30 @@ export class Compactor {
         failure = timedOut ? `the summary timed out after ${summaryConfig.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
         this.#failures.set(conversation, this.#now());
         this.#logger?.warn({ model: job.model, reason: failure }, 'summary failed');
+        this.#observer?.summary({ milliseconds: this.#now() - started, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
       }
     }
 
     // A background epoch that failed leaves nothing behind: the request that crosses the threshold decides.
-    if (job.pending === true) return null;
+    const failed = { tier: plan.tier, outcome: 'failed', tokensBefore: job.originalSize, tokensAfter: job.originalSize, pending: job.pending === true } as const;
+    if (job.pending === true) {
+      this.#observer?.compaction(failed);
+      return null;
+    }
     switch (this.#config.compaction.on_summary_failure) {
       case 'forward':
+        // Counted as `forwarded` by the request that asked for it.
         return null;
       case 'error':
+        this.#observer?.compaction(failed);
         throw new SummaryFailedError(failure, timedOut);
       case 'truncate': {
         const earlierNotes = candidate.epoch?.summary ?? null;
         const replacement = replacementWith(truncationText(oldCount, plan.tier, earlierNotes), 'truncated');
-        const report = truncatedLine({
-          dropped: oldCount,
-          kept: keptCount,
-          before: job.originalSize,
-          after: sizeOfMessages([...replacement, ...rest], true),
-          reason: failure,
-        });
+        const after = sizeOfMessages([...replacement, ...rest], true);
+        const report = truncatedLine({ dropped: oldCount, kept: keptCount, before: job.originalSize, after, reason: failure });
         this.#logger?.info({ model: job.model, tier: 'truncate' }, report);
+        this.#observer?.compaction({ tier: plan.tier, outcome: 'truncated', tokensBefore: job.originalSize, tokensAfter: after, pending: false });
         return store({ key, sourceLength, replacement, summary: earlierNotes, strategy: 'truncated', report, expiresAt: this.#now() + TRUNCATION_TTL_MS });
       }
     }

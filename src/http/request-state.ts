@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import type { PairProblem } from '../transcript/pairs.js';
 import type { ProxyError } from './errors.js';
 
 /** Which of compactor's routes answered a request; the log line names it. */
@@ -15,6 +16,8 @@ export interface RequestState {
   bytes: number;
   /** Tool pairs repaired in this request. */
   repairs: number;
+  /** The repairs themselves (their kinds are counted in the metrics). */
+  pairRepairs: readonly PairProblem[];
   /** The code of the error that ended the request, or `client_closed`. */
   errorCode: string | null;
   /** See `ChatContext.tenant`. */

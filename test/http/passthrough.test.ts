@@ -25,7 +25,7 @@ describe('pass-through', () => {
     { method: 'GET', path: '/props' },
     { method: 'GET', path: '/health' },
     { method: 'GET', path: '/slots' },
-    { method: 'GET', path: '/metrics' },
+    // (GET /metrics is compactor's own: test/http/metrics.test.ts.)
     { method: 'GET', path: '/v1/nope' },
     { method: 'POST', path: '/tokenize', body: '{\n "content": "hello world"\n}' },
     { method: 'POST', path: '/apply-template', body: '{"messages":[{"role":"user","content":"Say hi."}]}' },

@@ -29,6 +29,8 @@ export interface ChatRouteOptions {
   readonly hooks: ChatHooks;
   /** Aborted, with the error to answer, when compactor ends the requests still in flight (shutdown). */
   readonly shutdown?: AbortSignal;
+  /** Told when a streamed (SSE) answer starts and when its connection closes (the active streams gauge). */
+  readonly streams?: { opened(): void; closed(): void };
 }
 
 // A JSON answer copied for the usage tap beyond this size is not parsed:
@@ -87,6 +89,8 @@ class ChatExchange {
   #endedBy: ProxyError | null = null;
   /** Status 200 and SSE headers went out early, with progress comments. */
   #early = false;
+  /** SSE headers went out (early or with the upstream's answer). */
+  #streaming = false;
 
   constructor(request: FastifyRequest, reply: FastifyReply, options: ChatRouteOptions) {
     this.#request = request;
@@ -135,6 +139,7 @@ class ChatExchange {
     const parsed = readChatRequest(request.body, request.headers['content-type']);
     const pairs = applyPairMode(parsed, config.pairs);
     state.repairs = pairs.repairs.length;
+    state.pairRepairs = pairs.repairs;
     const raw = request.body as Buffer;
     const streamRequested = parsed['stream'] === true;
 
@@ -227,7 +232,10 @@ class ChatExchange {
       if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
       response.writeHead(status, outgoing);
       // Clients see the answer start (and its status) before the first token, which may take long.
-      if (streamed) response.flushHeaders();
+      if (streamed) {
+        response.flushHeaders();
+        this.#streamStarted();
+      }
     }
 
     const succeeded = status >= 200 && status < 300;
@@ -307,6 +315,15 @@ class ChatExchange {
     this.#reply.hijack();
     this.#response.writeHead(200, { 'content-type': 'text/event-stream', ...SSE_RESPONSE_HEADERS });
     this.#response.flushHeaders();
+    this.#streamStarted();
+  }
+
+  #streamStarted(): void {
+    const streams = this.#options.streams;
+    if (this.#streaming || streams === undefined) return;
+    this.#streaming = true;
+    streams.opened();
+    this.#response.once('close', () => streams.closed());
   }
 
   /** The client left: nothing to answer; the upstream request (if any) is already aborted. */

@@ -1,0 +1,43 @@
+/**
+ * What the compaction engine tells whoever watches it (the metrics): a seam,
+ * so the engine stays free of any metrics library. Every call is made on the
+ * request path or right after a summary, so an observer must be cheap and
+ * must not throw.
+ */
+
+/** The tier a compaction used; `none` when even the last turn could not fit. */
+export type CompactionTier = 'prune' | 'summary' | 'steps' | 'none';
+
+/**
+ * How it ended: `compacted` (a new epoch, applied now), `prepared` (a new
+ * epoch computed in the background, pending), `truncated`, `forwarded` (the
+ * summary failed and the history went as it was), `failed` (the summary
+ * failed: an error for the client, or a background epoch not made),
+ * `too_large` (400 `context_length_exceeded`).
+ */
+export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too_large';
+
+export interface CompactionEvent {
+  readonly tier: CompactionTier;
+  readonly outcome: CompactionOutcome;
+  /** The size of the history as the client sent it (tokens, with the learned ratio). */
+  readonly tokensBefore: number;
+  /** The size of what is forwarded after it (the same as before when nothing changed). */
+  readonly tokensAfter: number;
+  /** Computed in the background, ahead of need. */
+  readonly pending: boolean;
+}
+
+export interface SummaryEvent {
+  readonly milliseconds: number;
+  readonly outcome: 'ok' | 'failed' | 'timeout';
+  /** Upstream calls it made (chunks of a folded summary, and fallbacks, count one each). */
+  readonly calls: number;
+}
+
+export interface CompactionObserver {
+  compaction(event: CompactionEvent): void;
+  summary(event: SummaryEvent): void;
+  /** A request past the fast path looked for an epoch of its conversation. */
+  epochLookup(hit: boolean): void;
+}
