@@ -1,6 +1,7 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
-import { USAGE, loadConfig } from './config/load.js';
+import { USAGE, loadConfig, printableConfig } from './config/load.js';
 
 /**
  * The command line: read the configuration (exit 2 when it is invalid),
@@ -26,18 +27,39 @@ function displayUrl(url: string): string {
   return parsed.toString().replace(/\/$/, '');
 }
 
+function exitInvalid(errors: readonly string[]): never {
+  process.stderr.write(`compactor: invalid configuration\n${errors.map((error) => `  ${error}`).join('\n')}\n`);
+  process.exit(2);
+}
+
+/** The replacement summary prompt, read once at start: a file that cannot be read is a configuration error. */
+function readSummaryPrompt(file: string | null): string | undefined {
+  if (file === null) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? String(error.code) : 'unreadable';
+    exitInvalid([`compaction.summary.prompt_file: cannot read ${file} (${code})`]);
+  }
+  if (text.trim() === '') exitInvalid([`compaction.summary.prompt_file: ${file} is empty`]);
+  return text;
+}
+
 async function main(): Promise<void> {
   const loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
-  if (!loaded.ok) {
-    process.stderr.write(`compactor: invalid configuration\n${loaded.errors.map((error) => `  ${error}`).join('\n')}\n`);
-    process.exit(2);
-  }
+  if (!loaded.ok) exitInvalid(loaded.errors);
   if (loaded.help) {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
   const { config } = loaded;
-  const app = buildApp(config);
+  const summaryPrompt = readSummaryPrompt(config.compaction.summary.prompt_file);
+  if (loaded.printConfig) {
+    process.stdout.write(printableConfig(config));
+    return;
+  }
+  const app = buildApp(config, summaryPrompt === undefined ? {} : { summaryPrompt });
 
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals): void => {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parseDocument } from 'yaml';
+import { parseDocument, stringify } from 'yaml';
 import { type Config, formatPath, parseConfig } from './schema.js';
 
 /**
@@ -14,34 +14,62 @@ import { type Config, formatPath, parseConfig } from './schema.js';
 export const USAGE = `Usage: compactor [options]
 
 Options:
-  --config FILE      YAML configuration file (env COMPACTOR_CONFIG)
-  --host HOST        listen address (env COMPACTOR_HOST, default 127.0.0.1)
-  --port PORT        listen port (env COMPACTOR_PORT, default 8081)
-  --upstream URL     upstream server (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
-  --log-level LEVEL  fatal | error | warn | info | debug | trace | silent (env COMPACTOR_LOG_LEVEL)
-  -h, --help         print this help
+  --config FILE               YAML configuration file (env COMPACTOR_CONFIG)
+  --host HOST                 listen address (env COMPACTOR_HOST, default 127.0.0.1)
+  --port PORT                 listen port (env COMPACTOR_PORT, default 8081)
+  --upstream URL              upstream server (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
+  --context-window TOKENS     window of every model, or auto (env COMPACTOR_CONTEXT_WINDOW, default auto)
+  --compaction on|off         compaction.enabled (env COMPACTOR_COMPACTION, default on)
+  --max-messages N            compaction.max_messages, 0 = off (env COMPACTOR_MAX_MESSAGES)
+  --summary-model NAME        compaction.summary.model (env COMPACTOR_SUMMARY_MODEL)
+  --summary-upstream URL      compaction.summary.upstream (env COMPACTOR_SUMMARY_UPSTREAM)
+  --summary-prompt-file FILE  compaction.summary.prompt_file (env COMPACTOR_SUMMARY_PROMPT_FILE)
+  --pairs MODE                repair | reject | off (env COMPACTOR_PAIRS)
+  --log-level LEVEL           fatal | error | warn | info | debug | trace | silent (env COMPACTOR_LOG_LEVEL)
+  --print-config              print the effective configuration (secrets masked) and exit
+  -h, --help                  print this help
 
-Also read from the environment: COMPACTOR_UPSTREAM_API_KEY (upstream.api_key).`;
+Secrets are read from the environment only, never from flags (which other users can see):
+  COMPACTOR_UPSTREAM_API_KEY  upstream.api_key
+  COMPACTOR_AUTH_KEYS         auth.keys, comma-separated`;
+
+/** How an override's text becomes a value; the schema then checks it like any other. */
+type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
 
 interface Override {
   readonly path: readonly string[];
-  readonly numeric?: boolean;
+  readonly kind?: OverrideKind;
 }
 
-/** Environment variables and the configuration key each one sets. */
+/** The keys people change most, by environment variable. */
 const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_HOST: { path: ['listen', 'host'] },
-  COMPACTOR_PORT: { path: ['listen', 'port'], numeric: true },
+  COMPACTOR_PORT: { path: ['listen', 'port'], kind: 'integer' },
   COMPACTOR_UPSTREAM_URL: { path: ['upstream', 'url'] },
   COMPACTOR_UPSTREAM_API_KEY: { path: ['upstream', 'api_key'] },
+  COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
+  COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
+  COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
+  COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },
+  COMPACTOR_SUMMARY_UPSTREAM: { path: ['compaction', 'summary', 'upstream'] },
+  COMPACTOR_SUMMARY_PROMPT_FILE: { path: ['compaction', 'summary', 'prompt_file'] },
+  COMPACTOR_PAIRS: { path: ['pairs'] },
+  COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
 };
 
-/** Command-line flags and the configuration key each one sets. */
+/** The same keys by command-line flag, secrets excepted. */
 const FLAG_OVERRIDES: Readonly<Record<string, Override>> = {
   host: { path: ['listen', 'host'] },
-  port: { path: ['listen', 'port'], numeric: true },
+  port: { path: ['listen', 'port'], kind: 'integer' },
   upstream: { path: ['upstream', 'url'] },
+  'context-window': { path: ['models', '*', 'context_window'], kind: 'integer' },
+  compaction: { path: ['compaction', 'enabled'], kind: 'boolean' },
+  'max-messages': { path: ['compaction', 'max_messages'], kind: 'integer' },
+  'summary-model': { path: ['compaction', 'summary', 'model'] },
+  'summary-upstream': { path: ['compaction', 'summary', 'upstream'] },
+  'summary-prompt-file': { path: ['compaction', 'summary', 'prompt_file'] },
+  pairs: { path: ['pairs'] },
   'log-level': { path: ['log', 'level'] },
 };
 
@@ -54,7 +82,7 @@ export interface LoadConfigOptions {
 }
 
 export type LoadConfigResult =
-  | { readonly ok: true; readonly config: Config; readonly file: string | null; readonly help: boolean }
+  | { readonly ok: true; readonly config: Config; readonly file: string | null; readonly help: boolean; readonly printConfig: boolean }
   | { readonly ok: false; readonly errors: string[] };
 
 type RawDocument = Record<string, unknown>;
@@ -79,9 +107,27 @@ function setPath(document: RawDocument, path: readonly string[], value: unknown)
   node[path[path.length - 1]!] = value;
 }
 
-/** A port given as text becomes a number when it is one; otherwise the schema reports it. */
+/**
+ * Text as the value the key expects, when it reads as one (a port becomes a
+ * number, `off` becomes false); otherwise the text itself, which the schema
+ * then reports at its path.
+ */
 function overrideValue(override: Override, text: string): unknown {
-  return override.numeric === true && /^\d+$/.test(text) ? Number(text) : text;
+  switch (override.kind) {
+    case 'integer':
+      return /^\d+$/.test(text) ? Number(text) : text;
+    case 'boolean':
+      if (/^(true|on|yes|1)$/i.test(text)) return true;
+      if (/^(false|off|no|0)$/i.test(text)) return false;
+      return text;
+    case 'list':
+      return text
+        .split(',')
+        .map((item) => item.trim())
+        .filter((item) => item !== '');
+    default:
+      return text;
+  }
 }
 
 function readDocument(file: string, readFile: (path: string) => string): { document: RawDocument } | { errors: string[] } {
@@ -107,7 +153,7 @@ function readDocument(file: string, readFile: (path: string) => string): { docum
  *
  * @example
  * loadConfig({ argv: ['--port', '9000'], env: {} })
- * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false }
+ * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false, printConfig: false }
  */
 export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   const { argv = [], env = {}, readFile = (path: string) => readFileSync(path, 'utf8') } = options;
@@ -118,10 +164,8 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
       args: [...argv],
       options: {
         config: { type: 'string' },
-        host: { type: 'string' },
-        port: { type: 'string' },
-        upstream: { type: 'string' },
-        'log-level': { type: 'string' },
+        ...Object.fromEntries(Object.keys(FLAG_OVERRIDES).map((name) => [name, { type: 'string' as const }])),
+        'print-config': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -132,6 +176,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   }
 
   const help = flags['help'] === true;
+  const printConfig = flags['print-config'] === true;
   const flagFile = flags['config'];
   const file = typeof flagFile === 'string' ? flagFile : env['COMPACTOR_CONFIG'] || null;
 
@@ -157,7 +202,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   }
 
   const result = parseConfig(document);
-  if (result.ok) return { ok: true, config: result.config, file, help };
+  if (result.ok) return { ok: true, config: result.config, file, help, printConfig };
   const errors = result.errors.map((error) => {
     const path = error.slice(0, error.indexOf(':'));
     const source = sources.get(path);
@@ -165,4 +210,33 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     return file === null ? error : `${file}: ${error}`;
   });
   return { ok: false, errors };
+}
+
+const MASK = '***';
+
+/** A URL as it may be shown: its password masked. */
+function maskUrl(url: string | null): string | null {
+  if (url === null) return null;
+  const parsed = new URL(url);
+  if (parsed.password === '') return url;
+  parsed.password = MASK;
+  return parsed.toString();
+}
+
+/**
+ * The configuration as YAML, as `--print-config` shows it: every key with
+ * the value in force, keys and passwords masked, so it can be pasted into an
+ * issue or a file.
+ *
+ * @example
+ * printableConfig(defaultConfig()) // → 'listen:\n  host: 127.0.0.1\n  port: 8081\n…'
+ */
+export function printableConfig(config: Config): string {
+  const masked: Config = {
+    ...config,
+    upstream: { ...config.upstream, url: maskUrl(config.upstream.url)!, api_key: config.upstream.api_key === null ? null : MASK },
+    compaction: { ...config.compaction, summary: { ...config.compaction.summary, upstream: maskUrl(config.compaction.summary.upstream) } },
+    auth: { keys: config.auth.keys.map(() => MASK) },
+  };
+  return stringify(masked);
 }

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
+import { parseDocument } from 'yaml';
+import { loadConfig, printableConfig } from '../../src/config/load.js';
 import { defaultConfig, parseConfig } from '../../src/config/schema.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -37,7 +38,23 @@ describe('defaultConfig', () => {
     expect(loaded.ok).toBe(true);
     if (loaded.ok) expect(loaded.config).toEqual(defaultConfig());
   });
+
+  it('config.example.yaml writes out every key, each with a comment on when to change it', () => {
+    const text = readFileSync(join(ROOT, 'config.example.yaml'), 'utf8');
+    const written = leafPaths(parseDocument(text).toJS() as unknown);
+    expect(written.sort()).toEqual(leafPaths(defaultConfig()).sort());
+    // A leaf is a line `key: value` that is not the start of a section; each carries its comment.
+    const leafLines = text.split('\n').filter((line) => /^\s*("\*"|\w+):\s*[^\s#]/.test(line));
+    expect(leafLines.length).toBe(written.length);
+    for (const line of leafLines) expect(line, line).toMatch(/#\s*\S.{10,}/);
+  });
 });
+
+/** `listen.host`, `models.*.context_window`, …: the paths of the values of a configuration (a list is one value). */
+function leafPaths(value: unknown, prefix = ''): string[] {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [prefix];
+  return Object.entries(value).flatMap(([key, child]) => leafPaths(child, prefix === '' ? key : `${prefix}.${key}`));
+}
 
 describe('parseConfig', () => {
   it('lists every error with its path', () => {
@@ -127,6 +144,71 @@ describe('loadConfig', () => {
     if (!unknown.ok) expect(unknown.errors[0]).toMatch(/--prot/);
   });
 
+  it('sets the common keys from COMPACTOR_* variables and flags, flags winning', () => {
+    const loaded = loadConfig({
+      argv: ['--context-window', '32768', '--compaction', 'off', '--summary-model', 'small', '--pairs', 'reject', '--max-messages', '200'],
+      env: {
+        COMPACTOR_CONTEXT_WINDOW: '8192',
+        COMPACTOR_AUTH_KEYS: 'key-one, key-two,',
+        COMPACTOR_SUMMARY_UPSTREAM: 'http://127.0.0.1:8090',
+        COMPACTOR_SUMMARY_PROMPT_FILE: '/etc/compactor/prompt.txt',
+        COMPACTOR_LOG_LEVEL: 'warn',
+      },
+    });
+    expect(loaded.ok).toBe(true);
+    if (!loaded.ok) return;
+    expect(loaded.config.models['*']).toEqual({ context_window: 32768, reserve_output_tokens: 1024 });
+    expect(loaded.config.compaction.enabled).toBe(false);
+    expect(loaded.config.compaction.max_messages).toBe(200);
+    expect(loaded.config.compaction.summary).toMatchObject({ model: 'small', upstream: 'http://127.0.0.1:8090', prompt_file: '/etc/compactor/prompt.txt' });
+    expect(loaded.config.pairs).toBe('reject');
+    expect(loaded.config.auth.keys).toEqual(['key-one', 'key-two']);
+    expect(loaded.config.log.level).toBe('warn');
+    expect(loaded.printConfig).toBe(false);
+    expect(loadConfig({ env: { COMPACTOR_CONTEXT_WINDOW: 'auto', COMPACTOR_COMPACTION: 'true' } })).toMatchObject({
+      ok: true,
+      config: { models: { '*': { context_window: 'auto' } }, compaction: { enabled: true } },
+    });
+  });
+
+  it('keeps the other models of the file when the window flag sets "*"', () => {
+    const path = file('models:\n  qwen: { context_window: 4096 }\n  "*": { reserve_output_tokens: 2048 }\n');
+    const loaded = loadConfig({ argv: ['--config', path, '--context-window', '16384'] });
+    expect(loaded.ok && loaded.config.models).toEqual({
+      qwen: { context_window: 4096, reserve_output_tokens: 1024 },
+      '*': { context_window: 16384, reserve_output_tokens: 2048 },
+    });
+  });
+
+  it('reports a bad value of a new override with its source, and takes no secret from a flag', () => {
+    expect(loadConfig({ argv: ['--compaction', 'maybe'], env: { COMPACTOR_CONTEXT_WINDOW: 'big' } })).toEqual({
+      ok: false,
+      errors: [
+        'models["*"].context_window: expected "auto" or a positive integer (from COMPACTOR_CONTEXT_WINDOW)',
+        'compaction.enabled: expected true or false (from --compaction)',
+      ],
+    });
+    expect(loadConfig({ argv: ['--api-key', 'secret'] }).ok).toBe(false);
+  });
+
+  it('--print-config: the effective configuration as YAML, secrets masked', () => {
+    const loaded = loadConfig({
+      argv: ['--print-config', '--upstream', 'http://user:hunter2@127.0.0.1:8080'],
+      env: { COMPACTOR_UPSTREAM_API_KEY: 'sk-upstream', COMPACTOR_AUTH_KEYS: 'sk-one,sk-two' },
+    });
+    expect(loaded.ok && loaded.printConfig).toBe(true);
+    if (!loaded.ok) return;
+    const printed = printableConfig(loaded.config);
+    expect(printed).not.toMatch(/hunter2|sk-upstream|sk-one|sk-two/);
+    const shown = parseDocument(printed).toJS() as ReturnType<typeof defaultConfig>;
+    expect(shown.upstream.api_key).toBe('***');
+    expect(shown.upstream.url).toBe('http://user:***@127.0.0.1:8080/');
+    expect(shown.auth.keys).toEqual(['***', '***']);
+    // Everything else as it is in force.
+    expect({ ...shown, upstream: null, auth: null }).toEqual({ ...loaded.config, upstream: null, auth: null });
+    expect(parseDocument(printableConfig(defaultConfig())).toJS()).toEqual(defaultConfig());
+  });
+
   it('an empty file is the defaults', () => {
     const loaded = loadConfig({ argv: ['--config', file('')] });
     expect(loaded.ok && loaded.config).toEqual(defaultConfig());
@@ -147,6 +229,36 @@ describe('main', () => {
     expect(stderr).toContain('upstream.url: expected a URL');
     expect(stderr).toContain('listen.port: expected a port number');
   });
+
+  it('exits with code 2 naming the key when the summary prompt file cannot be read', async () => {
+    const { code, stdout, stderr } = await runMain(['--summary-prompt-file', '/nonexistent/prompt.txt', '--print-config']);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toContain('compaction.summary.prompt_file: cannot read /nonexistent/prompt.txt (ENOENT)');
+  });
+
+  it('--print-config prints the configuration in force and exits 0', async () => {
+    const prompt = file('You write terse notes.');
+    const { code, stdout } = await runMain(['--print-config', '--port', '9999', '--summary-prompt-file', prompt], { COMPACTOR_AUTH_KEYS: 'sk-secret' });
+    expect(code).toBe(0);
+    expect(stdout).toContain('port: 9999');
+    expect(stdout).toContain(`prompt_file: ${prompt}`);
+    expect(stdout).not.toContain('sk-secret');
+  });
+
+  async function runMain(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
+      cwd: ROOT,
+      env: { ...process.env, COMPACTOR_CONFIG: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    return { code, stdout, stderr };
+  }
 
   function file(text: string): string {
     const directory = mkdtempSync(join(tmpdir(), 'compactor-main-'));
