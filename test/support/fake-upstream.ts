@@ -79,9 +79,13 @@ export class FakeUpstream {
     });
   }
 
-  static async start(): Promise<FakeUpstream> {
+  /** Listens on 127.0.0.1, on a free port unless one is given (the demo's stand-in llama-server takes 8080). */
+  static async start(port = 0): Promise<FakeUpstream> {
     const upstream = new FakeUpstream();
-    await new Promise<void>((resolve) => upstream.#server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) => {
+      upstream.#server.once('error', reject);
+      upstream.#server.listen(port, '127.0.0.1', resolve);
+    });
     return upstream;
   }
 
