@@ -1,0 +1,49 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { USAGE } from '../../src/config/load.js';
+import { defaultConfig } from '../../src/config/schema.js';
+import { Metrics } from '../../src/http/metrics.js';
+
+/** The README stays true to the code: its commands, keys, variables, flags, metrics and paths exist. */
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+
+function leafPaths(value: unknown, prefix = ''): string[] {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [prefix];
+  return Object.entries(value).flatMap(([key, child]) => leafPaths(child, prefix === '' ? key : `${prefix}.${key}`));
+}
+
+describe('README.md', () => {
+  it('opens with the two commands: start and test', () => {
+    const firstBlock = /```sh\n([\s\S]*?)```/.exec(README)?.[1] ?? '';
+    expect(firstBlock).toMatch(/^npm ci && npm start\b/m);
+    expect(firstBlock).toMatch(/^npm ci && npm test\b/m);
+  });
+
+  it('runs only npm scripts that exist', () => {
+    const scripts = Object.keys((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts);
+    const used = [...README.matchAll(/npm run ([\w:-]+)/g)].map((match) => match[1]!);
+    expect(used.length).toBeGreaterThan(0);
+    for (const script of used) expect(scripts, script).toContain(script);
+  });
+
+  it('has every configuration key in its table, and every variable and flag of --help', () => {
+    const table = README.slice(README.indexOf('| key | default |'));
+    for (const path of leafPaths(defaultConfig())) expect(table, path).toContain(`| \`${path}\` |`);
+    const names = [...USAGE.matchAll(/(COMPACTOR_[A-Z_]+|--[a-z-]+)/g)].map((match) => match[1]!);
+    for (const name of new Set(names)) if (!['--config', '--help'].includes(name)) expect(README, name).toContain(name);
+  });
+
+  it('lists every metric compactor registers', () => {
+    for (const metric of new Metrics().registry.getMetricsAsArray()) expect(README, metric.name).toContain(`\`${metric.name}\``);
+  });
+
+  it('names only files that exist', () => {
+    const paths = [...README.matchAll(/`((?:docker|test|src|bench|scripts)\/[\w./-]*[\w/]|[\w.-]+\.(?:yaml|md))`/g)].map((match) => match[1]!);
+    expect(paths).toContain('docker/README.md');
+    for (const path of paths.filter((path) => path !== 'DESIGN.md')) expect(existsSync(join(ROOT, path)), path).toBe(true);
+  });
+});
