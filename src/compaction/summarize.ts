@@ -1,3 +1,4 @@
+import { UpstreamStatusError } from '../http/errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { contentText } from '../transcript/message.js';
 import { isMarked } from '../transcript/marks.js';
@@ -70,6 +71,25 @@ export class SummaryError extends Error {
     super(message);
     this.name = 'SummaryError';
   }
+}
+
+/** An upstream error type worth naming: an identifier (`exceed_context_size_error`), not free text. */
+const ERROR_TYPE = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * Why a summary call failed, in words that may be logged and shown to a
+ * client. An upstream's error message can quote the prompt (llama-server's
+ * JSON errors quote what they could not parse: "last read: '…'"), so an
+ * error status is named by its status and error type only.
+ */
+function failureReason(error: unknown): string {
+  if (error instanceof UpstreamStatusError) {
+    const body = error.upstreamBody;
+    const inner = typeof body === 'object' && body !== null && 'error' in body ? body.error : undefined;
+    const type = typeof inner === 'object' && inner !== null && 'type' in inner ? inner.type : undefined;
+    return `the upstream answered ${error.status}${typeof type === 'string' && ERROR_TYPE.test(type) ? ` (${type})` : ''}`;
+  }
+  return error instanceof Error ? error.message : String(error);
 }
 
 /**
@@ -363,8 +383,8 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     const notes = await summarizePrepend(request, counted);
     return { notes, mode: 'prepend', calls };
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    const first = suffixFailure instanceof Error ? `; suffix mode: ${suffixFailure.message}` : '';
+    const reason = failureReason(error);
+    const first = suffixFailure === undefined ? '' : `; suffix mode: ${failureReason(suffixFailure)}`;
     throw new SummaryError(`the summary could not be written: ${reason}${first}`, calls, error);
   }
 }
