@@ -1,0 +1,150 @@
+/**
+ * Planning CPU: what the chat route spends deciding what to forward on a long
+ * history (1 MB, 500 messages, an agent loop with tool calls), against the
+ * floor of any proxy that reads JSON: `JSON.parse` + `JSON.stringify` of the
+ * same body.
+ *
+ *   npx tsx bench/planning-cpu.ts [iterations=60] [--json]
+ *
+ * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
+ * the prototype-key check and zod validation (`readChatRequest`), pair repair
+ * (`applyPairMode`), `Compactor.prepare()` (size estimate, prefix hash chain,
+ * epoch lookup, decision) and `JSON.stringify` + `Buffer.from` of the
+ * forwarded body. Three cases:
+ * - cached epoch: an earlier request compacted this history (an in-process
+ *   summarizer wrote the notes), so each request hashes its 500 messages,
+ *   finds the epoch and forwards `replacement ++ recent`;
+ * - under the soft threshold: a window large enough that the raw estimate
+ *   decides alone; nothing is hashed, the raw bytes are forwarded;
+ * - the hash chain alone (`prefixHashes` over the 500 messages), to show its share.
+ * Each case runs `iterations` times after a warm-up; the median is reported.
+ */
+import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
+import { Compactor } from '../src/compaction/compactor.js';
+import { prefixHashes } from '../src/compaction/prefix-hash.js';
+import type { ChatCall } from '../src/compaction/summarize.js';
+import type { UpstreamJson } from '../src/compaction/upstream-json.js';
+import { parseConfig } from '../src/config/schema.js';
+import type { ChatMessage } from '../src/transcript/message.js';
+
+const args = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
+const iterations = Number(args[0] ?? 60);
+const asJson = process.argv.includes('--json');
+
+const MESSAGES = 500;
+const TARGET_BYTES = 1024 * 1024;
+
+/** A deterministic agent transcript: system, then user turns of assistant tool calls and their results. */
+export function longHistory(messageCount = MESSAGES, targetBytes = TARGET_BYTES): ChatMessage[] {
+  const messages: ChatMessage[] = [{ role: 'system', content: 'You are a coding agent. Use the tools to inspect and change the repository.' }];
+  // Each message carries about the same text, so the body lands near targetBytes.
+  const textBytes = Math.floor(targetBytes / messageCount) - 120;
+  const filler = (seed: number, bytes: number): string => {
+    let text = '';
+    for (let word = seed; text.length < bytes; word++) text += `w${(word * 7919) % 100_000} `;
+    return text.slice(0, bytes);
+  };
+  let call = 0;
+  for (let index = 1; messages.length < messageCount; index++) {
+    const position = messages.length;
+    if (index % 10 === 1) {
+      messages.push({ role: 'user', content: `Turn ${index}: ${filler(position, textBytes)}` });
+    } else if (messages.at(-1)?.role === 'assistant') {
+      messages.push({ role: 'tool', tool_call_id: `call_${call}`, content: filler(position, textBytes) });
+    } else {
+      call++;
+      messages.push({
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: `call_${call}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: filler(position, textBytes - 60) }) } }],
+      });
+    }
+  }
+  if (messages.at(-1)?.role === 'assistant') messages.pop();
+  return messages;
+}
+
+function configWith(window: number) {
+  const parsed = parseConfig({
+    upstream: { url: 'http://127.0.0.1:9' },
+    models: { '*': { context_window: window, reserve_output_tokens: 1024 } },
+    log: { level: 'silent' },
+  });
+  if (!parsed.ok) throw new Error(parsed.errors.join('; '));
+  return parsed.config;
+}
+
+const noUpstream: UpstreamJson = {
+  getJson: async () => ({ status: 404, body: {} }),
+  postJson: async () => ({ status: 404, body: {} }),
+};
+const notes: ChatCall = async () => ({ choices: [{ message: { role: 'assistant', content: 'NOTES: the agent listed the repository and ran the tests.' } }] });
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+async function time(run: () => unknown, count: number): Promise<number> {
+  for (let index = 0; index < Math.max(5, count / 5); index++) await run();
+  const samples: number[] = [];
+  for (let index = 0; index < count; index++) {
+    const started = performance.now();
+    await run();
+    samples.push(performance.now() - started);
+  }
+  return median(samples);
+}
+
+export interface PlanningResult {
+  readonly bodyBytes: number;
+  readonly messages: number;
+  readonly parseStringifyMs: number;
+  readonly cachedEpochMs: number;
+  readonly underSoftMs: number;
+  readonly hashChainMs: number;
+  readonly forwardedMessages: number;
+}
+
+export async function measurePlanning(count = iterations): Promise<PlanningResult> {
+  const history = longHistory();
+  const raw = Buffer.from(JSON.stringify({ model: 'bench', messages: history, max_tokens: 512, stream: true }));
+  const signal = new AbortController().signal;
+
+  // The route's planning, as routes/chat.ts does it with a planner (chat-hooks.ts).
+  const plan = async (compactor: Compactor): Promise<{ forwarded: number }> => {
+    const parsed = readChatRequest(raw, 'application/json');
+    const pairs = applyPairMode(parsed, 'repair');
+    const result = await compactor.prepare({ body: pairs.body, messages: pairs.body.messages, tenant: 'tenant', signal });
+    const bytes = result.changed ? Buffer.from(JSON.stringify({ ...pairs.body, messages: result.messages })) : raw;
+    return { forwarded: bytes.length };
+  };
+
+  // 1 MB is ~330k tokens at the initial ratio: a 128k window compacts it; a 1M window leaves it under the soft threshold.
+  const cached = new Compactor({ config: configWith(131_072), upstream: noUpstream, chat: notes });
+  const first = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
+  if (!first.changed || cached.epochCount !== 1) throw new Error('the history did not compact into one epoch');
+  const again = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
+  if (again.report === null || !again.report.startsWith('epoch reused')) throw new Error(`the epoch was not reused: ${again.report}`);
+  const large = new Compactor({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
+
+  const parseStringifyMs = await time(() => JSON.stringify(JSON.parse(raw.toString('utf8'))), count);
+  const cachedEpochMs = await time(() => plan(cached), count);
+  const underSoftMs = await time(() => plan(large), count);
+  const hashChainMs = await time(() => prefixHashes({ tenant: 'tenant', model: 'bench' }, history), count);
+  return { bodyBytes: raw.length, messages: history.length, parseStringifyMs, cachedEpochMs, underSoftMs, hashChainMs, forwardedMessages: again.messages.length };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await measurePlanning();
+  if (asJson) console.log(JSON.stringify(result));
+  else {
+    console.log(`node ${process.version}; ${result.bodyBytes} bytes, ${result.messages} messages; median of ${iterations}`);
+    console.table({
+      'JSON.parse + JSON.stringify': { ms: result.parseStringifyMs.toFixed(2), ratio: '1.00' },
+      'planning, cached epoch': { ms: result.cachedEpochMs.toFixed(2), ratio: (result.cachedEpochMs / result.parseStringifyMs).toFixed(2) },
+      'planning, under the soft threshold': { ms: result.underSoftMs.toFixed(2), ratio: (result.underSoftMs / result.parseStringifyMs).toFixed(2) },
+      'prefix hash chain alone': { ms: result.hashChainMs.toFixed(2), ratio: (result.hashChainMs / result.parseStringifyMs).toFixed(2) },
+    });
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * compactor as `main.ts` runs it (logs at `info` to stdout), listening on a
+ * loopback port, for the benches to drive from another process.
+ *
+ *   node --expose-gc --import tsx bench/servers/compactor.ts UPSTREAM_URL '{"compaction":{…}}'
+ *
+ * Over IPC, `{ memory: true }` answers `process.memoryUsage()` taken after a
+ * full collection (when `--expose-gc` is on).
+ */
+import type { AddressInfo } from 'node:net';
+import { buildApp } from '../../src/app.js';
+import { parseConfig } from '../../src/config/schema.js';
+
+const upstreamUrl = process.argv[2]!;
+const overrides = JSON.parse(process.argv[3] ?? '{}') as Record<string, unknown>;
+const parsed = parseConfig({ ...overrides, listen: { host: '127.0.0.1', port: 0 }, upstream: { url: upstreamUrl } });
+if (!parsed.ok) throw new Error(parsed.errors.join('; '));
+const app = buildApp(parsed.config);
+await app.listen({ host: '127.0.0.1', port: 0 });
+
+const collect = (globalThis as { gc?: () => void }).gc;
+process.on('message', (message: { memory?: boolean }) => {
+  if (message.memory !== true) return;
+  collect?.();
+  collect?.();
+  process.send?.({ memory: process.memoryUsage() });
+});
+process.send?.({ port: (app.server.address() as AddressInfo).port });
+// A clean exit on SIGTERM, so `--cpu-prof` writes its profile.
+process.once('SIGTERM', () => {
+  app.close().finally(() => process.exit(0));
+});
