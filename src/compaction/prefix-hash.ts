@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ChatMessage } from '../transcript/message.js';
 
 /**
@@ -8,7 +8,7 @@ import type { ChatMessage } from '../transcript/message.js';
  * the first `i` messages, whatever the key order of their JSON.
  */
 
-/** JSON with object keys sorted at every depth, so key order never changes a hash. */
+/** JSON with object keys sorted at every depth: a text of a value that key order never changes. */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
@@ -17,11 +17,41 @@ export function canonicalJson(value: unknown): string {
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
 }
 
+/**
+ * The canonical text a message is hashed as: like {@link canonicalJson}, object
+ * keys sorted at every depth and `undefined` fields left out, but each string
+ * and key is written as its length and its characters instead of being
+ * escaped: `{"role":"user","content":"hi"}` is `o7:contents2:hi4:roles4:user;`.
+ * Every value's text ends where its own prefix says, so different values
+ * never share a text; and it costs a third of JSON's on a long history,
+ * where the escaping pass and the longer text to hash dominated the chain
+ * (bench/README.md, planning CPU).
+ */
+export function canonicalText(value: unknown): string {
+  if (typeof value === 'string') return `s${value.length}:${value}`;
+  if (value === null || value === undefined) return 'n';
+  if (typeof value !== 'object') return `p${String(value)};`;
+  if (Array.isArray(value)) {
+    let text = `a${value.length}:`;
+    for (const item of value) text += canonicalText(item);
+    return text;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  let text = 'o';
+  for (const key of keys) {
+    const field = record[key];
+    if (field !== undefined) text += `${key.length}:${key}${canonicalText(field)}`;
+  }
+  return `${text};`;
+}
+
+/** SHA-256 of the parts, each followed by a NUL. One call, no Hash object: the chain makes one per message. */
 function digest(...parts: string[]): string {
-  const hash = createHash('sha256');
-  for (const part of parts) hash.update(part).update('\u0000');
+  let text = '';
+  for (const part of parts) text += `${part}\u0000`;
   // 128 bits of base64url: collisions are out of reach and keys stay short in memory.
-  return hash.digest('base64url').slice(0, 22);
+  return hash('sha256', text, 'base64url').slice(0, 22);
 }
 
 /** A short, stable, non-reversible name for the client's credential ('' when it sent none). */
@@ -42,9 +72,10 @@ export function prefixHashes(
   messages: readonly ChatMessage[],
   upTo = messages.length,
 ): string[] {
-  const hashes = [digest('compactor/1', seed.tenant, seed.model)];
+  // compactor/2: messages are hashed as canonicalText (compactor/1 hashed canonicalJson).
+  const hashes = [digest('compactor/2', seed.tenant, seed.model)];
   for (let index = 0; index < upTo; index++) {
-    hashes.push(digest(hashes[index]!, canonicalJson(messages[index])));
+    hashes.push(digest(hashes[index]!, canonicalText(messages[index])));
   }
   return hashes;
 }
