@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
 import { loadConfig, printableConfig } from '../../src/config/load.js';
 import { defaultConfig, parseConfig } from '../../src/config/schema.js';
+import { leafPaths } from '../support/config-paths.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -49,12 +50,6 @@ describe('defaultConfig', () => {
     for (const line of leafLines) expect(line, line).toMatch(/#\s*\S.{10,}/);
   });
 });
-
-/** `listen.host`, `models.*.context_window`, …: the paths of the values of a configuration (a list is one value). */
-function leafPaths(value: unknown, prefix = ''): string[] {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [prefix];
-  return Object.entries(value).flatMap(([key, child]) => leafPaths(child, prefix === '' ? key : `${prefix}.${key}`));
-}
 
 describe('parseConfig', () => {
   it('lists every error with its path', () => {

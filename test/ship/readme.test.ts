@@ -4,17 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { USAGE } from '../../src/config/load.js';
 import { defaultConfig } from '../../src/config/schema.js';
+import { leafPaths } from '../support/config-paths.js';
 import { Metrics } from '../../src/http/metrics.js';
 
 /** The README stays true to the code: its commands, keys, variables, flags, metrics and paths exist. */
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
-
-function leafPaths(value: unknown, prefix = ''): string[] {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return [prefix];
-  return Object.entries(value).flatMap(([key, child]) => leafPaths(child, prefix === '' ? key : `${prefix}.${key}`));
-}
 
 describe('README.md', () => {
   it('opens with the two commands: start and test', () => {
