@@ -9,6 +9,9 @@ import { type Candidate, type CompactionSettings, type Sizes, totalSize } from '
  * message, so no message is added and no pair moves.
  */
 
+/** The mark and blank line around the notes, or the longer notice a failed summary leaves instead (about 30 tokens). */
+const STEPS_NOTES_OVERHEAD_TOKENS = 32;
+
 export interface StepsPlan {
   readonly tier: 'steps';
   /** The task anchor (the last real user message), kept verbatim. */
@@ -22,7 +25,8 @@ export interface StepsPlan {
 /**
  * Plans a steps compaction of the candidate's current turn, or returns null
  * when it has no old step to summarize (fewer than two steps, or all of them
- * fit the recent part). Keeps the last steps that fit `keepRecent × budget`,
+ * fit the recent part), or when notes at their largest would cost as much as
+ * the old steps they replace. Keeps the last steps that fit `keepRecent × budget`,
  * at least one.
  */
 export function planSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings): StepsPlan | null {
@@ -40,7 +44,9 @@ export function planSteps(candidate: Candidate, sizes: Sizes, budget: number | n
   }
   const cut = steps[first]!.start;
   const size =
-    totalSize(sizes, 0, head) + sizes.perMessage[anchor]! + settings.summaryMaxTokens + totalSize(sizes, cut, messages.length);
+    totalSize(sizes, 0, head) + sizes.perMessage[anchor]! + settings.summaryMaxTokens + STEPS_NOTES_OVERHEAD_TOKENS + totalSize(sizes, cut, messages.length);
+  // Notes that may cost as much as the steps they replace gain nothing (and a steps compaction removes no message).
+  if (size >= totalSize(sizes)) return null;
   return { tier: 'steps', anchor, cut, size };
 }
 

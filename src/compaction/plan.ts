@@ -79,8 +79,12 @@ export function summaryPairTokens(summaryMaxTokens: number): number {
   return summaryMaxTokens + SUMMARY_PAIR_OVERHEAD_TOKENS;
 }
 
-/** Framing of two messages, the marks and the assistant's fixed acknowledgement, with room to spare. */
-const SUMMARY_PAIR_OVERHEAD_TOKENS = 32;
+/**
+ * Framing of two messages, the marks and the assistant's fixed acknowledgement, with room to spare;
+ * also the truncation notice that stands instead when the summary fails (about 55 tokens of fixed
+ * text, which the notes from before it replace), so what a plan expects bounds whatever it makes.
+ */
+const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
@@ -89,7 +93,7 @@ export type CompactionPlan =
   | { readonly tier: 'too-large'; readonly needed: number };
 
 /** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
-export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count';
+export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count' | 'no-gain';
 
 /**
  * Where a compaction cuts: the start of the oldest turn kept raw. Keeps the
@@ -177,6 +181,10 @@ export function planCompaction(
 
   const size = totalSize(sizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + totalSize(sizes, cut, messages.length);
   if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
+  // A summary must lower what fired: the tokens (its pair may cost as much as `size` says), or the count
+  // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
+  const gains = trigger === 'size' ? size < total : cut - head > 2;
+  if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
   return { tier: 'summary', cut, size, oldCount: cut - head };
 }
 

@@ -257,8 +257,22 @@ describe('planCompaction', () => {
 
   it('summarizes an earlier summary together with new old turns (a merge)', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1), ...turn(2)];
-    const plan = planCompaction(candidate(messages), flatSizes(messages, 10), 200, 'size', settings, sizeOf);
+    // Old messages worth more than a summary pair (6 × 40 tokens against 100 + 64), so summarizing gains.
+    const plan = planCompaction(candidate(messages), flatSizes(messages, 40), 600, 'size', settings, sizeOf);
     expect(plan).toMatchObject({ tier: 'summary', cut: 7, oldCount: 6 });
+  });
+
+  it('is nothing when the old part is no larger than a summary pair may be and the history fits as it is', () => {
+    const messages = [system, ...turn(1), ...turn(2)];
+    // 4 old messages of 10 tokens against a pair of up to 164: a summary could only add tokens.
+    expect(planCompaction(candidate(messages), flatSizes(messages, 10), 250, 'size', settings, sizeOf)).toEqual({ tier: 'nothing', reason: 'no-gain' });
+    // Over the budget, it is still tried: short notes may be all that makes it fit.
+    expect(planCompaction(candidate(messages), flatSizes(messages, 10), 85, 'size', settings, sizeOf)).toMatchObject({ tier: 'too-large' });
+    // A count trigger trades tokens for messages: it summarizes all the same, when that removes messages…
+    expect(planCompaction(candidate(messages), flatSizes(messages, 10), 250, 'count', settings, sizeOf)).toMatchObject({ tier: 'summary', cut: 5 });
+    // …and not when the old part is no more than the two messages of the pair.
+    const short = [system, user('Turn 1'), assistant('Done 1'), ...turn(2)];
+    expect(planCompaction(candidate(short), flatSizes(short, 10), 250, 'count', settings, sizeOf)).toEqual({ tier: 'nothing', reason: 'no-gain' });
   });
 });
 
