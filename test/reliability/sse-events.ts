@@ -12,24 +12,24 @@ export function sseEventData(text: string, options: { dispatchAtEnd?: boolean } 
     if (data.length > 0) events.push(data.join('\n'));
     data = [];
   };
-  // A stream that ends inside a line still ended that line, for the lenient clients that dispatch at the end.
-  const lines = text.split(/\r\n|\n|\r/);
-  const ended = lines.pop() ?? '';
-  for (const line of lines) {
-    if (line === '') {
-      dispatch();
-      continue;
-    }
-    if (line.startsWith(':')) continue;
+  const take = (line: string): void => {
+    if (line.startsWith(':')) return;
     const colon = line.indexOf(':');
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'data') data.push(value);
+  };
+  const lines = text.split(/\r\n|\n|\r/);
+  // What follows the last line end: a line the stream did not end.
+  const unended = lines.pop() ?? '';
+  for (const line of lines) {
+    if (line === '') dispatch();
+    else take(line);
   }
   // The spec discards an event the stream did not end with a blank line; many clients dispatch it.
   if (options.dispatchAtEnd === true) {
-    if (ended.startsWith('data:')) data.push(ended.slice(ended.startsWith('data: ') ? 6 : 5));
+    if (unended !== '') take(unended);
     dispatch();
   }
   return events;
