@@ -199,6 +199,22 @@ export class Compactor {
     return this.#store.size;
   }
 
+  /** Conversations whose summary failed less than a minute ago (they are not tried again until then). */
+  get failingConversations(): number {
+    return this.#failures.size;
+  }
+
+  /**
+   * Remembers that a conversation's summary failed. Older failures are
+   * forgotten as they expire: every conversation that ever failed stayed in the
+   * map before, so a summarizer down for a day grew it with every conversation.
+   */
+  #noteFailure(conversation: string): void {
+    const now = this.#now();
+    for (const [key, at] of this.#failures) if (now - at >= FAILURE_BACKOFF_MS) this.#failures.delete(key);
+    this.#failures.set(conversation, now);
+  }
+
   /** Takes the upstream's real prompt size for a forwarded request. */
   learn(model: string, promptTokens: number, estimate: number): void {
     this.ratios.learn(model, promptTokens, estimate);
@@ -531,7 +547,7 @@ export class Compactor {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
         failure = timedOut ? `the summary timed out after ${summaryConfig.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
-        this.#failures.set(conversation, this.#now());
+        this.#noteFailure(conversation);
         this.#logger?.warn({ model: job.model, reason: failure }, 'summary failed');
         this.#observer?.summary({ milliseconds: this.#now() - started, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
       }

@@ -3,6 +3,8 @@ import { type Server, type Socket, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/schema.js';
+import { compactorWith } from '../compaction/doubles.js';
+import { manualClock } from '../compaction/upstream-fake.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { postJson } from '../support/http-client.js';
@@ -352,6 +354,23 @@ describe('a client reading at 1 KB/s', () => {
     // Socket buffers on the way hold a few MiB at most: the upstream was paused long before the end.
     expect(written).toBeLessThan((total * event.length) / 2);
     await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt != null, { what: 'the upstream to see the close' });
+  });
+});
+
+describe('a summarizer down for long', () => {
+  it('forgets the conversations whose summary failed once their minute of backoff is over (no growth without end)', async () => {
+    const clock = manualClock();
+    const { compactor, summarizer } = compactorWith({}, { now: clock.now });
+    summarizer.failures = Number.MAX_SAFE_INTEGER;
+    const prepare = (agent: number) => {
+      const messages = conversation({ turns: 20, system: `agent ${agent}` });
+      return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+    };
+    for (let agent = 0; agent < 50; agent++) expect((await prepare(agent)).report).toMatch(/^truncated /);
+    expect(compactor.failingConversations).toBe(50);
+    clock.advance(61_000);
+    await prepare(1_000);
+    expect(compactor.failingConversations).toBe(1);
   });
 });
 
