@@ -34,7 +34,7 @@ function compactorsOwnWords(answer: RawExchange): string {
     for (const line of text.split(/\r?\n/)) {
       if (line.startsWith(':') || line.startsWith('data: {"error"')) parts.push(line);
     }
-  } else if (answer.status >= 400 && typeof answer.headers['x-upstream'] !== 'string') {
+  } else if (answer.status >= 400) {
     parts.push(text);
   }
   return parts.join('\n');
