@@ -18,6 +18,7 @@ import {
   candidateOf,
   epochBoundary,
   planCompaction,
+  summaryPairTokens,
   totalSize,
   triggerOf,
 } from './plan.js';
@@ -106,19 +107,30 @@ export interface Prepared {
 
 /** 400: even compacted, the conversation's last turn (or step) leaves no room for the answer. */
 export class ContextLengthExceededError extends ProxyError {
+  /**
+   * @param neededTokens the prompt compacted as far as it goes (without the summary when `summaryTokens` is given)
+   * @param summaryTokens what a summary of the earlier turns may add, when one would be needed too
+   */
   constructor(
     readonly neededTokens: number,
     readonly window: number,
     readonly reservedTokens: number,
+    readonly summaryTokens = 0,
   ) {
+    const needed = Math.ceil(neededTokens);
+    // On a small window the turn itself may fit, and the room kept for the answer and the notes be what does not.
+    const turnFits = summaryTokens > 0 && needed + reservedTokens <= window;
     super({
       status: 400,
       type: 'invalid_request_error',
       code: 'context_length_exceeded',
       param: 'messages',
       message:
-        `This conversation needs about ${Math.ceil(neededTokens)} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
-        `but the model's context window is ${window} tokens; even compacted, its last turn does not fit.`,
+        `This conversation needs about ${needed} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
+        `but the model's context window is ${window} tokens` +
+        (turnFits
+          ? `: its last turn fits, but not with a summary of the earlier turns (up to ${summaryTokens} more tokens, compaction.summary.max_tokens). Lower max_tokens or the summary's size, or serve a larger window.`
+          : `; even compacted, its last turn does not fit. Shorten the last message or lower max_tokens.`),
     });
   }
 }
@@ -310,7 +322,7 @@ export class Compactor {
           if (limits.budget !== null && size > limits.budget) throw this.#tooLarge(size, limits, originalSize);
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused);
         case 'too-large':
-          throw this.#tooLarge(plan.needed, limits, originalSize);
+          throw this.#tooLarge(plan.needed, limits, originalSize, summaryPairTokens(this.#settings.summaryMaxTokens));
         case 'prune': {
           const { candidateEnd, sourceLength } = epochBoundary(candidate, plan.cut);
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
@@ -346,9 +358,9 @@ export class Compactor {
   }
 
   /** The 400 for a history that cannot fit even compacted, counted. */
-  #tooLarge(needed: number, limits: Budget, originalSize: number): ContextLengthExceededError {
-    this.#observer?.compaction({ tier: 'none', outcome: 'too_large', tokensBefore: originalSize, tokensAfter: needed, pending: false });
-    return new ContextLengthExceededError(needed, limits.window ?? 0, limits.reserve);
+  #tooLarge(needed: number, limits: Budget, originalSize: number, summaryTokens = 0): ContextLengthExceededError {
+    this.#observer?.compaction({ tier: 'none', outcome: 'too_large', tokensBefore: originalSize, tokensAfter: needed + summaryTokens, pending: false });
+    return new ContextLengthExceededError(needed, limits.window ?? 0, limits.reserve, summaryTokens);
   }
 
   /** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */

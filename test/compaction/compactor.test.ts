@@ -202,6 +202,16 @@ describe('Compactor.prepare', () => {
     expect(summarizer.calls).toBe(0);
   });
 
+  it('says when the last turn fits but the room for a summary does not (a small window)', async () => {
+    const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: 2048 } } });
+    const messages = conversation({ turns: 6 });
+    messages.push({ role: 'user', content: 'y '.repeat(800) });
+    const error = await prepare(compactor, messages).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ContextLengthExceededError);
+    expect((error as ContextLengthExceededError).message).toMatch(/its last turn fits, but not with a summary of the earlier turns \(up to \d+ more tokens, compaction.summary.max_tokens\)/);
+    expect(summarizer.calls).toBe(0);
+  });
+
   it('prunes old tool results before summarizing when that is enough (no model call)', async () => {
     const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: 32768 } } });
     // Four old turns with 26 KB results: over the threshold, and under the target once they are pruned.
