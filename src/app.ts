@@ -86,6 +86,9 @@ function combineUsageHooks(first: UsageHook | undefined, second: UsageHook | und
 
 const NO_REPAIRS: readonly never[] = [];
 
+// Even 32 MiB over a slow link arrives well within this.
+const REQUEST_RECEIVE_TIMEOUT_MS = 300_000;
+
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
 
@@ -161,6 +164,9 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     // Draining answers 503 in OpenAI's shape, with Retry-After (see onRequest).
     return503OnClosing: false,
     bodyLimit: config.limits.body_bytes,
+    // A client trickling its request (headers and body) may hold a connection this long, no longer;
+    // answers are not bounded by it, so a stream of many minutes is unaffected.
+    requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS,
     frameworkErrors: (error, request, reply) => {
       request.log.debug({ code: error.code }, 'request rejected by the framework');
       sendError(reply, new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' }));
