@@ -13,8 +13,11 @@ const pool = new Pool(process.argv[2]!, { connections: null, headersTimeout: 0, 
 const server = createServer(async (request, response) => {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  // A chat body is small: read whole, it goes out as one write (undici streams a Readable body more slowly).
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
   try {
-    const answer = await pool.request({ method: request.method as 'POST', path: request.url ?? '/', headers, body: request });
+    const answer = await pool.request({ method: request.method as 'POST', path: request.url ?? '/', headers, body: Buffer.concat(chunks) });
     const outgoing: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) outgoing[name] = value;
     response.writeHead(answer.statusCode, outgoing);
@@ -29,3 +32,4 @@ server.listen(Number(process.argv[3] ?? 0), '127.0.0.1', () => {
   const address = server.address();
   process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 });
 });
+process.once('SIGTERM', () => process.exit(0)); // a clean exit, so --cpu-prof writes its profile

@@ -15,7 +15,7 @@
  * `usage.prompt_tokens` is the body's bytes / 4, so the ratio compactor learns
  * stays put from one request to the next.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 
 const port = Number(process.argv[2] ?? 0);
 const STREAM_CHUNKS = Number(process.env['STREAM_CHUNKS'] ?? 32);
@@ -51,7 +51,7 @@ function sendJson(response: ServerResponse, status: number, body: Buffer): void 
   response.end(body);
 }
 
-function stream(request: IncomingMessage, response: ServerResponse, stall: boolean): void {
+function stream(response: ServerResponse, stall: boolean): void {
   response.writeHead(200, { 'content-type': 'text/event-stream', 'x-accel-buffering': 'no' });
   response.write(ROLE_EVENT);
   if (stall) return;
@@ -65,7 +65,7 @@ function stream(request: IncomingMessage, response: ServerResponse, stall: boole
     clearInterval(timer);
     response.end(FINAL_EVENT);
   }, STREAM_INTERVAL_MS);
-  request.socket.once('close', () => clearInterval(timer));
+  response.once('close', () => clearInterval(timer));
 }
 
 const server = createServer((request, response) => {
@@ -76,7 +76,7 @@ const server = createServer((request, response) => {
     if (request.method === 'POST' && path.endsWith('/chat/completions')) {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       const text = body.toString('latin1');
-      if (STREAM.test(text)) return stream(request, response, STALL.test(text));
+      if (STREAM.test(text)) return stream(response, STALL.test(text));
       return sendJson(response, 200, completion(Math.ceil(body.length / 4)));
     }
     if (request.method === 'GET' && path === '/props') return sendJson(response, 200, PROPS);
