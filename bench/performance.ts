@@ -414,6 +414,11 @@ async function main(): Promise<void> {
   // 2. Throughput at concurrency 32 (autocannon), interleaved rounds, median of the rounds.
   if (only.has('throughput')) {
     log('throughput, concurrency 32');
+    // A short run each first: code paths under 32 concurrent requests are warmed apart from those of one at a time.
+    for (const target of targets) {
+      await throughput(target, 2);
+      await sleep(SETTLE_MS);
+    }
     for (let round = 0; round < settings.throughputRounds; round++) {
       for (const target of targets) {
         const list = measured.rates.get(target) ?? [];
