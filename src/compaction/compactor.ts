@@ -1,3 +1,4 @@
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { Config, ModelConfig } from '../config/schema.js';
 import { ProxyError } from '../http/errors.js';
 import type { ChatMessage } from '../transcript/message.js';
@@ -52,6 +53,17 @@ const FAILURE_BACKOFF_MS = 60_000;
 
 /** Below this, pruning an oversized result would leave too little of it to be of use. */
 const MIN_OVERSIZED_RESULT_CHARS = 1024;
+
+/**
+ * From this many messages on, each pass over a history (validating, hashing,
+ * sizing, rendering) takes tens of milliseconds; the engine lets the event
+ * loop run between passes so other requests' streams do not stall behind it.
+ */
+const LONG_HISTORY_MESSAGES = 5_000;
+
+async function yieldOnLongHistory(messageCount: number): Promise<void> {
+  if (messageCount >= LONG_HISTORY_MESSAGES) await nextTurnOfTheEventLoop();
+}
 
 /** How many times a request waits for a running compaction of its conversation and plans again before planning regardless. */
 const MAX_WAITS = 3;
@@ -277,7 +289,9 @@ export class Compactor {
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
+    await yieldOnLongHistory(messages.length);
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
+    await yieldOnLongHistory(messages.length);
     const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * ratio;
     const job: Job = { hashes, messages, body, model, limits, ratio, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
@@ -520,6 +534,7 @@ export class Compactor {
     };
 
     onProgress?.(`compacting ${oldCount} messages`);
+    await yieldOnLongHistory(candidate.messages.length);
     const lastFailure = this.#failures.get(conversation);
     let failure: string;
     let timedOut = false;
