@@ -34,6 +34,7 @@ import { cpus } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
+import type { PlanningResult } from './planning-cpu.js';
 
 const quick = process.argv.includes('--quick');
 const option = (name: string): string | undefined => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -340,16 +341,6 @@ function fixed(value: number, digits = 3): string {
   return Number.isFinite(value) ? value.toFixed(digits) : 'n/a';
 }
 
-interface Planning {
-  readonly bodyBytes: number;
-  readonly messages: number;
-  readonly parseStringifyMs: number;
-  readonly cachedEpochMs: number;
-  readonly underSoftMs: number;
-  readonly hashChainMs: number;
-  readonly forwardedMessages: number;
-}
-
 interface Measured {
   readonly p50: Map<Target, number>;
   readonly p99: Map<Target, number>;
@@ -358,7 +349,7 @@ interface Measured {
   portkeyStream: string | null | undefined;
   readonly idle: Map<Target, { before: number; during: number; after: number }>;
   readonly growth: Map<string, { start: MemoryUsage; steps: MemoryUsage[] }>;
-  planning: Planning | undefined;
+  planning: PlanningResult | undefined;
 }
 
 async function main(): Promise<void> {
@@ -498,7 +489,7 @@ async function main(): Promise<void> {
       [...(hasTaskset ? ['-c', PROXY_CPU, process.execPath] : []), '--import', 'tsx', 'bench/planning-cpu.ts', String(settings.planningIterations), '--json'],
       { encoding: 'utf8' },
     );
-    measured.planning = JSON.parse(output.trim().split('\n').at(-1)!) as Planning;
+    measured.planning = JSON.parse(output.trim().split('\n').at(-1)!) as PlanningResult;
   }
   await stop(upstream);
   console.log(report({ started, targets, direct, bareTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured }));
