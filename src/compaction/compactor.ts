@@ -1,12 +1,12 @@
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { Config, ModelConfig } from '../config/schema.js';
-import { ProxyError } from '../http/errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { mark } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
 import { estimateMessageTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { ContextWindows } from './context-window.js';
+import { ContextLengthExceededError, SummaryFailedError } from './errors.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
@@ -25,6 +25,7 @@ import {
 } from './plan.js';
 import { planSteps, type StepsPlan, withNotes } from './plan-steps.js';
 import { prefixHashes } from './prefix-hash.js';
+import { summaryPair, truncationNotice, truncationText } from './replacement.js';
 import { prunedLine, reusedLine, summarizedLine, truncatedLine } from './report.js';
 import { Semaphore } from './semaphore.js';
 import { SingleFlight } from './single-flight.js';
@@ -67,8 +68,6 @@ async function yieldOnLongHistory(messageCount: number): Promise<void> {
 
 /** How many times a request waits for a running compaction of its conversation and plans again before planning regardless. */
 const MAX_WAITS = 3;
-
-export const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
 
 export interface CompactionLogger {
   info(fields: Record<string, unknown>, message: string): void;
@@ -115,48 +114,6 @@ export interface Prepared {
   readonly estimate: number;
   /** Work to start once the answer has been streamed (the next epoch, prepared in the background). */
   readonly afterResponse?: () => void;
-}
-
-/** 400: even compacted, the conversation's last turn (or step) leaves no room for the answer. */
-export class ContextLengthExceededError extends ProxyError {
-  /**
-   * @param neededTokens the prompt compacted as far as it goes (without the summary when `summaryTokens` is given)
-   * @param summaryTokens what a summary of the earlier turns may add, when one would be needed too
-   */
-  constructor(
-    readonly neededTokens: number,
-    readonly window: number,
-    readonly reservedTokens: number,
-    readonly summaryTokens = 0,
-  ) {
-    const needed = Math.ceil(neededTokens);
-    // On a small window the turn itself may fit, and the room kept for the answer and the notes be what does not.
-    const turnFits = summaryTokens > 0 && needed + reservedTokens <= window;
-    super({
-      status: 400,
-      type: 'invalid_request_error',
-      code: 'context_length_exceeded',
-      param: 'messages',
-      message:
-        `This conversation needs about ${needed} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
-        `but the model's context window is ${window} tokens` +
-        (turnFits
-          ? `: its last turn fits, but not with a summary of the earlier turns (up to ${summaryTokens} more tokens, compaction.summary.max_tokens). Lower max_tokens or the summary's size, or serve a larger window.`
-          : `; even compacted, its last turn does not fit. Shorten the last message or lower max_tokens.`),
-    });
-  }
-}
-
-/** 502/504: a summary was needed, it failed, and `on_summary_failure` is `error`. */
-export class SummaryFailedError extends ProxyError {
-  constructor(reason: string, timedOut: boolean) {
-    super({
-      status: timedOut ? 504 : 502,
-      type: 'server_error',
-      code: timedOut ? 'summary_timeout' : 'summary_failed',
-      message: `compactor could not summarize this conversation to fit the context window: ${reason}`,
-    });
-  }
 }
 
 interface Budget {
@@ -640,27 +597,4 @@ function isNear(size: number, threshold: number): boolean {
 function progressLine(progress: SummaryProgress): string {
   const chunk = progress.chunks > 1 ? ` (chunk ${progress.chunk}/${progress.chunks})` : '';
   return `compacting ${progress.messages} messages${chunk}`;
-}
-
-/** What replaces old turns: a user message with the notes and the assistant's acknowledgement, keeping alternation. */
-export function summaryPair(notes: string): ChatMessage[] {
-  return [
-    { role: 'user', content: mark('summary', notes) },
-    { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
-  ];
-}
-
-/** What stands where a summary would when it could not be written: a marked notice pair. */
-export function truncationNotice(text: string): ChatMessage[] {
-  return [
-    { role: 'user', content: mark('truncated', text) },
-    { role: 'assistant', content: mark('truncated', 'Understood; continuing without them.') },
-  ];
-}
-
-/** How much was dropped, and the notes from before it when there are any. */
-function truncationText(dropped: number, tier: SummaryPlan['tier'], earlierNotes: string | null): string {
-  const what = tier === 'steps' ? `${dropped} earlier messages of this task` : `${dropped} earlier messages`;
-  const notes = earlierNotes === null ? '' : `\n\nNotes from before them:\n${earlierNotes}`;
-  return `${what} were omitted here because they could not be summarized.${notes}`;
 }

@@ -1,0 +1,33 @@
+import type { ChatMessage } from '../transcript/message.js';
+import { mark } from '../transcript/marks.js';
+
+/**
+ * The messages compactor writes in place of what it compacts: the summary
+ * pair, and the notice that stands where a summary would when it failed.
+ * Both are marked, so they never anchor a task nor pass for a user's words.
+ */
+
+export const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
+
+/** What replaces old turns: a user message with the notes and the assistant's acknowledgement, keeping alternation. */
+export function summaryPair(notes: string): ChatMessage[] {
+  return [
+    { role: 'user', content: mark('summary', notes) },
+    { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
+  ];
+}
+
+/** What stands where a summary would when it could not be written: a marked notice pair. */
+export function truncationNotice(text: string): ChatMessage[] {
+  return [
+    { role: 'user', content: mark('truncated', text) },
+    { role: 'assistant', content: mark('truncated', 'Understood; continuing without them.') },
+  ];
+}
+
+/** How much was dropped, and the notes from before it when there are any. */
+export function truncationText(dropped: number, tier: 'summary' | 'steps', earlierNotes: string | null): string {
+  const what = tier === 'steps' ? `${dropped} earlier messages of this task` : `${dropped} earlier messages`;
+  const notes = earlierNotes === null ? '' : `\n\nNotes from before them:\n${earlierNotes}`;
+  return `${what} were omitted here because they could not be summarized.${notes}`;
+}
