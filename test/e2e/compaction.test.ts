@@ -1,10 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { isRealUserMessage } from '../../src/transcript/groups.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
-import { startProxy, type Proxy } from '../support/proxy.js';
+import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama, type PromptRecord } from '../support/simulated-llama.js';
 import { AGENT_TOOLS, factsBefore, runAgent } from './agent-run.js';
 
@@ -17,15 +17,7 @@ import { AGENT_TOOLS, factsBefore, runAgent } from './agent-run.js';
 const WINDOW = 32_768;
 const RESERVE = 1024;
 
-let upstream: FakeUpstream | undefined;
-let proxy: Proxy | undefined;
-
-afterEach(async () => {
-  await proxy?.close();
-  await upstream?.close();
-  proxy = undefined;
-  upstream = undefined;
-});
+const opened = closedAfterEachTest();
 
 function lastRealUser(messages: readonly ChatMessage[]): ChatMessage | undefined {
   return messages.findLast((message) => isRealUserMessage(message));
@@ -39,9 +31,9 @@ function reuse(records: readonly PromptRecord[]): number {
 
 describe('compaction through the proxy (simulated llama-server, 32k window)', () => {
   it('runs a 45-turn agent conversation with 30 KB results: no 400, one summary per epoch, stable prefixes, KV reuse, facts kept', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     const llama = new SimulatedLlama(upstream, { window: WINDOW });
-    proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const exchanges = await runAgent({
       baseUrl: proxy.url,
       turns: 45,
@@ -95,16 +87,16 @@ describe('compaction through the proxy (simulated llama-server, 32k window)', ()
   });
 
   it('shares one summary call among three concurrent identical requests', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     const llama = new SimulatedLlama(upstream, { window: 8192, summaryDelayMs: 100 });
-    proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const history: ChatMessage[] = [{ role: 'system', content: 'You are terse.' }];
     for (let turn = 1; turn <= 40; turn++) {
       history.push({ role: 'user', content: `Turn ${turn}: FACT-${turn} ${'detail '.repeat(60)}` }, { role: 'assistant', content: `Noted ${turn}.` });
     }
     history.push({ role: 'user', content: 'What do you remember?' });
     const send = () =>
-      fetch(`${proxy!.url}/v1/chat/completions`, {
+      fetch(`${proxy.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ model: 'sim', messages: history }),
@@ -120,9 +112,9 @@ describe('compaction through the proxy (simulated llama-server, 32k window)', ()
 
   it('never forwards a fresh conversation without room for the answer, even one just under the threshold by bytes/4', async () => {
     for (const tokensPerByte of [1.25 / 4, 1.8 / 4]) {
-      upstream = await FakeUpstream.start();
+      const upstream = opened(await FakeUpstream.start());
       const llama = new SimulatedLlama(upstream, { window: 8192, tokensPerByte });
-      proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+      const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
       // Just under the threshold (0.85 of the 7168-token budget) by bytes/4: over the budget by this tokenizer's count.
       const history: ChatMessage[] = [{ role: 'system', content: 'You are terse.' }];
       let turn = 0;
@@ -141,17 +133,13 @@ describe('compaction through the proxy (simulated llama-server, 32k window)', ()
       expect(response.status).toBe(200);
       for (const record of llama.chatRecords) expect(record.promptTokens + RESERVE).toBeLessThanOrEqual(8192);
       expect(llama.records.filter((record) => record.status === 400)).toEqual([]);
-      await proxy.close();
-      await upstream.close();
-      proxy = undefined;
-      upstream = undefined;
     }
   });
 
   it('answers context_length_exceeded in OpenAI shape, forwarding nothing, when the last turn alone cannot fit', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     const llama = new SimulatedLlama(upstream, { window: 2048 });
-    proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const response = await fetch(`${proxy.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -1,10 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
 import { agentLoop, agentStep, conversation, factOf, turnMessages } from '../support/conversation.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
-import { startProxy, type Proxy } from '../support/proxy.js';
+import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 
 /**
@@ -12,21 +12,13 @@ import { SimulatedLlama } from '../support/simulated-llama.js';
  * summarizers (background epochs, progress comments) and failing ones.
  */
 
-let upstream: FakeUpstream | undefined;
-let proxy: Proxy | undefined;
+const opened = closedAfterEachTest();
 
-afterEach(async () => {
-  await proxy?.close();
-  await upstream?.close();
-  proxy = undefined;
-  upstream = undefined;
-});
-
-async function setUp(window: number, config: Record<string, unknown> = {}): Promise<{ llama: SimulatedLlama; url: string }> {
-  upstream = await FakeUpstream.start();
+async function setUp(window: number, config: Record<string, unknown> = {}): Promise<{ llama: SimulatedLlama; url: string; upstream: FakeUpstream }> {
+  const upstream = opened(await FakeUpstream.start());
   const llama = new SimulatedLlama(upstream, { window });
-  proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true, ...config } } });
-  return { llama, url: proxy.url };
+  const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true, ...config } } }));
+  return { llama, url: proxy.url, upstream };
 }
 
 function post(url: string, body: Record<string, unknown>): Promise<Response> {
@@ -118,9 +110,9 @@ describe('a slow summarizer', () => {
   });
 
   it('ends a streamed answer that fails after progress comments with an SSE error event and no [DONE]', async () => {
-    const { llama, url } = await setUp(8192);
+    const { llama, url, upstream } = await setUp(8192);
     llama.summaryDelayMs = 200;
-    upstream!.route('POST', '/v1/chat/completions', (exchange) => {
+    upstream.route('POST', '/v1/chat/completions', (exchange) => {
       const messages = (exchange.request.json as { messages: ChatMessage[] }).messages;
       const isSummary = JSON.stringify(messages.at(-1)).includes('Write handoff notes');
       return isSummary ? llama.chat(exchange) : replies.resetMidStream({ eventsBefore: 2 })(exchange);

@@ -1,21 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { send, postJson } from '../support/http-client.js';
-import { startProxy, type Proxy } from '../support/proxy.js';
+import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 import { AGENT_TOOLS, runAgent } from '../e2e/agent-run.js';
 
 /** `GET /metrics` (Prometheus, prom-client) and `GET /readyz` with the windows found. */
 
-let upstream: FakeUpstream | undefined;
-let proxy: Proxy | undefined;
-
-afterEach(async () => {
-  await proxy?.close();
-  await upstream?.close();
-  proxy = undefined;
-  upstream = undefined;
-});
+const opened = closedAfterEachTest();
 
 /** The samples of a Prometheus text scrape, by `name{labels}` as written (labels in prom-client's order). */
 function samples(text: string): Map<string, number> {
@@ -48,9 +40,9 @@ async function scrape(url: string): Promise<{ contentType: string | undefined; v
 
 describe('GET /metrics', () => {
   it('is Prometheus text with every documented family, and its counters move with traffic', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     const llama = new SimulatedLlama(upstream, { window: 8192 });
-    proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
 
     const before = await scrape(proxy.url);
     expect(before.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -115,7 +107,7 @@ describe('GET /metrics', () => {
   });
 
   it('counts a stream as active while it is relayed', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     let release: () => void = () => {};
     const released = new Promise<void>((resolve) => (release = resolve));
     upstream.route('POST', '/v1/chat/completions', async ({ response }) => {
@@ -124,9 +116,9 @@ describe('GET /metrics', () => {
       await released;
       response.end('data: [DONE]\n\n');
     });
-    proxy = await startProxy(upstream, { listen: true });
+    const proxy = opened(await startProxy(upstream, { listen: true }));
     const streamed = postJson(`${proxy.url}/v1/chat/completions`, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
-    await upstream.waitFor(() => upstream!.requestsTo('/v1/chat/completions').length === 1);
+    await upstream.waitFor(() => upstream.requestsTo('/v1/chat/completions').length === 1);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(total((await scrape(proxy.url)).values, 'compactor_active_streams')).toBe(1);
     release();
@@ -136,9 +128,9 @@ describe('GET /metrics', () => {
   });
 
   it('keeps each app to its own registry: two apps in one process count apart', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     new SimulatedLlama(upstream, { window: 8192 });
-    proxy = await startProxy(upstream, { listen: true });
+    const proxy = opened(await startProxy(upstream, { listen: true }));
     const other = await startProxy(upstream, { listen: true });
     try {
       await postJson(`${proxy.url}/v1/chat/completions`, { model: 'sim', messages: [{ role: 'user', content: 'hi' }] });
@@ -153,9 +145,9 @@ describe('GET /metrics', () => {
 
 describe('GET /readyz', () => {
   it('reports the context window found per model', async () => {
-    upstream = await FakeUpstream.start();
+    const upstream = opened(await FakeUpstream.start());
     new SimulatedLlama(upstream, { window: 8192 });
-    proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, models: { pinned: { context_window: 4096 } } } });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, models: { pinned: { context_window: 4096 } } } }));
     // Before any chat request: the upstream's first model is looked up.
     const fresh = await send(`${proxy.url}/readyz`);
     expect(fresh.status).toBe(200);

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { afterEach } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { type AppDeps, buildApp } from '../../src/app.js';
 import { type Config, parseConfig } from '../../src/config/schema.js';
@@ -101,4 +102,20 @@ export async function startProxy(
     await app.close();
   };
   return { app, logs, url, close };
+}
+
+/**
+ * For test files whose tests each start their own upstream and proxy: wrap
+ * each one in the returned function as it is started, and it is closed after
+ * that test, the last opened first, even when the test fails.
+ */
+export function closedAfterEachTest(): <T extends { close(): Promise<void> }>(resource: T) => T {
+  const opened: Array<{ close(): Promise<void> }> = [];
+  afterEach(async () => {
+    while (opened.length > 0) await opened.pop()!.close();
+  });
+  return (resource) => {
+    opened.push(resource);
+    return resource;
+  };
 }
