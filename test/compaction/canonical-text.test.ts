@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { canonicalJson, canonicalText } from '../../src/compaction/prefix-hash.js';
+import { reverseKeys } from '../support/json.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
-
-/** The same JSON value with the keys of every object in reverse order. */
-function reverseKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(reverseKeys);
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(
-    Object.entries(value)
-      .reverse()
-      .map(([key, inner]) => [key, reverseKeys(inner)]),
-  );
-}
 
 describe('canonicalText', () => {
   it('@example: sorted keys, strings and keys as length and characters', () => {

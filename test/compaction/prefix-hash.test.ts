@@ -2,22 +2,12 @@ import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { canonicalJson, prefixHashes, tenantOf } from '../../src/compaction/prefix-hash.js';
+import { reverseKeys } from '../support/json.js';
 import { anyTranscriptArbitrary, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 
 const system: ChatMessage = { role: 'system', content: 'Be brief.' };
 const user: ChatMessage = { role: 'user', content: 'hi' };
 const seed = { tenant: '', model: 'm' };
-
-/** The same JSON value with the keys of every object in reverse order. */
-function reverseKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(reverseKeys);
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(
-    Object.entries(value)
-      .reverse()
-      .map(([key, inner]) => [key, reverseKeys(inner)]),
-  );
-}
 
 /** A transcript and an index of one of its messages. */
 const transcriptAndIndexArbitrary = validTranscriptArbitrary.chain((messages) =>
