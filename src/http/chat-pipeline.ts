@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { z } from 'zod';
-import { ChatMessagesSchema } from '../transcript/message.js';
+import { ChatMessagesSchema, isChatMessageList } from '../transcript/message.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { Timings, Usage } from '../upstream/usage.js';
 
@@ -22,6 +22,11 @@ export const ChatRequestSchema = z.looseObject({
   messages: ChatMessagesSchema,
 });
 export type ChatRequestBody = z.infer<typeof ChatRequestSchema>;
+
+/** Whether a parsed body passes {@link ChatRequestSchema}; the body is kept as it is (zod would copy it). */
+export function isChatRequestBody(value: Record<string, unknown>): value is ChatRequestBody {
+  return typeof value['model'] === 'string' && isChatMessageList(value['messages']);
+}
 
 export interface ChatContext {
   /** The request after pair handling (the parsed client body when pairs changed nothing). */

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { formatPath } from '../config/schema.js';
 import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
-import { type ChatRequestBody, ChatRequestSchema } from './chat-pipeline.js';
+import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './chat-pipeline.js';
 import { InvalidRequestError, UnsupportedMediaTypeError } from './errors.js';
 import { isJsonMediaType, mediaTypeOf } from './headers.js';
 
@@ -121,10 +121,10 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   if (raw.length > MAX_NESTING_DEPTH && nestedDeeperThan(json, MAX_NESTING_DEPTH)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
-  // zod builds a context for every call that passes an error map (2.5 µs against 1.2 µs for a 2 KB
-  // body): the map, which only words the messages of a failure, is passed only to word one.
-  let parsed = ChatRequestSchema.safeParse(json);
-  if (!parsed.success) parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
+  // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
+  const body = json as Record<string, unknown>;
+  if (isChatRequestBody(body)) return body;
+  const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param = formatPath(issue.path);
