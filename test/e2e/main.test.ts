@@ -44,6 +44,10 @@ describe('compactor (main.ts)', () => {
     expect((await send(`${url}/healthz`)).status).toBe(200);
     expect((await send(`${url}/readyz`)).status).toBe(200);
     expect((await send(`${url}/v1/models`)).status).toBe(200);
+    // Log lines are written in batches, but a quiet proxy's line still leaves within the flush period.
+    const deadline = Date.now() + 2_000;
+    while (!main.output().includes('"path":"/v1/models"') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(main.output()).toContain('"path":"/v1/models"');
 
     // A request in flight when SIGTERM arrives still gets its whole answer.
     upstream.script('/v1/chat/completions', replies.slowHeaders(500));
@@ -55,5 +59,7 @@ describe('compactor (main.ts)', () => {
     expect(answer.ending).toBe('ended');
     expect(await main.exit).toBe(0);
     expect(main.output()).toContain('shutting down');
+    // What was still gathered at exit is written too.
+    expect(main.output()).toContain('"path":"/v1/chat/completions"');
   });
 });
