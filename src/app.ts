@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
@@ -20,6 +19,7 @@ import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes } from './http/routes/passthrough.js';
+import { Shutdown } from './http/shutdown.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
 import { Compactor } from './compaction/compactor.js';
@@ -74,15 +74,6 @@ declare module 'fastify' {
 
 // Window discovery and exact counts are small JSON calls; a server that takes longer is busy, and the estimate will do.
 const UPSTREAM_LOOKUP_TIMEOUT_MS = 10_000;
-
-/** Both usage hooks, the engine's first; either may be absent. */
-function combineUsageHooks(first: UsageHook | undefined, second: UsageHook | undefined): UsageHook | undefined {
-  if (first === undefined || second === undefined) return first ?? second;
-  return (observation) => {
-    first(observation);
-    second(observation);
-  };
-}
 
 const NO_REPAIRS: readonly never[] = [];
 
@@ -145,9 +136,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   let draining = false;
   let inFlight = 0;
   const idleWaiters: Array<() => void> = [];
-  const shutdown = new AbortController();
-  // Every exchange in flight listens to it: as many listeners as requests, none of them a leak.
-  setMaxListeners(0, shutdown.signal);
+  const shutdown = new Shutdown();
   // Once draining and idle, every connection left is closed: server.close()
   // only reaps idle keep-alive ones, and a socket a client opened without
   // sending a request yet would hold the shutdown until its headers timeout.
@@ -193,7 +182,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       });
     },
     endInFlight() {
-      shutdown.abort(new ShuttingDownError(RETRY_AFTER_SECONDS));
+      shutdown.endAll(new ShuttingDownError(RETRY_AFTER_SECONDS));
     },
   } satisfies CompactorHandle);
   app.decorateRequest('compactor', null as unknown as RequestState);
@@ -211,21 +200,18 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       tenant: '',
     };
     request.compactor = state;
-    let finished = false;
-    reply.raw.once('finish', () => {
-      finished = true;
-    });
     // Deferred a turn, so the route's own close handling has recorded how the request ended.
     inFlight++;
-    reply.raw.once('close', () =>
+    reply.raw.once('close', () => {
+      const finished = reply.raw.writableEnded;
       setImmediate(() => {
         inFlight--;
         logRequest(request, reply, finished);
         metrics.request(state.kind, reply.raw.statusCode, state.upstreamMs);
         if (state.pairRepairs.length > 0) metrics.pairRepairs(state.pairRepairs);
         closeConnectionsWhenIdle();
-      }),
-    );
+      });
+    });
     if (kind === 'ops') return;
     if (draining) return sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
     if (keyCheck !== undefined) {
@@ -244,7 +230,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   });
 
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage = combineUsageHooks(engineHooks?.onUsage, deps.onUsage);
+  const onUsage = deps.onUsage;
   const options = {
     config,
     upstream,
@@ -261,8 +247,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       ...(engine === null || !config.compaction.enabled ? {} : { windows: () => knownWindows(engine, upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS), config) }),
     }),
   );
-  app.register(async (scope) => chatRoutes(scope, { ...options, shutdown: shutdown.signal }));
-  app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown: shutdown.signal }));
+  app.register(async (scope) => chatRoutes(scope, { ...options, shutdown }));
+  app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();

@@ -1,4 +1,4 @@
-import type { ChatContext, ChatHooks, ChatPlan, UsageObservation } from '../http/chat-pipeline.js';
+import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from '../http/chat-pipeline.js';
 import { bearerToken } from '../http/auth.js';
 import { UpstreamStatusError } from '../http/errors.js';
 import type { UpstreamClient } from '../upstream/client.js';
@@ -34,10 +34,8 @@ function credentialHeaders(context: ChatContext, upstream: UpstreamClient): Call
   return typeof authorization === 'string' ? { authorization } : undefined;
 }
 
-export function compactionHooks(compactor: Compactor, upstream: UpstreamClient): Required<ChatHooks> {
-  const prepared = new WeakMap<ChatContext, Prepared>();
-
-  const planner = async (context: ChatContext): Promise<ChatPlan | undefined> => {
+export function compactionHooks(compactor: Compactor, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
+  const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
     let ticker: NodeJS.Timeout | undefined;
     const onProgress = (line: string): void => {
@@ -61,24 +59,20 @@ export function compactionHooks(compactor: Compactor, upstream: UpstreamClient):
     } finally {
       clearInterval(ticker);
     }
-    prepared.set(context, result);
+    const model = context.body.model;
+    const { estimate, afterResponse } = result;
+    // The answer's real prompt size teaches the engine its token ratio; then background work may start.
+    const onUsage = ({ usage, timings }: UsageObservation): void => {
+      const promptTokens = usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
+      if (promptTokens !== undefined) compactor.learn(model, promptTokens, estimate);
+      afterResponse?.();
+    };
     const report = result.report === null ? {} : { report: result.report };
-    if (!result.changed) return result.report === null ? undefined : report;
-    return { body: { ...context.body, messages: result.messages }, ...report };
+    if (!result.changed) return { ...report, onUsage };
+    return { body: { ...context.body, messages: result.messages }, ...report, onUsage };
   };
 
-  const onUsage = (observation: UsageObservation): void => {
-    const result = prepared.get(observation.context);
-    if (result === undefined) return;
-    const model = observation.context.body.model;
-    const { usage, timings } = observation;
-    const promptTokens =
-      usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
-    if (promptTokens !== undefined) compactor.learn(model, promptTokens, result.estimate);
-    result.afterResponse?.();
-  };
-
-  return { planner, onUsage };
+  return { planner };
 }
 
 /** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */

@@ -63,6 +63,14 @@ export interface ChatPlan {
   readonly body?: Readonly<Record<string, unknown>>;
   /** One ASCII line for the `x-compactor` header (`summarized 84 messages -> …`). */
   readonly report?: string;
+  /**
+   * Called for this request only, as {@link ChatHooks.onUsage} is: where a
+   * planner keeps what it needs to learn from the answer. (Kept in a WeakMap
+   * keyed by the context, it cost ~5% of the proxy's CPU: the young-generation
+   * collector holds a WeakMap's values alive, so every request's body was
+   * copied twice and promoted to the old generation.)
+   */
+  readonly onUsage?: UsageHook;
 }
 
 /**

@@ -75,16 +75,14 @@ export function relay(options: RelayOptions): Promise<RelayEnd> {
 }
 
 /**
- * Calls `callback` when the client goes away before its response finished.
- * Watches the response's `close`, not the request's: the request closes as
- * soon as its body has been read.
+ * Calls `callback` when the client goes away before its response was ended,
+ * and `onClose` (when given) whenever the response closes: one listener for
+ * both. Watches the response's `close`, not the request's: the request
+ * closes as soon as its body has been read.
  */
-export function onClientGone(response: ServerResponse, callback: () => void): void {
-  let finished = false;
-  response.once('finish', () => {
-    finished = true;
-  });
+export function onClientGone(response: ServerResponse, callback: () => void, onClose?: () => void): void {
   response.once('close', () => {
-    if (!finished) callback();
+    onClose?.();
+    if (!response.writableEnded) callback();
   });
 }

@@ -4,7 +4,7 @@ import type { Config } from '../../config/schema.js';
 import { discardBody, failureReason, toUpstreamError, type UpstreamClient, type UpstreamResponse } from '../../upstream/client.js';
 import { SseTap, sseComment } from '../../upstream/sse.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
-import type { ChatContext, ChatHooks, ChatPlan } from '../chat-pipeline.js';
+import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat-pipeline.js';
 import { applyPairMode, readChatRequest } from '../chat-request.js';
 import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../errors.js';
 import {
@@ -17,6 +17,7 @@ import {
 } from '../headers.js';
 import { onClientGone, relay } from '../relay.js';
 import { sendError, targetPath } from '../request-state.js';
+import type { Shutdown } from '../shutdown.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): parse once, pairs,
@@ -27,8 +28,8 @@ export interface ChatRouteOptions {
   readonly config: Config;
   readonly upstream: UpstreamClient;
   readonly hooks: ChatHooks;
-  /** Aborted, with the error to answer, when compactor ends the requests still in flight (shutdown). */
-  readonly shutdown?: AbortSignal;
+  /** Ends the requests still in flight, with the error to answer (shutdown). */
+  readonly shutdown?: Shutdown;
   /** Told when a streamed (SSE) answer starts and when its connection closes (the active streams gauge). */
   readonly streams?: { opened(): void; closed(): void };
 }
@@ -42,6 +43,15 @@ const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 /** Header values carry ASCII only, on one line. */
 function headerText(text: string): string {
   return text.replace(/[^\x20-\x7e]/g, '?');
+}
+
+/** The planner's usage hook for this request, then the app's; either may be absent. */
+function bothUsageHooks(first: UsageHook | undefined, second: UsageHook | undefined): UsageHook | undefined {
+  if (first === undefined || second === undefined) return first ?? second;
+  return (observation) => {
+    first(observation);
+    second(observation);
+  };
 }
 
 function joinReports(...reports: (string | undefined)[]): string | undefined {
@@ -96,16 +106,11 @@ class ChatExchange {
     this.#request = request;
     this.#reply = reply;
     this.#options = options;
-    onClientGone(reply.raw, () => this.#controller.abort());
-    const { shutdown } = options;
-    if (shutdown !== undefined) {
-      const end = (): void => {
-        this.#endedBy = shutdown.reason instanceof ProxyError ? shutdown.reason : new InternalError(shutdown.reason);
-        this.#controller.abort();
-      };
-      shutdown.addEventListener('abort', end, { once: true });
-      reply.raw.once('close', () => shutdown.removeEventListener('abort', end));
-    }
+    const forget = options.shutdown?.onEnd((reason) => {
+      this.#endedBy = reason instanceof ProxyError ? reason : new InternalError(reason);
+      this.#controller.abort();
+    });
+    onClientGone(reply.raw, () => this.#controller.abort(), forget);
   }
 
   get #response() {
@@ -188,14 +193,20 @@ class ChatExchange {
     } finally {
       state.upstreamMs = performance.now() - started;
     }
-    await this.#respond(answer, { context, forwarded: changedBody ?? pairs.body, forwardedBytes: bytes.length, report });
+    const onUsage = bothUsageHooks(plan?.onUsage, hooks.onUsage);
+    await this.#respond(answer, { context, forwarded: changedBody ?? pairs.body, forwardedBytes: bytes.length, report, onUsage });
   }
 
   async #respond(
     answer: UpstreamResponse,
-    sent: { context: ChatContext; forwarded: Readonly<Record<string, unknown>>; forwardedBytes: number; report: string | undefined },
+    sent: {
+      context: ChatContext;
+      forwarded: Readonly<Record<string, unknown>>;
+      forwardedBytes: number;
+      report: string | undefined;
+      onUsage: UsageHook | undefined;
+    },
   ): Promise<void> {
-    const { hooks } = this.#options;
     const state = this.#request.compactor;
     const response = this.#response;
     const { status, body } = answer;
@@ -239,7 +250,7 @@ class ChatExchange {
     }
 
     const succeeded = status >= 200 && status < 300;
-    const collectUsage = hooks.onUsage !== undefined && succeeded;
+    const collectUsage = sent.onUsage !== undefined && succeeded;
     const tap = streamed ? new SseTap({ collectUsage }) : undefined;
     let copy: Buffer[] | undefined = !streamed && collectUsage ? [] : undefined;
     let copied = 0;
@@ -285,7 +296,7 @@ class ChatExchange {
     }
     response.end();
 
-    const onUsage = hooks.onUsage;
+    const onUsage = sent.onUsage;
     if (onUsage === undefined || !succeeded) return;
     const chunks = copy;
     // After the client has its answer: nothing here may delay it.

@@ -4,6 +4,7 @@ import { discardBody, failureReason } from '../../upstream/client.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { onClientGone, relay } from '../relay.js';
 import { targetPath } from '../request-state.js';
+import type { Shutdown } from '../shutdown.js';
 
 /**
  * Everything that is not compactor's own (`/v1/models`, `/props`, `/health`,
@@ -14,8 +15,8 @@ import { targetPath } from '../request-state.js';
 
 export interface PassthroughRouteOptions {
   readonly upstream: UpstreamClient;
-  /** Aborted when compactor ends the requests still in flight (shutdown): their connections are cut. */
-  readonly shutdown?: AbortSignal;
+  /** Ends the requests still in flight (shutdown): their connections are cut. */
+  readonly shutdown?: Shutdown;
 }
 
 function hasBody(request: FastifyRequest): boolean {
@@ -23,20 +24,14 @@ function hasBody(request: FastifyRequest): boolean {
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient, shutdown: AbortSignal | undefined): Promise<void> {
+async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient, shutdown: Shutdown | undefined): Promise<void> {
   const state = request.compactor;
   const response = reply.raw;
   const controller = new AbortController();
-  onClientGone(response, () => controller.abort());
-  if (shutdown !== undefined) {
-    // Any answer of any server may pass here: none can be ended in its own terms, so its connection is cut
-    // (a body cut short never passes for a whole one), which aborts the upstream request as a client leaving does.
-    const cut = (): void => {
-      response.destroy();
-    };
-    shutdown.addEventListener('abort', cut, { once: true });
-    response.once('close', () => shutdown.removeEventListener('abort', cut));
-  }
+  // At a shutdown, any answer of any server may pass here: none can be ended in its own terms, so its connection
+  // is cut (a body cut short never passes for a whole one), which aborts the upstream request as a client leaving does.
+  const forget = shutdown?.onEnd(() => response.destroy());
+  onClientGone(response, () => controller.abort(), forget);
 
   const started = performance.now();
   let answer: UpstreamResponse;
