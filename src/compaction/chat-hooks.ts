@@ -2,7 +2,7 @@ import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from '../ht
 import { bearerToken } from '../http/auth.js';
 import { UpstreamStatusError } from '../http/errors.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import type { Compactor, Prepared } from './compactor.js';
+import type { Compactor, Prepared, PrepareInput } from './compactor.js';
 import { tenantOf } from './prefix-hash.js';
 import type { ChatCall } from './summarize.js';
 import type { CallHeaders, JsonReply, UpstreamJson } from './upstream-json.js';
@@ -34,6 +34,33 @@ function credentialHeaders(context: ChatContext, upstream: UpstreamClient): Call
   return typeof authorization === 'string' ? { authorization } : undefined;
 }
 
+/**
+ * A request as the engine sees it. Its signal is the context's, made only
+ * when the engine reads it (on the paths that call the upstream), which most
+ * requests never take.
+ */
+class EngineRequest implements PrepareInput {
+  readonly body: ChatContext['body'];
+  readonly messages: ChatContext['body']['messages'];
+  readonly tenant: string;
+  readonly onProgress: (line: string) => void;
+  readonly upstreamHeaders: CallHeaders | undefined;
+  readonly #context: ChatContext;
+
+  constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined) {
+    this.body = context.body;
+    this.messages = context.body.messages;
+    this.tenant = tenantOfRequest(context);
+    this.onProgress = onProgress;
+    this.upstreamHeaders = upstreamHeaders;
+    this.#context = context;
+  }
+
+  get signal(): AbortSignal {
+    return this.#context.signal;
+  }
+}
+
 export function compactionHooks(compactor: Compactor, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
@@ -45,17 +72,9 @@ export function compactionHooks(compactor: Compactor, upstream: UpstreamClient):
         if (lastLine !== null) context.progress(lastLine);
       }, PROGRESS_REPEAT_MS);
     };
-    const headers = credentialHeaders(context, upstream);
     let result: Prepared;
     try {
-      result = await compactor.prepare({
-        body: context.body,
-        messages: context.body.messages,
-        tenant: tenantOfRequest(context),
-        signal: context.signal,
-        onProgress,
-        ...(headers === undefined ? {} : { upstreamHeaders: headers }),
-      });
+      result = await compactor.prepare(new EngineRequest(context, onProgress, credentialHeaders(context, upstream)));
     } finally {
       clearInterval(ticker);
     }

@@ -101,7 +101,7 @@ export interface PrepareInput {
   /** Told while the request waits for a summary (`compacting 84 messages (chunk 2/3)`). */
   readonly onProgress?: (line: string) => void;
   /** Headers for the upstream calls made for this request (the client's credential when no upstream key is set). */
-  readonly upstreamHeaders?: CallHeaders;
+  readonly upstreamHeaders?: CallHeaders | undefined;
 }
 
 export interface Prepared {

@@ -7,6 +7,7 @@ import {
   UpstreamTimeoutError,
   UpstreamUnreachableError,
 } from '../http/errors.js';
+import type { AbortEmitter } from '../http/exchange-abort.js';
 import { type HeaderRecord, isJsonMediaType, mediaTypeOf } from '../http/headers.js';
 
 /**
@@ -40,7 +41,7 @@ export interface ForwardOptions {
   readonly headers: HeaderRecord;
   readonly body?: Buffer | Readable | null;
   /** Aborts the upstream request (the client went away). */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | AbortEmitter;
 }
 
 export interface UpstreamResponse {

@@ -15,6 +15,7 @@ import {
   isJsonMediaType,
   mediaTypeOf,
 } from '../headers.js';
+import { ExchangeAbort } from '../exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
 import { sendError, targetPath } from '../request-state.js';
 import type { Shutdown } from '../shutdown.js';
@@ -90,11 +91,44 @@ async function readLimited(body: UpstreamResponse['body'], maxBytes: number): Pr
   return Buffer.concat(chunks);
 }
 
+/**
+ * The planner's view of one request. Its `signal` is made only when read
+ * (see ExchangeAbort): a class, so that laziness is a getter on the
+ * prototype, not an accessor on every request's object.
+ */
+class ExchangeContext implements ChatContext {
+  readonly body: ChatContext['body'];
+  readonly raw: Buffer;
+  readonly changed: boolean;
+  readonly pairRepairs: ChatContext['pairRepairs'];
+  readonly tenant: string;
+  readonly headers: ChatContext['headers'];
+  readonly log: ChatContext['log'];
+  readonly progress: ChatContext['progress'];
+  readonly #abort: ExchangeAbort;
+
+  constructor(fields: Omit<ChatContext, 'signal'> & { readonly abort: ExchangeAbort }) {
+    this.body = fields.body;
+    this.raw = fields.raw;
+    this.changed = fields.changed;
+    this.pairRepairs = fields.pairRepairs;
+    this.tenant = fields.tenant;
+    this.headers = fields.headers;
+    this.log = fields.log;
+    this.progress = fields.progress;
+    this.#abort = fields.abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
+
 class ChatExchange {
   readonly #request: FastifyRequest;
   readonly #reply: FastifyReply;
   readonly #options: ChatRouteOptions;
-  readonly #controller = new AbortController();
+  readonly #abort = new ExchangeAbort();
   /** Why compactor itself ended this exchange (the shutdown's grace period ran out), or null. */
   #endedBy: ProxyError | null = null;
   /** Status 200 and SSE headers went out early, with progress comments. */
@@ -108,9 +142,9 @@ class ChatExchange {
     this.#options = options;
     const forget = options.shutdown?.onEnd((reason) => {
       this.#endedBy = reason instanceof ProxyError ? reason : new InternalError(reason);
-      this.#controller.abort();
+      this.#abort.abort();
     });
-    onClientGone(reply.raw, () => this.#controller.abort(), forget);
+    onClientGone(reply.raw, () => this.#abort.abort(), forget);
   }
 
   get #response() {
@@ -121,7 +155,7 @@ class ChatExchange {
     try {
       await this.#exchange();
     } catch (error) {
-      if (this.#controller.signal.aborted && this.#endedBy === null) {
+      if (this.#abort.aborted && this.#endedBy === null) {
         this.#clientGone();
         return;
       }
@@ -148,26 +182,26 @@ class ChatExchange {
     const raw = request.body as Buffer;
     const streamRequested = parsed['stream'] === true;
 
-    const context: ChatContext = {
+    const context = new ExchangeContext({
       body: pairs.body,
       raw,
       changed: pairs.changed,
       pairRepairs: pairs.repairs,
       tenant: state.tenant,
       headers: request.headers,
-      signal: this.#controller.signal,
       log: request.log,
+      abort: this.#abort,
       progress: (comment) => {
-        if (!streamRequested || !config.compaction.progress || this.#controller.signal.aborted) return false;
+        if (!streamRequested || !config.compaction.progress || this.#abort.aborted) return false;
         this.#startEarly();
         this.#response.write(sseComment(comment));
         return true;
       },
-    };
+    });
 
     let plan: ChatPlan | undefined;
     if (hooks.planner !== undefined) plan = await hooks.planner(context);
-    if (this.#controller.signal.aborted) {
+    if (this.#abort.aborted) {
       if (this.#endedBy !== null) throw this.#endedBy;
       this.#clientGone();
       return;
@@ -188,7 +222,7 @@ class ChatExchange {
         path: targetPath(request.url),
         headers,
         body: bytes,
-        signal: this.#controller.signal,
+        signal: this.#abort.emitter,
       });
     } finally {
       state.upstreamMs = performance.now() - started;
@@ -270,7 +304,7 @@ class ChatExchange {
 
     switch (end.kind) {
       case 'client-closed':
-        this.#controller.abort();
+        this.#abort.abort();
         discardBody(body);
         state.errorCode = 'client_closed';
         return;

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
 import { discardBody, failureReason } from '../../upstream/client.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
+import { ExchangeAbort } from '../exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
 import { targetPath } from '../request-state.js';
 import type { Shutdown } from '../shutdown.js';
@@ -27,11 +28,11 @@ function hasBody(request: FastifyRequest): boolean {
 async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient, shutdown: Shutdown | undefined): Promise<void> {
   const state = request.compactor;
   const response = reply.raw;
-  const controller = new AbortController();
+  const abort = new ExchangeAbort();
   // At a shutdown, any answer of any server may pass here: none can be ended in its own terms, so its connection
   // is cut (a body cut short never passes for a whole one), which aborts the upstream request as a client leaving does.
   const forget = shutdown?.onEnd(() => response.destroy());
-  onClientGone(response, () => controller.abort(), forget);
+  onClientGone(response, () => abort.abort(), forget);
 
   const started = performance.now();
   let answer: UpstreamResponse;
@@ -42,11 +43,11 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
       headers: forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, keepContentLength: true }),
       // The body was left unread by the content-type parser: it streams on as it arrives.
       body: hasBody(request) ? request.raw : null,
-      signal: controller.signal,
+      signal: abort.emitter,
     });
   } catch (error) {
     state.upstreamMs = performance.now() - started;
-    if (controller.signal.aborted) {
+    if (abort.aborted) {
       state.errorCode = 'client_closed';
       reply.hijack();
       return;
@@ -65,7 +66,7 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
       response.end();
       return;
     case 'client-closed':
-      controller.abort();
+      abort.abort();
       discardBody(answer.body);
       state.errorCode = 'client_closed';
       return;
