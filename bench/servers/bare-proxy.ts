@@ -2,13 +2,29 @@
  * The physical limit of a Node proxy: a bare undici pass-through, with none
  * of compactor's work (no parsing, no validation, no logging).
  *
- *   tsx bench/servers/bare-proxy.ts UPSTREAM_URL [PORT]
+ *   tsx bench/servers/bare-proxy.ts UPSTREAM_URL [PORT] [--parse]
+ *
+ * With `--parse`, the floor of any proxy that must look into a chat body
+ * before forwarding it: the body is also decoded and `JSON.parse`d, and one
+ * without a `messages` list gets a 400; nothing else (no validation of the
+ * messages, no logging, the bytes forwarded as they came).
  */
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'te', 'trailer', 'upgrade', 'proxy-connection']);
 const pool = new Pool(process.argv[2]!, { connections: null, headersTimeout: 0, bodyTimeout: 0 });
+const parse = process.argv.includes('--parse');
+const port = Number(process.argv.slice(3).find((arg) => !arg.startsWith('--')) ?? 0);
+
+function hasMessages(body: Buffer): boolean {
+  try {
+    const json = JSON.parse(body.toString('utf8')) as { messages?: unknown } | null;
+    return Array.isArray(json?.messages);
+  } catch {
+    return false;
+  }
+}
 
 const server = createServer(async (request, response) => {
   const headers: Record<string, string | string[]> = {};
@@ -16,8 +32,13 @@ const server = createServer(async (request, response) => {
   // A chat body is small: read whole, it goes out as one write (undici streams a Readable body more slowly).
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
+  const body = Buffer.concat(chunks);
+  if (parse && !hasMessages(body)) {
+    response.writeHead(400).end();
+    return;
+  }
   try {
-    const answer = await pool.request({ method: request.method as 'POST', path: request.url ?? '/', headers, body: Buffer.concat(chunks) });
+    const answer = await pool.request({ method: request.method as 'POST', path: request.url ?? '/', headers, body });
     const outgoing: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) outgoing[name] = value;
     response.writeHead(answer.statusCode, outgoing);
@@ -28,7 +49,7 @@ const server = createServer(async (request, response) => {
   }
 });
 server.keepAliveTimeout = 120_000;
-server.listen(Number(process.argv[3] ?? 0), '127.0.0.1', () => {
+server.listen(port, '127.0.0.1', () => {
   const address = server.address();
   process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 });
 });
