@@ -1,8 +1,7 @@
 /**
  * autocannon in a process of its own, for bench/performance.ts: the load
- * generator shares no event loop with the script that drives the run.
- * (In-process, it measured compactor at 14k req/s where this measures 17-19k,
- * and the bare proxy alike: bench/README.md.)
+ * generator shares no event loop with the script that drives the run (and
+ * its tsx loader), as autocannon's CLI would run.
  *
  *   node load.js '{"url":…,"seconds":6,"connections":32,"headers":{…},"body":"…"}'
  *
