@@ -35,22 +35,21 @@ function credentialHeaders(context: ChatContext, upstream: UpstreamClient): Call
 }
 
 /**
- * A request as the engine sees it. Its signal is the context's, made only
- * when the engine reads it (on the paths that call the upstream), which most
- * requests never take.
+ * A request as the engine sees it. Its signal (the context's) and its tenant
+ * (a hash of the client's key) are made only when the engine reads them, on
+ * the paths past the fast one, which most requests never take.
  */
 class EngineRequest implements PrepareInput {
   readonly body: ChatContext['body'];
   readonly messages: ChatContext['body']['messages'];
-  readonly tenant: string;
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
   readonly #context: ChatContext;
+  #tenant: string | undefined;
 
   constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined) {
     this.body = context.body;
     this.messages = context.body.messages;
-    this.tenant = tenantOfRequest(context);
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
     this.#context = context;
@@ -58,6 +57,11 @@ class EngineRequest implements PrepareInput {
 
   get signal(): AbortSignal {
     return this.#context.signal;
+  }
+
+  get tenant(): string {
+    this.#tenant ??= tenantOfRequest(this.#context);
+    return this.#tenant;
   }
 }
 
