@@ -5,7 +5,7 @@
  *
  *   node load.js '{"url":…,"seconds":6,"connections":32,"headers":{…},"body":"…"}'
  *
- * Prints one JSON line: `{ average, non2xx, errors, timeouts }`.
+ * Prints one JSON line: `{ average, total, non2xx, errors, timeouts }`.
  */
 import autocannon from 'autocannon';
 
@@ -15,6 +15,8 @@ interface Job {
   readonly connections: number;
   readonly headers: Record<string, string>;
   readonly body: string;
+  /** Requests per second offered in all (a fixed load); as many as answered when absent. */
+  readonly rate?: number;
 }
 
 const job = JSON.parse(process.argv[2]!) as Job;
@@ -25,7 +27,8 @@ const result = await autocannon({
   body: job.body,
   connections: job.connections,
   duration: job.seconds,
+  ...(job.rate === undefined ? {} : { overallRate: job.rate }),
 });
 process.stdout.write(
-  `${JSON.stringify({ average: result.requests.average, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts })}\n`,
+  `${JSON.stringify({ average: result.requests.average, total: result.requests.total, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts })}\n`,
 );

@@ -1,0 +1,141 @@
+/**
+ * CPU per request of two builds of compactor, side by side: both run at once
+ * on the proxy core, each offered the same fixed load, and each one's CPU
+ * time (user + system, from /proc) is divided by the requests it answered.
+ * Both see the same noise at the same moment, so their ratio holds still on
+ * a machine whose throughput runs wander by ±10% (bench/README.md).
+ *
+ *   npx tsx bench/side-by-side.ts --base=3f8ec83             (that commit against the working tree)
+ *   npx tsx bench/side-by-side.ts --base=HEAD~1 --rate=3000 --rounds=4 --seconds=5
+ *   npx tsx bench/side-by-side.ts --base=HEAD --config='{"compaction":{"max_messages":8}}'
+ *
+ * A git revision is checked out in a temporary worktree and compiled beside
+ * the working tree's build (node_modules/.cache/compactor-REV). The request
+ * is performance.ts's 2 KB chat body; the upstream is bench/servers/upstream.ts.
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const option = (name: string, fallback: string): string =>
+  process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const base = option('base', 'HEAD');
+const rate = Number(option('rate', '3000'));
+const rounds = Number(option('rounds', '4'));
+const seconds = Number(option('seconds', '5'));
+const config = option('config', '{"compaction":{"enabled":true},"log":{"level":"info"}}');
+
+const ROOT = resolve(import.meta.dirname, '..');
+const LOAD_CPU = '0';
+const PROXY_CPU = '1';
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+/** Compiles the working tree (`null`) or a git revision; returns the build's directory. */
+function build(revision: string | null): string {
+  if (revision === null) {
+    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
+    return join(ROOT, 'node_modules/.cache/compactor-bench');
+  }
+  const commit = execFileSync('git', ['rev-parse', '--short', revision], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const out = join(ROOT, `node_modules/.cache/compactor-${commit}`);
+  // Inside this tree's node_modules/.cache, so the checkout finds the same dependencies and types.
+  const tree = mkdtempSync(join(ROOT, 'node_modules/.cache/worktree-'));
+  try {
+    execFileSync('git', ['worktree', 'add', '--detach', tree, commit], { cwd: ROOT, stdio: 'ignore' });
+    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', join(tree, 'bench/servers/tsconfig.json'), '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
+  } finally {
+    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: ROOT, stdio: 'ignore' });
+    rmSync(tree, { recursive: true, force: true });
+  }
+  return out;
+}
+
+async function start(cpu: string, script: string, args: string[]): Promise<{ child: ChildProcess; origin: string }> {
+  const child = spawn('taskset', ['-c', cpu, process.execPath, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  children.push(child);
+  const port = await new Promise<number>((resolvePort, reject) => {
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
+    child.on('message', (message: { port?: number }) => {
+      if (typeof message.port === 'number') resolvePort(message.port);
+    });
+  });
+  return { child, origin: `http://127.0.0.1:${port}` };
+}
+
+/** performance.ts's request: 2,048 bytes, system + six exchanges + a question. */
+function chatBody(): string {
+  const messages: Array<{ role: string; content: string }> = [{ role: 'system', content: 'You are a concise assistant for a software team. Answer in plain text.' }];
+  const sentence = (index: number): string =>
+    `Question ${index}: how should the build handle module ${index * 7} when its tests are slow and the cache is cold? Keep it short please.`;
+  for (let index = 1; index <= 6; index++) {
+    messages.push({ role: 'user', content: sentence(index) });
+    messages.push({ role: 'assistant', content: `Answer ${index}: split module ${index * 7}'s tests, warm the cache in CI first, and run the slow ones nightly only.` });
+  }
+  messages.push({ role: 'user', content: sentence(7) });
+  const body = { model: 'bench', messages, max_tokens: 64, temperature: 0.2 };
+  messages[0]!.content += ' '.repeat(Math.max(0, 2048 - JSON.stringify(body).length));
+  return JSON.stringify(body);
+}
+
+function load(loader: string, origin: string, loadSeconds: number): Promise<{ total: number; non2xx: number; errors: number }> {
+  const job = {
+    url: `${origin}/v1/chat/completions`,
+    seconds: loadSeconds,
+    connections: 32,
+    rate,
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
+    body: chatBody(),
+  };
+  return new Promise((resolveLoad, reject) => {
+    execFile('taskset', ['-c', LOAD_CPU, process.execPath, loader, JSON.stringify(job)], { encoding: 'utf8' }, (error, stdout) =>
+      error === null ? resolveLoad(JSON.parse(stdout.trim())) : reject(error),
+    );
+  });
+}
+
+/** User + system CPU of a process, in microseconds. */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after "pid (comm) ".
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
+}
+
+const baseBuild = build(base);
+const currentBuild = build(null);
+const loader = join(currentBuild, 'bench/servers/load.js');
+const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0']);
+const sides = [
+  { name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
+  { name: 'working tree', ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
+];
+await Promise.all(sides.map((side) => load(loader, side.origin, 2)));
+await sleep(1000);
+
+console.log(`Side by side on CPU ${PROXY_CPU}, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}, Node ${process.version}:`);
+console.log('');
+console.log(`| round | ${sides.map((side) => `${side.name} µs CPU / request`).join(' | ')} | ratio |`);
+console.log('|---|---|---|---|');
+const ratios: number[] = [];
+for (let round = 1; round <= rounds; round++) {
+  const before = sides.map((side) => cpuMicros(side.child.pid!));
+  const results = await Promise.all(sides.map((side) => load(loader, side.origin, seconds)));
+  await sleep(300);
+  const perRequest = sides.map((side, index) => (cpuMicros(side.child.pid!) - before[index]!) / results[index]!.total);
+  for (const [index, result] of results.entries()) {
+    if (result.non2xx > 0 || result.errors > 0) throw new Error(`${sides[index]!.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  }
+  const ratio = perRequest[1]! / perRequest[0]!;
+  ratios.push(ratio);
+  console.log(`| ${round} | ${perRequest.map((micros) => micros.toFixed(1)).join(' | ')} | ${ratio.toFixed(3)} |`);
+}
+ratios.sort((a, b) => a - b);
+const middle = ratios.length / 2;
+const median = ratios.length % 2 === 1 ? ratios[Math.floor(middle)]! : (ratios[middle - 1]! + ratios[middle]!) / 2;
+console.log('');
+console.log(`Median ratio (working tree / base): ${median.toFixed(3)}`);
+for (const child of children) child.kill('SIGTERM');
+process.exit(0);
