@@ -17,6 +17,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { chatBody } from './chat-body.js';
 
 const option = (name: string, fallback: string): string =>
   process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
@@ -66,21 +67,6 @@ async function start(cpu: string, script: string, args: string[]): Promise<{ chi
   return { child, origin: `http://127.0.0.1:${port}` };
 }
 
-/** performance.ts's request: 2,048 bytes, system + six exchanges + a question. */
-function chatBody(): string {
-  const messages: Array<{ role: string; content: string }> = [{ role: 'system', content: 'You are a concise assistant for a software team. Answer in plain text.' }];
-  const sentence = (index: number): string =>
-    `Question ${index}: how should the build handle module ${index * 7} when its tests are slow and the cache is cold? Keep it short please.`;
-  for (let index = 1; index <= 6; index++) {
-    messages.push({ role: 'user', content: sentence(index) });
-    messages.push({ role: 'assistant', content: `Answer ${index}: split module ${index * 7}'s tests, warm the cache in CI first, and run the slow ones nightly only.` });
-  }
-  messages.push({ role: 'user', content: sentence(7) });
-  const body = { model: 'bench', messages, max_tokens: 64, temperature: 0.2 };
-  messages[0]!.content += ' '.repeat(Math.max(0, 2048 - JSON.stringify(body).length));
-  return JSON.stringify(body);
-}
-
 function load(loader: string, origin: string, loadSeconds: number): Promise<{ total: number; non2xx: number; errors: number }> {
   const job = {
     url: `${origin}/v1/chat/completions`,
@@ -88,7 +74,7 @@ function load(loader: string, origin: string, loadSeconds: number): Promise<{ to
     connections: 32,
     rate,
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
-    body: chatBody(),
+    body: chatBody('bench', false),
   };
   return new Promise((resolveLoad, reject) => {
     execFile('taskset', ['-c', LOAD_CPU, process.execPath, loader, JSON.stringify(job)], { encoding: 'utf8' }, (error, stdout) =>
