@@ -7,7 +7,7 @@
  *   npx tsx bench/planning-cpu.ts [iterations=60] [--json]
  *
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
- * the prototype-key check and zod validation (`readChatRequest`), pair repair
+ * the prototype-key check and validation (`readChatRequest`), pair repair
  * (`applyPairMode`), `Compactor.prepare()` (size estimate, prefix hash chain,
  * epoch lookup, decision) and `JSON.stringify` + `Buffer.from` of the
  * forwarded body. Three cases:
