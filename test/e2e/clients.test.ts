@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { jsonSchema, streamText, tool } from 'ai';
 import OpenAI from 'openai';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, chatStreamEvents, replies, type FakeReply } from '../support/fake-upstream.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type FakeUpstream, chatStreamEvents, replies, type FakeReply } from '../support/fake-upstream.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 
 /**
  * The clients people point at compactor, each run twice against the same
@@ -16,13 +16,8 @@ const CHAT = '/v1/chat/completions';
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+sharedForSuite({ listen: true, config: { compaction: { enabled: true } } }, (started) => {
+  ({ upstream, proxy } = started);
 });
 afterEach(() => upstream.reset());
 

@@ -1,7 +1,7 @@
 import OpenAI, { APIError } from 'openai';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 
 /** The real openai client, pointed at compactor in front of the llama-server double. */
 
@@ -10,14 +10,9 @@ let upstream: FakeUpstream;
 let proxy: Proxy;
 let client: OpenAI;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true });
+sharedForSuite({ listen: true }, (started) => {
+  ({ upstream, proxy } = started);
   client = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
 });
 afterEach(() => upstream.reset());
 

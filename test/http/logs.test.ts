@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, replies } from '../support/fake-upstream.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { describe, expect, it } from 'vitest';
+import { type FakeUpstream, replies } from '../support/fake-upstream.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 
 const CHAT = '/v1/chat/completions';
 const CANARY_KEY = 'sk-canary-7c1e4b0d9a';
@@ -10,16 +10,12 @@ const CANARY_PROMPT = 'canary-prompt-Zebra-Quartz-0451';
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, {
-    listen: true,
-    config: { log: { level: 'trace' }, auth: { keys: [CANARY_KEY] }, upstream: { api_key: CANARY_UPSTREAM_KEY } },
-  });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+const PROXY_OPTIONS = {
+  listen: true,
+  config: { log: { level: 'trace' }, auth: { keys: [CANARY_KEY] }, upstream: { api_key: CANARY_UPSTREAM_KEY } },
+};
+sharedForSuite(PROXY_OPTIONS, (started) => {
+  ({ upstream, proxy } = started);
 });
 
 describe('logs', () => {

@@ -1,19 +1,14 @@
 import { request } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, replies } from '../support/fake-upstream.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type FakeUpstream, replies } from '../support/fake-upstream.js';
 import { send } from '../support/http-client.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+sharedForSuite({ listen: true }, (started) => {
+  ({ upstream, proxy } = started);
 });
 afterEach(() => {
   upstream.reset();

@@ -1,10 +1,10 @@
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { loadFixture, sseEvents } from '../support/fixtures.js';
 import { postJson } from '../support/http-client.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 
 const CHAT = '/v1/chat/completions';
 const streamBody = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }], stream: true, stream_options: { include_usage: true } };
@@ -12,13 +12,8 @@ const streamBody = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 } } } });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+sharedForSuite({ listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 } } } }, (started) => {
+  ({ upstream, proxy } = started);
 });
 afterEach(() => {
   upstream.reset();

@@ -1,8 +1,8 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { type FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { rawRequest } from './raw-http.js';
 
 /**
@@ -19,13 +19,8 @@ const simple = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }] };
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true, config: { limits: { body_bytes: LIMIT } } });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+sharedForSuite({ listen: true, config: { limits: { body_bytes: LIMIT } } }, (started) => {
+  ({ upstream, proxy } = started);
 });
 afterEach(async () => {
   // The process is unharmed: the next ordinary request is answered.

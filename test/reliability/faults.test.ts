@@ -8,7 +8,7 @@ import { manualClock } from '../compaction/upstream-fake.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { postJson } from '../support/http-client.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 import { sseEventData } from './sse-events.js';
 
@@ -26,13 +26,8 @@ const streamed = { ...simple, stream: true };
 let upstream: FakeUpstream;
 let proxy: Proxy;
 
-beforeAll(async () => {
-  upstream = await FakeUpstream.start();
-  proxy = await startProxy(upstream, { listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 } } } });
-});
-afterAll(async () => {
-  await proxy.close();
-  await upstream.close();
+sharedForSuite({ listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 } } } }, (started) => {
+  ({ upstream, proxy } = started);
 });
 afterEach(async () => {
   // Whatever happened, the proxy holds no upstream request any more.

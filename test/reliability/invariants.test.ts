@@ -2,7 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/compaction/errors.js';
 import { applyPairMode } from '../../src/http/chat-request.js';
 import { headLength, taskAnchorIndex } from '../../src/transcript/groups.js';
@@ -11,9 +11,9 @@ import { findPairProblems } from '../../src/transcript/pairs.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { SseTap } from '../../src/upstream/sse.js';
 import { compactorWith, UpstreamDouble } from '../compaction/doubles.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import type { FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
-import { type Proxy, startProxy } from '../support/proxy.js';
+import { type Proxy, sharedForSuite } from '../support/proxy.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
 import { sseEventData } from './sse-events.js';
 
@@ -126,13 +126,8 @@ describe('any byte partition of an upstream SSE stream', () => {
   describe('through the proxy', () => {
     let upstream: FakeUpstream;
     let proxy: Proxy;
-    beforeAll(async () => {
-      upstream = await FakeUpstream.start();
-      proxy = await startProxy(upstream, { listen: true });
-    });
-    afterAll(async () => {
-      await proxy.close();
-      await upstream.close();
+    sharedForSuite({ listen: true }, (started) => {
+      ({ upstream, proxy } = started);
     });
 
     /** The client decodes the same events as from the upstream directly, plus one error event when the stream did not end itself. */
@@ -181,13 +176,8 @@ describe('any byte partition of an upstream SSE stream', () => {
 describe('pass-through', () => {
   let upstream: FakeUpstream;
   let proxy: Proxy;
-  beforeAll(async () => {
-    upstream = await FakeUpstream.start();
-    proxy = await startProxy(upstream, { listen: true });
-  });
-  afterAll(async () => {
-    await proxy.close();
-    await upstream.close();
+  sharedForSuite({ listen: true }, (started) => {
+    ({ upstream, proxy } = started);
   });
 
   const headerName = fc.stringMatching(/^x-[a-z0-9][a-z0-9-]{0,15}$/);

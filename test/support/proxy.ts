@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { afterEach } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { type AppDeps, buildApp } from '../../src/app.js';
 import { type Config, parseConfig } from '../../src/config/schema.js';
-import type { FakeUpstream } from './fake-upstream.js';
+import { FakeUpstream } from './fake-upstream.js';
 
 /** Collects pino's lines (a `DestinationStream`) so tests can read every one. */
 export class LogCapture {
@@ -82,11 +82,14 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
+export interface ProxyOptions {
+  readonly config?: Raw;
+  readonly deps?: Omit<AppDeps, 'logStream'>;
+  readonly listen?: boolean;
+}
+
 /** compactor in front of `upstream`, with captured logs; listening on a loopback port when asked. */
-export async function startProxy(
-  upstream: FakeUpstream,
-  options: { config?: Raw; deps?: Omit<AppDeps, 'logStream'>; listen?: boolean } = {},
-): Promise<Proxy> {
+export async function startProxy(upstream: FakeUpstream, options: ProxyOptions = {}): Promise<Proxy> {
   const logs = new LogCapture();
   const app = buildApp(testConfig(upstream.url, options.config), { ...options.deps, logStream: logs });
   let url = '';
@@ -118,4 +121,22 @@ export function closedAfterEachTest(): <T extends { close(): Promise<void> }>(re
     opened.push(resource);
     return resource;
   };
+}
+
+/**
+ * For a test file (or describe block) whose tests share one upstream double
+ * and one proxy in front of it: both start before the first test (`use` gets
+ * them then) and close after the last.
+ */
+export function sharedForSuite(options: ProxyOptions, use: (started: { upstream: FakeUpstream; proxy: Proxy }) => void): void {
+  let started: { upstream: FakeUpstream; proxy: Proxy } | undefined;
+  beforeAll(async () => {
+    const upstream = await FakeUpstream.start();
+    started = { upstream, proxy: await startProxy(upstream, options) };
+    use(started);
+  });
+  afterAll(async () => {
+    await started?.proxy.close();
+    await started?.upstream.close();
+  });
 }
