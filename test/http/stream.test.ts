@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { type FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
 import { loadFixture, sseEvents } from '../support/fixtures.js';
 import { postJson } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
@@ -71,16 +71,8 @@ describe('streaming', () => {
   it('respects backpressure: a client that does not read holds the upstream back', async () => {
     const chunk = Buffer.from(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(16 * 1024) } }] })}\n\n`);
     const total = 4000; // ≈ 64 MiB in all: far more than every socket buffer on the way
-    let written = 0;
-    const stream: FakeReply = async ({ response, signal }) => {
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (let index = 0; index < total && !signal.aborted; index++) {
-        written += chunk.length;
-        if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
-      }
-      response.end('data: [DONE]\n\n');
-    };
-    upstream.script(CHAT, stream);
+    const stream = floodingStream(chunk, total);
+    upstream.script(CHAT, stream.reply);
     let received = 0;
     await new Promise<void>((resolve, reject) => {
       const outgoing = request(proxy.url + CHAT, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (response) => {
@@ -88,7 +80,7 @@ describe('streaming', () => {
         // Let every buffer fill, then look at how far the upstream got.
         void sleep(1_000).then(() => {
           // Socket buffers on the way hold a few MiB; without backpressure the upstream would be done.
-          expect(written).toBeLessThan((total * chunk.length) / 2);
+          expect(stream.written()).toBeLessThan((total * chunk.length) / 2);
           response.on('data', (data: Buffer) => (received += data.length));
           response.once('end', resolve);
           response.resume();

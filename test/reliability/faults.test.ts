@@ -6,7 +6,7 @@ import { defaultConfig } from '../../src/config/schema.js';
 import { compactorWith } from '../compaction/doubles.js';
 import { manualClock } from '../compaction/upstream-fake.js';
 import { conversation } from '../support/conversation.js';
-import { FakeUpstream, type FakeReply, chatStreamEvents, replies } from '../support/fake-upstream.js';
+import { FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
 import { postJson } from '../support/http-client.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
@@ -303,16 +303,8 @@ describe('a client reading at 1 KB/s', () => {
   it('at most ~1 MiB is held for it inside compactor, and the upstream is held back', async () => {
     const event = Buffer.from(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(8 * 1024) } }] })}\n\n`);
     const total = 4_000; // ≈ 32 MiB: more than every socket buffer on the way
-    let written = 0;
-    const stream: FakeReply = async ({ response, signal }) => {
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (let index = 0; index < total && !signal.aborted; index++) {
-        written += event.length;
-        if (!response.write(event)) await new Promise((resolve) => response.once('drain', resolve));
-      }
-      response.end('data: [DONE]\n\n');
-    };
-    upstream.script(CHAT, stream);
+    const stream = floodingStream(event, total);
+    upstream.script(CHAT, stream.reply);
     // The proxy's side of the client connection: what Node holds in memory for it.
     let proxied: ServerResponse | undefined;
     const capture = (_request: unknown, response: ServerResponse): void => {
@@ -343,11 +335,11 @@ describe('a client reading at 1 KB/s', () => {
     } finally {
       proxy.app.server.off('request', capture);
     }
-    console.info(`slow reader: read ${received} bytes in 3 s; upstream wrote ${(written / 2 ** 20).toFixed(1)} MiB; compactor held at most ${largestHeld} bytes for the client`);
+    console.info(`slow reader: read ${received} bytes in 3 s; upstream wrote ${(stream.written() / 2 ** 20).toFixed(1)} MiB; compactor held at most ${largestHeld} bytes for the client`);
     expect(received).toBeGreaterThan(0);
     expect(largestHeld).toBeLessThanOrEqual(2 ** 20);
     // Socket buffers on the way hold a few MiB at most: the upstream was paused long before the end.
-    expect(written).toBeLessThan((total * event.length) / 2);
+    expect(stream.written()).toBeLessThan((total * event.length) / 2);
     await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt != null, { what: 'the upstream to see the close' });
   });
 });

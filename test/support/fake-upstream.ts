@@ -318,6 +318,25 @@ export function chatStreamEvents(options: ChatStreamOptions = {}): string[] {
   return events;
 }
 
+/**
+ * An SSE answer of `count` copies of `event`, each written once the client's
+ * side has drained (backpressure honoured, as llama-server does), then
+ * `[DONE]`; it stops when the client leaves. `written()` is how many event
+ * bytes it has written so far: what a backpressure test looks at.
+ */
+export function floodingStream(event: Buffer, count: number): { readonly reply: FakeReply; written(): number } {
+  let written = 0;
+  const reply: FakeReply = async ({ response, signal }) => {
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (let index = 0; index < count && !signal.aborted; index++) {
+      written += event.length;
+      if (!response.write(event)) await new Promise((resolve) => response.once('drain', resolve));
+    }
+    response.end('data: [DONE]\n\n');
+  };
+  return { reply, written: () => written };
+}
+
 /** Reply factories. Each returns a `FakeReply`; compose them freely. */
 export const replies = {
   /** A recorded exchange, bytes as recorded (`name` without `.txt`, or a bare `.json`). */
