@@ -29,14 +29,14 @@
  * Every path gets the same client request (2 KB, 13 messages) and headers
  * (Portkey also gets its two routing headers).
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
-import { chatBody } from './chat-body.js';
+import { chatBody, runLoad } from './load-client.js';
 import type { PlanningResult } from './planning-cpu.js';
 
 const quick = process.argv.includes('--quick');
@@ -209,12 +209,7 @@ async function sequential(target: Target, count: number, body = BODY): Promise<n
 
 async function throughput(target: Target, seconds: number): Promise<number> {
   const job = { url: target.origin + CHAT_PATH, seconds, connections: 32, headers: target.headers, body: BODY };
-  const command = [process.execPath, `${BUILD}/bench/servers/load.js`, JSON.stringify(job)];
-  const [file, ...args] = hasTaskset ? ['taskset', '-c', LOAD_CPU, ...command] : command;
-  const output = await new Promise<string>((resolve, reject) => {
-    execFile(file!, args, { encoding: 'utf8' }, (error, stdout) => (error === null ? resolve(stdout) : reject(error)));
-  });
-  const result = JSON.parse(output.trim()) as { average: number; non2xx: number; errors: number; timeouts: number };
+  const result = await runLoad(BUILD, job, hasTaskset ? LOAD_CPU : null);
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(`${target.name}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts under load`);
   }

@@ -13,11 +13,11 @@
  * the working tree's build (node_modules/.cache/compactor-REV). The request
  * is performance.ts's 2 KB chat body; the upstream is bench/servers/upstream.ts.
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { chatBody } from './chat-body.js';
+import { chatBody, type LoadResult, runLoad } from './load-client.js';
 
 const option = (name: string, fallback: string): string =>
   process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
@@ -67,20 +67,9 @@ async function start(cpu: string, script: string, args: string[]): Promise<{ chi
   return { child, origin: `http://127.0.0.1:${port}` };
 }
 
-function load(loader: string, origin: string, loadSeconds: number): Promise<{ total: number; non2xx: number; errors: number }> {
-  const job = {
-    url: `${origin}/v1/chat/completions`,
-    seconds: loadSeconds,
-    connections: 32,
-    rate,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
-    body: chatBody('bench', false),
-  };
-  return new Promise((resolveLoad, reject) => {
-    execFile('taskset', ['-c', LOAD_CPU, process.execPath, loader, JSON.stringify(job)], { encoding: 'utf8' }, (error, stdout) =>
-      error === null ? resolveLoad(JSON.parse(stdout.trim())) : reject(error),
-    );
-  });
+function load(build: string, origin: string, loadSeconds: number): Promise<LoadResult> {
+  const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' };
+  return runLoad(build, { url: `${origin}/v1/chat/completions`, seconds: loadSeconds, connections: 32, rate, headers, body: chatBody('bench', false) }, LOAD_CPU);
 }
 
 /** User + system CPU of a process, in microseconds. */
@@ -92,13 +81,12 @@ function cpuMicros(pid: number): number {
 
 const baseBuild = build(base);
 const currentBuild = build(null);
-const loader = join(currentBuild, 'bench/servers/load.js');
 const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0']);
 const sides = [
   { name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
   { name: 'working tree', ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
 ];
-await Promise.all(sides.map((side) => load(loader, side.origin, 2)));
+await Promise.all(sides.map((side) => load(currentBuild, side.origin, 2)));
 await sleep(1000);
 
 console.log(`Side by side on CPU ${PROXY_CPU}, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}, Node ${process.version}:`);
@@ -108,7 +96,7 @@ console.log('|---|---|---|---|');
 const ratios: number[] = [];
 for (let round = 1; round <= rounds; round++) {
   const before = sides.map((side) => cpuMicros(side.child.pid!));
-  const results = await Promise.all(sides.map((side) => load(loader, side.origin, seconds)));
+  const results = await Promise.all(sides.map((side) => load(currentBuild, side.origin, seconds)));
   await sleep(300);
   const perRequest = sides.map((side, index) => (cpuMicros(side.child.pid!) - before[index]!) / results[index]!.total);
   for (const [index, result] of results.entries()) {

@@ -8,18 +8,9 @@
  * Prints one JSON line: `{ average, total, non2xx, errors, timeouts }`.
  */
 import autocannon from 'autocannon';
+import type { LoadJob, LoadResult } from '../load-client.js';
 
-interface Job {
-  readonly url: string;
-  readonly seconds: number;
-  readonly connections: number;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-  /** Requests per second offered in all (a fixed load); as many as answered when absent. */
-  readonly rate?: number;
-}
-
-const job = JSON.parse(process.argv[2]!) as Job;
+const job = JSON.parse(process.argv[2]!) as LoadJob;
 const result = await autocannon({
   url: job.url,
   method: 'POST',
@@ -29,6 +20,5 @@ const result = await autocannon({
   duration: job.seconds,
   ...(job.rate === undefined ? {} : { overallRate: job.rate }),
 });
-process.stdout.write(
-  `${JSON.stringify({ average: result.requests.average, total: result.requests.total, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts })}\n`,
-);
+const answer: LoadResult = { average: result.requests.average, total: result.requests.total, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts };
+process.stdout.write(`${JSON.stringify(answer)}\n`);

@@ -1,0 +1,49 @@
+/** What the performance benches send, and how they load a server (bench/performance.ts, bench/side-by-side.ts). */
+import { execFile } from 'node:child_process';
+
+/** A 2 KB chat history (system, six exchanges, a last question), as an agent's client would send it. */
+export function chatBody(model: string, stream: boolean): string {
+  const messages: Array<{ role: string; content: string }> = [{ role: 'system', content: 'You are a concise assistant for a software team. Answer in plain text.' }];
+  const sentence = (index: number): string =>
+    `Question ${index}: how should the build handle module ${index * 7} when its tests are slow and the cache is cold? Keep it short please.`;
+  for (let index = 1; index <= 6; index++) {
+    messages.push({ role: 'user', content: sentence(index) });
+    messages.push({ role: 'assistant', content: `Answer ${index}: split module ${index * 7}'s tests, warm the cache in CI first, and run the slow ones nightly only.` });
+  }
+  messages.push({ role: 'user', content: sentence(7) });
+  const body: Record<string, unknown> = { model, messages, max_tokens: 64, temperature: 0.2 };
+  if (stream) body['stream'] = true;
+  let text = JSON.stringify(body);
+  // Pad the system message so the body is 2048 bytes exactly.
+  messages[0]!.content += ' '.repeat(Math.max(0, 2048 - text.length));
+  text = JSON.stringify(body);
+  return text;
+}
+
+/** A run of autocannon, as bench/servers/load.ts takes it. */
+export interface LoadJob {
+  readonly url: string;
+  readonly seconds: number;
+  readonly connections: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /** Requests per second offered in all (a fixed load); as many as answered when absent. */
+  readonly rate?: number;
+}
+
+export interface LoadResult {
+  readonly average: number;
+  readonly total: number;
+  readonly non2xx: number;
+  readonly errors: number;
+  readonly timeouts: number;
+}
+
+/** Runs autocannon in a process of its own (`build`'s bench/servers/load.js), pinned to `cpu` when one is given. */
+export function runLoad(build: string, job: LoadJob, cpu: string | null): Promise<LoadResult> {
+  const command = [process.execPath, `${build}/bench/servers/load.js`, JSON.stringify(job)];
+  const [file, ...args] = cpu === null ? command : ['taskset', '-c', cpu, ...command];
+  return new Promise((resolve, reject) => {
+    execFile(file!, args, { encoding: 'utf8' }, (error, stdout) => (error === null ? resolve(JSON.parse(stdout.trim()) as LoadResult) : reject(error)));
+  });
+}
