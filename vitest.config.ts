@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 20_000,
     pool: 'forks',
+    // Ends the processes a test file started, also when a test failed before its own cleanup.
+    setupFiles: ['test/support/setup.ts'],
   },
 });

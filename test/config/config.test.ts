@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -8,6 +7,7 @@ import { parseDocument } from 'yaml';
 import { loadConfig, printableConfig } from '../../src/config/load.js';
 import { defaultConfig, parseConfig } from '../../src/config/schema.js';
 import { leafPaths } from '../support/config-paths.js';
+import { spawnOwned } from '../support/child-processes.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -213,9 +213,8 @@ describe('loadConfig', () => {
 describe('main', () => {
   it('exits with code 2 and lists the errors when the config is invalid', async () => {
     const path = file('upstream:\n  url: nope\nlisten:\n  port: -1\n');
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), '--config', path], {
+    const child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), '--config', path], {
       cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -242,10 +241,9 @@ describe('main', () => {
   });
 
   async function runMain(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
+    const child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
       cwd: ROOT,
       env: { ...process.env, COMPACTOR_CONFIG: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';

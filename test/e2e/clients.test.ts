@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { jsonSchema, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type FakeUpstream, chatStreamEvents, replies, type FakeReply } from '../support/fake-upstream.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
+import { spawnOwned } from '../support/child-processes.js';
 
 /**
  * The clients people point at compactor, each run twice against the same
@@ -118,7 +118,7 @@ describe('openai client', () => {
 describe('curl -N', () => {
   const curl = (url: string, body: string): Promise<{ code: number | null; stdout: Buffer; stderr: string }> =>
     new Promise((resolve, reject) => {
-      const child = spawn('curl', ['-sS', '-N', '--max-time', '15', `${url}${CHAT}`, '-H', 'content-type: application/json', '-H', 'authorization: Bearer sk-test', '-d', body]);
+      const child = spawnOwned('curl', ['-sS', '-N', '--max-time', '15', `${url}${CHAT}`, '-H', 'content-type: application/json', '-H', 'authorization: Bearer sk-test', '-d', body]);
       const chunks: Buffer[] = [];
       let stderr = '';
       child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -1,9 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
+import { spawnOwned } from '../support/child-processes.js';
 
 /** The real command line: flags and environment, listening, graceful shutdown. */
 
@@ -18,10 +19,9 @@ afterAll(async () => {
 });
 
 function startMain(args: string[], env: Record<string, string>): { child: ChildProcess; url: Promise<string>; output: () => string; exit: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
+  const child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   const url = new Promise<string>((resolve, reject) => {

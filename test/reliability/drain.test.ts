@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { Agent, type IncomingMessage, request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,6 +8,7 @@ import { FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstrea
 import { type RawExchange, postJson, send } from '../support/http-client.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
 import { sseEventData } from './sse-events.js';
+import { spawnOwned } from '../support/child-processes.js';
 
 /**
  * Issue 7, "SIGTERM with 50 live streams": new requests get 503 +
@@ -54,10 +55,9 @@ describe('SIGTERM with 50 live streams (main.ts)', () => {
     // Each stream lasts about 1.5 s: well inside the grace period.
     const events = chatStreamEvents({ content: Array.from({ length: 12 }, (_, index) => `t${index} `) });
     upstream.route('POST', CHAT, replies.sse(events, { delayMs: 100 }));
-    child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0'], {
+    child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0'], {
       cwd: ROOT,
       env: { ...process.env, COMPACTOR_UPSTREAM_URL: upstream.url, COMPACTOR_CONFIG: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
     const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));

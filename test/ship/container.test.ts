@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { builtinModules } from 'node:module';
@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { spawnOwned } from '../support/child-processes.js';
 
 /**
  * The container files, checked without a Docker engine: the Dockerfile's
@@ -166,7 +167,7 @@ describe('the image start command, engine-free', () => {
     expect(command[0]).toBe('node');
     const port = await freePort();
     const env = { ...process.env, COMPACTOR_HOST: '127.0.0.1', COMPACTOR_PORT: String(port), COMPACTOR_CONFIG: '', COMPACTOR_LOG_LEVEL: 'info' };
-    child = spawn(process.execPath, [join(outDir, 'main.js')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawnOwned(process.execPath, [join(outDir, 'main.js')], { cwd: ROOT, env });
     await new Promise<void>((resolve, reject) => {
       let output = '';
       child!.stdout!.on('data', (chunk: Buffer) => {

@@ -5,7 +5,7 @@ import { loadFixture, sseEvents } from './fixtures.js';
 
 /**
  * A loopback llama-server double. It serves the recorded shapes of
- * `../shared/fixtures/llama-server/`, records every request (body included),
+ * `test/fixtures/llama-server/`, records every request (body included),
  * notices when a client goes away, and injects faults.
  *
  * How a request is answered, first match wins:

@@ -3,11 +3,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The recorded llama-server exchanges in `../shared/fixtures/llama-server/`
+ * The recorded llama-server exchanges in `test/fixtures/llama-server/`
  * (see its README): request line, status, response headers, raw body.
  */
 
-export const FIXTURES_DIRECTORY = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/fixtures/llama-server');
+export const FIXTURES_DIRECTORY = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/llama-server');
 
 export interface RecordedExchange {
   readonly name: string;
