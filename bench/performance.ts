@@ -116,7 +116,7 @@ async function freePort(): Promise<number> {
 
 async function startPortkey(): Promise<Running> {
   const port = await freePort();
-  const child = launch(PROXY_CPU, [process.execPath, 'node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { ipc: false, quiet: true });
+  const child = launch(PROXY_CPU, [process.execPath, 'bench/node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { ipc: false, quiet: true });
   const origin = `http://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 100; attempt++) {
     if (child.exitCode !== null) throw new Error(`Portkey exited (${child.exitCode})`);

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
+import type { FastifyBaseLogger } from 'fastify';
 import { USAGE, loadConfig, printableConfig } from './config/load.js';
+import { type UpstreamInspection, inspectUpstream } from './upstream/inspect.js';
 
 /**
  * The command line: read the configuration (exit 2 when it is invalid),
@@ -25,6 +27,12 @@ function displayUrl(url: string): string {
   parsed.username = '';
   parsed.password = '';
   return parsed.toString().replace(/\/$/, '');
+}
+
+/** The version in package.json, one folder above both src/main.ts and dist/main.js. */
+function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return manifest.version;
 }
 
 function exitInvalid(errors: readonly string[]): never {
@@ -51,6 +59,10 @@ async function main(): Promise<void> {
   if (!loaded.ok) exitInvalid(loaded.errors);
   if (loaded.help) {
     process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  if (loaded.version) {
+    process.stdout.write(`compactor ${packageVersion()}\n`);
     return;
   }
   const { config } = loaded;
@@ -103,7 +115,25 @@ async function main(): Promise<void> {
     app.log.fatal({ err: error }, 'cannot listen');
     process.exit(1);
   }
-  app.log.info({ upstream: displayUrl(config.upstream.url), config: loaded.file ?? '(defaults)' }, 'compactor ready');
+  const upstreamUrl = displayUrl(config.upstream.url);
+  app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
+  logInspection(app.log, upstreamUrl, await inspectUpstream(app.compactor.upstream));
+}
+
+/** One line on what the upstream is, found at start: a person reads it before sending anything. */
+function logInspection(log: FastifyBaseLogger, upstream: string, found: UpstreamInspection): void {
+  switch (found.state) {
+    case 'ready': {
+      const models = found.models.map((model) => ({ id: model.id, window: model.window }));
+      log.info({ upstream, models, slots: found.slots }, `upstream ready: ${found.models.length} model(s)`);
+      return;
+    }
+    case 'not ready':
+      log.warn({ upstream, status: found.status }, `upstream not ready: ${found.reason}; requests get its answers until it is`);
+      return;
+    case 'unreachable':
+      log.warn({ upstream }, `upstream unreachable: ${found.reason}; chat requests get 502 until it answers`);
+  }
 }
 
 await main();

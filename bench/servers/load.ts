@@ -7,8 +7,14 @@
  *
  * Prints one JSON line: `{ average, total, non2xx, errors, timeouts }`.
  */
-import autocannon from 'autocannon';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import type autocannonType from 'autocannon';
 import type { LoadJob, LoadResult } from '../load-client.js';
+
+// autocannon is installed in bench/node_modules (npm run bench:install), which this
+// file, compiled into node_modules/.cache/, would not find by itself: the bench runs from the root.
+const autocannon = createRequire(join(process.cwd(), 'bench', 'package.json'))('autocannon') as typeof autocannonType;
 
 const job = JSON.parse(process.argv[2]!) as LoadJob;
 const result = await autocannon({

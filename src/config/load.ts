@@ -27,6 +27,7 @@ Options:
   --pairs MODE                repair | reject | off (env COMPACTOR_PAIRS)
   --log-level LEVEL           fatal | error | warn | info | debug | trace | silent (env COMPACTOR_LOG_LEVEL)
   --print-config              print the effective configuration (secrets masked) and exit
+  --version                   print the version and exit
   -h, --help                  print this help
 
 Secrets are read from the environment only, never from flags (which other users can see):
@@ -82,7 +83,14 @@ export interface LoadConfigOptions {
 }
 
 export type LoadConfigResult =
-  | { readonly ok: true; readonly config: Config; readonly file: string | null; readonly help: boolean; readonly printConfig: boolean }
+  | {
+      readonly ok: true;
+      readonly config: Config;
+      readonly file: string | null;
+      readonly help: boolean;
+      readonly version: boolean;
+      readonly printConfig: boolean;
+    }
   | { readonly ok: false; readonly errors: string[] };
 
 type RawDocument = Record<string, unknown>;
@@ -148,12 +156,51 @@ function readDocument(file: string, readFile: (path: string) => string): { docum
   return { document: value };
 }
 
+/** The variables compactor reads: the overrides and the file's name. */
+const KNOWN_VARIABLES: readonly string[] = ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)];
+
+/**
+ * `COMPACTOR_*` variables compactor does not read, each as an error naming the
+ * closest one it does: a typo (`COMPACTOR_UPSTREAM` for
+ * `COMPACTOR_UPSTREAM_URL`) would otherwise be ignored in silence, as an
+ * unknown YAML key would not be.
+ */
+function unknownEnvironmentVariables(env: Readonly<Record<string, string | undefined>>): string[] {
+  return Object.keys(env)
+    .filter((name) => name.startsWith('COMPACTOR_') && !KNOWN_VARIABLES.includes(name))
+    .sort()
+    .map((name) => `${name}: unknown environment variable (did you mean ${closestName(name, KNOWN_VARIABLES)}?)`);
+}
+
+/** The candidate with the fewest single-character edits from `name` (the first on a tie). */
+function closestName(name: string, candidates: readonly string[]): string {
+  let best = candidates[0]!;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const distance = editDistance(name, candidate);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
 /**
  * Reads the configuration from flags, environment and file, and validates it.
  *
  * @example
  * loadConfig({ argv: ['--port', '9000'], env: {} })
- * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false, printConfig: false }
+ * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false, version: false, printConfig: false }
  */
 export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   const { argv = [], env = {}, readFile = (path: string) => readFileSync(path, 'utf8') } = options;
@@ -166,6 +213,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
         config: { type: 'string' },
         ...Object.fromEntries(Object.keys(FLAG_OVERRIDES).map((name) => [name, { type: 'string' as const }])),
         'print-config': { type: 'boolean' },
+        version: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -176,6 +224,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   }
 
   const help = flags['help'] === true;
+  const version = flags['version'] === true;
   const printConfig = flags['print-config'] === true;
   const flagFile = flags['config'];
   const file = typeof flagFile === 'string' ? flagFile : env['COMPACTOR_CONFIG'] || null;
@@ -186,6 +235,9 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     if ('errors' in read) return { ok: false, errors: read.errors };
     document = read.document;
   }
+
+  const unknownVariables = unknownEnvironmentVariables(env);
+  if (unknownVariables.length > 0) return { ok: false, errors: unknownVariables };
 
   const sources = new Map<string, string>();
   for (const [name, override] of Object.entries(ENVIRONMENT_OVERRIDES)) {
@@ -202,7 +254,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   }
 
   const result = parseConfig(document);
-  if (result.ok) return { ok: true, config: result.config, file, help, printConfig };
+  if (result.ok) return { ok: true, config: result.config, file, help, version, printConfig };
   const errors = result.errors.map((error) => {
     const path = error.slice(0, error.indexOf(':'));
     const source = sources.get(path);

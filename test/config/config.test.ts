@@ -231,6 +231,19 @@ describe('main', () => {
     expect(stderr).toContain('compaction.summary.prompt_file: cannot read /nonexistent/prompt.txt (ENOENT)');
   });
 
+  it('--version prints the version of package.json and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const { code, stdout } = await runMain(['--version']);
+    expect(code).toBe(0);
+    expect(stdout).toBe(`compactor ${version}\n`);
+  });
+
+  it('exits with code 2 naming an unknown COMPACTOR_* variable and the one it resembles', async () => {
+    const { code, stderr } = await runMain(['--print-config'], { COMPACTOR_UPSTREAM: 'http://127.0.0.1:9' });
+    expect(code).toBe(2);
+    expect(stderr).toContain('COMPACTOR_UPSTREAM: unknown environment variable (did you mean COMPACTOR_UPSTREAM_URL?)');
+  });
+
   it('--print-config prints the configuration in force and exits 0', async () => {
     const prompt = file('You write terse notes.');
     const { code, stdout } = await runMain(['--print-config', '--port', '9999', '--summary-prompt-file', prompt], { COMPACTOR_AUTH_KEYS: 'sk-secret' });

@@ -49,6 +49,11 @@ describe('compactor (main.ts)', () => {
     while (!main.output().includes('"path":"/v1/models"') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(main.output()).toContain('"path":"/v1/models"');
 
+    // At start it says what it found upstream, and claims no readiness it did not check.
+    expect(main.output()).toContain('"msg":"compactor listening"');
+    expect(main.output()).toMatch(/"models":\[\{"id":"\/models\/tiny\.gguf","window":2048\}\],"slots":1,"msg":"upstream ready: 1 model\(s\)"/);
+    expect(main.output()).not.toContain('compactor ready');
+
     // A request in flight when SIGTERM arrives still gets its whole answer.
     upstream.script('/v1/chat/completions', replies.slowHeaders(500));
     const inFlight = postJson(`${url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
@@ -61,5 +66,18 @@ describe('compactor (main.ts)', () => {
     expect(main.output()).toContain('shutting down');
     // What was still gathered at exit is written too.
     expect(main.output()).toContain('"path":"/v1/chat/completions"');
+  });
+
+  it('says at start that an upstream cannot be reached, and why', async () => {
+    const closed = await FakeUpstream.start();
+    const port = closed.port;
+    await closed.close();
+    const main = startMain(['--host', '127.0.0.1', '--port', '0'], { COMPACTOR_UPSTREAM_URL: `http://127.0.0.1:${port}`, COMPACTOR_CONFIG: '' });
+    await main.url;
+    const deadline = Date.now() + 5_000;
+    while (!main.output().includes('upstream unreachable') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(main.output()).toMatch(/"level":40,[^\n]*"msg":"upstream unreachable: [^"]*connection refused/);
+    main.child.kill('SIGTERM');
+    expect(await main.exit).toBe(0);
   });
 });

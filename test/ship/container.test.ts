@@ -172,7 +172,7 @@ describe('the image start command, engine-free', () => {
       let output = '';
       child!.stdout!.on('data', (chunk: Buffer) => {
         output += chunk.toString();
-        if (output.includes('compactor ready')) resolve();
+        if (output.includes('compactor listening')) resolve();
       });
       child!.once('exit', () => reject(new Error(`exited before listening:\n${output}`)));
     });
