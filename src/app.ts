@@ -98,6 +98,14 @@ function toProxyError(error: FastifyError, config: Config): ProxyError {
   }
 }
 
+/** What the router refuses before any hook runs: chiefly a path with a malformed percent-escape (`/%`, `/v1/models%zz`). */
+function frameworkError(error: FastifyError): ProxyError {
+  if (error.code === 'FST_ERR_BAD_URL') {
+    return new InvalidRequestError({ code: 'invalid_path', message: 'the request path is not a valid URL path: it has a malformed percent-escape' });
+  }
+  return new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' });
+}
+
 /**
  * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
  * use `inject()` or listen on port 0.
@@ -156,9 +164,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     // A client trickling its request (headers and body) may hold a connection this long, no longer;
     // answers are not bounded by it, so a stream of many minutes is unaffected.
     requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS,
+    // Called before the onRequest hook: there is no request state yet, and a throw here would end the process.
     frameworkErrors: (error, request, reply) => {
       request.log.debug({ code: error.code }, 'request rejected by the framework');
-      sendError(reply, new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' }));
+      sendError(reply, frameworkError(error));
     },
     // What Node's parser refuses (headers over 16 KiB, Content-Length with Transfer-Encoding) is answered in OpenAI's shape too.
     clientErrorHandler: answerClientError,
