@@ -18,7 +18,7 @@ import { Metrics } from './http/metrics.js';
 import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
-import { passthroughRoutes } from './http/routes/passthrough.js';
+import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
@@ -172,6 +172,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     // What Node's parser refuses (headers over 16 KiB, Content-Length with Transfer-Encoding) is answered in OpenAI's shape too.
     clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
+  routeEveryMethod(app);
 
   app.decorate('compactor', {
     upstream,
