@@ -20,6 +20,7 @@ import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
+import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
 import { Compactor } from './compaction/compactor.js';
@@ -233,9 +234,16 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     return;
   });
 
+  const discardBounds = discardBoundsFor(config.limits.body_bytes);
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const proxyError = toProxyError(error, config);
     if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
+    if (proxyError instanceof PayloadTooLargeError) {
+      // Fastify asks to close the connection, which resets a client still uploading before it reads the 413:
+      // the rest of the body is read and dropped instead (bounded), and the connection stays open.
+      reply.removeHeader('connection');
+      discardRestOfBody(request.raw, discardBounds);
+    }
     return sendError(reply, proxyError);
   });
 
