@@ -18,8 +18,9 @@ import { Metrics } from './http/metrics.js';
 import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
-import { passthroughRoutes } from './http/routes/passthrough.js';
+import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
+import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
 import { Compactor } from './compaction/compactor.js';
@@ -98,6 +99,14 @@ function toProxyError(error: FastifyError, config: Config): ProxyError {
   }
 }
 
+/** What the router refuses before any hook runs: chiefly a path with a malformed percent-escape (`/%`, `/v1/models%zz`). */
+function frameworkError(error: FastifyError): ProxyError {
+  if (error.code === 'FST_ERR_BAD_URL') {
+    return new InvalidRequestError({ code: 'invalid_path', message: 'the request path is not a valid URL path: it has a malformed percent-escape' });
+  }
+  return new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' });
+}
+
 /**
  * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
  * use `inject()` or listen on port 0.
@@ -156,13 +165,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     // A client trickling its request (headers and body) may hold a connection this long, no longer;
     // answers are not bounded by it, so a stream of many minutes is unaffected.
     requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS,
+    // Called before the onRequest hook: there is no request state yet, and a throw here would end the process.
     frameworkErrors: (error, request, reply) => {
       request.log.debug({ code: error.code }, 'request rejected by the framework');
-      sendError(reply, new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' }));
+      sendError(reply, frameworkError(error));
     },
     // What Node's parser refuses (headers over 16 KiB, Content-Length with Transfer-Encoding) is answered in OpenAI's shape too.
     clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
+  routeEveryMethod(app);
 
   app.decorate('compactor', {
     upstream,
@@ -223,9 +234,16 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     return;
   });
 
+  const discardBounds = discardBoundsFor(config.limits.body_bytes);
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const proxyError = toProxyError(error, config);
     if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
+    if (proxyError instanceof PayloadTooLargeError) {
+      // Fastify asks to close the connection, which resets a client still uploading before it reads the 413:
+      // the rest of the body is read and dropped instead (bounded), and the connection stays open.
+      reply.removeHeader('connection');
+      discardRestOfBody(request.raw, discardBounds);
+    }
     return sendError(reply, proxyError);
   });
 

@@ -1,3 +1,4 @@
+import { LruMap, MODELS_REMEMBERED } from './lru-map.js';
 import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
 
 /**
@@ -5,9 +6,17 @@ import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.j
  * configuration, else llama-server's `GET /props`
  * (`default_generation_settings.n_ctx`, already per slot), else
  * `GET /v1/models` (`data[].meta.n_ctx`, then `n_ctx_train`).
+ *
+ * The upstream's two answers are kept, not one lookup per model: model
+ * names come from requests, and each new one cost a `/props` call (and a
+ * `/v1/models` one on a server without `/props`), so a client inventing
+ * names made compactor ask the upstream once per request.
  */
 
-/** How long a discovered window is trusted: a restarted llama-server may come back with another `-c`. */
+/**
+ * How long the upstream's answers are trusted, so how often it is asked at
+ * most: a restarted llama-server may come back with another `-c`.
+ */
 const WINDOW_TTL_MS = 60_000;
 
 export interface ContextWindowsOptions {
@@ -19,46 +28,64 @@ export interface ContextWindowsOptions {
   readonly onUnknown?: (model: string) => void;
 }
 
-interface Known {
+/** A `/v1/models` entry, as far as windows go. */
+interface ListedModel {
+  readonly id: unknown;
   readonly window: number | null;
-  readonly at: number;
+}
+
+/** An upstream answer kept for {@link WINDOW_TTL_MS}, asked for once however many wait on it. */
+class RecentAnswer<T> {
+  #answer: { readonly value: T; readonly at: number } | undefined;
+  #asking: Promise<T> | undefined;
+
+  constructor(private readonly now: () => number) {}
+
+  get(ask: () => Promise<T>): T | Promise<T> {
+    if (this.#answer !== undefined && this.now() - this.#answer.at < WINDOW_TTL_MS) return this.#answer.value;
+    this.#asking ??= ask()
+      .then((value) => {
+        this.#answer = { value, at: this.now() };
+        return value;
+      })
+      .finally(() => (this.#asking = undefined));
+    return this.#asking;
+  }
 }
 
 export class ContextWindows {
   readonly #options: ContextWindowsOptions;
-  readonly #now: () => number;
-  readonly #known = new Map<string, Known>();
-  readonly #asking = new Map<string, Promise<number | null>>();
-  readonly #warned = new Set<string>();
+  /** The windows found, by model: for `/readyz` and the warning, not for the upstream's sake. */
+  readonly #known = new LruMap<string, number | null>(MODELS_REMEMBERED);
+  readonly #warned = new LruMap<string, true>(MODELS_REMEMBERED);
+  readonly #props: RecentAnswer<number | null>;
+  readonly #models: RecentAnswer<readonly ListedModel[]>;
 
   constructor(options: ContextWindowsOptions) {
     this.#options = options;
-    this.#now = options.now ?? Date.now;
+    const now = options.now ?? Date.now;
+    this.#props = new RecentAnswer(now);
+    this.#models = new RecentAnswer(now);
   }
 
-  /** The windows found so far, by model (for `/readyz`). */
+  /** The windows found so far, by model (for `/readyz`), {@link MODELS_REMEMBERED} at most. */
   snapshot(): Record<string, number | null> {
-    return Object.fromEntries([...this.#known].map(([model, known]) => [model, known.window]));
+    return Object.fromEntries(this.#known.entries());
+  }
+
+  /** How many models the snapshot holds. */
+  get size(): number {
+    return this.#known.size;
   }
 
   /** The window of `model`; `headers` go with the discovery calls (a client's credential for an upstream that wants one). */
   async get(model: string, headers?: CallHeaders): Promise<number | null> {
     const configured = this.#options.configured(model);
     if (configured !== 'auto') return configured;
-    const known = this.#known.get(model);
-    if (known !== undefined && this.#now() - known.at < WINDOW_TTL_MS) return known.window;
-    const asking = this.#asking.get(model);
-    if (asking !== undefined) return asking;
-    const promise = this.#discover(model, headers).finally(() => this.#asking.delete(model));
-    this.#asking.set(model, promise);
-    return promise;
-  }
-
-  async #discover(model: string, headers: CallHeaders | undefined): Promise<number | null> {
-    const window = (await this.#fromProps(headers)) ?? (await this.#fromModels(model, headers));
-    this.#known.set(model, { window, at: this.#now() });
+    const window = (await this.#props.get(() => this.#fromProps(headers))) ?? windowOf(await this.#models.get(() => this.#fromModels(headers)), model);
+    this.#known.set(model, window);
     if (window === null && !this.#warned.has(model)) {
-      this.#warned.add(model);
+      this.#warned.set(model, true);
       this.#options.onUnknown?.(model);
     }
     return window;
@@ -74,18 +101,25 @@ export class ContextWindows {
     }
   }
 
-  async #fromModels(model: string, headers: CallHeaders | undefined): Promise<number | null> {
+  async #fromModels(headers: CallHeaders | undefined): Promise<readonly ListedModel[]> {
     try {
       const reply = await this.#options.upstream.getJson('/v1/models', undefined, headers);
-      if (reply.status !== 200) return null;
+      if (reply.status !== 200) return [];
       const data = (reply.body as { data?: unknown } | undefined)?.data;
-      if (!Array.isArray(data) || data.length === 0) return null;
-      const entry = data.find((item: unknown) => (item as { id?: unknown } | null)?.id === model) ?? data[0];
-      return positive(numberAt(entry, 'meta', 'n_ctx')) ?? positive(numberAt(entry, 'meta', 'n_ctx_train'));
+      if (!Array.isArray(data)) return [];
+      return data.map((entry: unknown) => ({
+        id: (entry as { id?: unknown } | null)?.id,
+        window: positive(numberAt(entry, 'meta', 'n_ctx')) ?? positive(numberAt(entry, 'meta', 'n_ctx_train')),
+      }));
     } catch {
-      return null;
+      return [];
     }
   }
+}
+
+/** The window of `model` in the upstream's list, else of its first model (llama-server serves one, whatever name is asked). */
+function windowOf(listed: readonly ListedModel[], model: string): number | null {
+  return (listed.find((entry) => entry.id === model) ?? listed[0])?.window ?? null;
 }
 
 function positive(value: number | undefined): number | null {

@@ -1,3 +1,5 @@
+import { LruMap, MODELS_REMEMBERED } from './lru-map.js';
+
 /**
  * Per model, how many real tokens the upstream counts for one token of our
  * bytes/4 estimate. Learned from every answer's `usage.prompt_tokens` (or an
@@ -21,7 +23,12 @@ const MIN_ESTIMATE_TO_LEARN = 64;
 const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
 export class TokenRatios {
-  readonly #ratios = new Map<string, number>();
+  readonly #ratios = new LruMap<string, number>(MODELS_REMEMBERED);
+
+  /** Models with a measure (at most {@link MODELS_REMEMBERED}: a forgotten one starts over from the initial guess). */
+  get size(): number {
+    return this.#ratios.size;
+  }
 
   /** The ratio for a model: learned, or {@link INITIAL_TOKEN_RATIO} before any measure. */
   get(model: string): number {

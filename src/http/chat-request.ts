@@ -69,6 +69,14 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * The longest `model` accepted. Real names are short (`qwen2.5-coder-32b-instruct-q4_k_m.gguf`,
+ * `hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF:Q4_K_XL`: under 64); compactor keeps
+ * state per model, and a 16 MB name (60 requests took the process from 88 MB to 2.1 GB)
+ * is a client that is not naming a model.
+ */
+export const MAX_MODEL_NAME_LENGTH = 256;
+
 function describeExpected(expected: string): string {
   switch (expected) {
     case 'array':
@@ -91,7 +99,8 @@ function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
  * Parses and validates a chat completion body. Throws `UnsupportedMediaTypeError`
  * for a content type that is not JSON and `InvalidRequestError` for an empty
  * body, invalid JSON, a prototype-polluting key, nesting deeper than
- * {@link MAX_NESTING_DEPTH}, or a missing/invalid `model` or `messages`.
+ * {@link MAX_NESTING_DEPTH}, a missing or invalid `model` (or one longer than
+ * {@link MAX_MODEL_NAME_LENGTH}), or a missing or invalid `messages`.
  *
  * @example
  * readChatRequest(Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), 'application/json')
@@ -123,14 +132,21 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   }
   // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
   const body = json as Record<string, unknown>;
-  if (isChatRequestBody(body)) return body;
+  if (isChatRequestBody(body)) return withModelNameChecked(body);
   const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param = formatPath(issue.path);
     throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
   }
-  return parsed.data;
+  return withModelNameChecked(parsed.data);
+}
+
+function withModelNameChecked(body: ChatRequestBody): ChatRequestBody {
+  if (body.model.length > MAX_MODEL_NAME_LENGTH) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: `model: must be at most ${MAX_MODEL_NAME_LENGTH} characters`, param: 'model' });
+  }
+  return body;
 }
 
 export interface PairOutcome {

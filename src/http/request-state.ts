@@ -35,7 +35,9 @@ declare module 'fastify' {
 
 /** Sends compactor's own error in OpenAI's shape (before anything else was sent). */
 export function sendError(reply: FastifyReply, error: ProxyError): FastifyReply {
-  reply.request.compactor.errorCode = error.code;
+  // Absent for what the router refuses before the onRequest hook has made it (see `frameworkErrors` in app.ts).
+  const state = reply.request.compactor as RequestState | null | undefined;
+  if (state != null) state.errorCode = error.code;
   return reply
     .code(error.status)
     .headers({ ...error.headers, 'content-type': 'application/json; charset=utf-8' })

@@ -105,6 +105,31 @@ describe('ContextWindows', () => {
     expect(upstream.count('GET', '/props')).toBe(1);
   });
 
+  it('asks the upstream once a minute at most, however many model names it is asked about (names come from requests)', async () => {
+    // An upstream with no /props: each name would be looked up in /v1/models, which serves none of them.
+    const upstream = new FakeUpstream({ 'GET /v1/models': models({ id: 'served.gguf', meta: { n_ctx: 4096 } }) });
+    const { contextWindows, clock } = windows(upstream);
+    for (let index = 0; index < 100; index++) await expect(contextWindows.get(`not-served-${index}`)).resolves.toBe(4096);
+    expect(upstream.count('GET', '/props')).toBe(1);
+    expect(upstream.count('GET', '/v1/models')).toBe(1);
+    clock.advance(59_999);
+    await contextWindows.get('not-served-again');
+    expect(upstream.calls).toHaveLength(2);
+    clock.advance(1);
+    await contextWindows.get('not-served-0');
+    expect(upstream.count('GET', '/props')).toBe(2);
+    expect(upstream.count('GET', '/v1/models')).toBe(2);
+  });
+
+  it('remembers 256 models at most, so /readyz stays small', async () => {
+    const upstream = new FakeUpstream({ 'GET /props': props(8192) });
+    const { contextWindows } = windows(upstream);
+    for (let index = 0; index < 1_000; index++) await contextWindows.get(`invented-${index}`);
+    expect(contextWindows.size).toBe(256);
+    expect(Object.keys(contextWindows.snapshot())).toHaveLength(256);
+    expect(contextWindows.snapshot()['invented-999']).toBe(8192);
+  });
+
   it("passes the caller's headers to the discovery calls", async () => {
     const upstream = new FakeUpstream({ 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
     await windows(upstream).contextWindows.get('m', { authorization: 'Bearer client' });

@@ -19,6 +19,19 @@ describe('TokenRatios', () => {
     expect(ratios.get('gemma')).toBe(1.25);
   });
 
+  it('remembers 256 models at most, the least recently used forgotten first (model names come from requests)', () => {
+    const ratios = new TokenRatios();
+    ratios.learn('qwen', 1500, 1000);
+    for (let index = 0; index < 1_000; index++) {
+      ratios.learn(`invented-${index}`, 2000, 1000);
+      // The model in use stays: every request reads its ratio.
+      expect(ratios.get('qwen')).toBe(1.5);
+    }
+    expect(ratios.size).toBe(256);
+    expect(ratios.has('invented-999')).toBe(true);
+    expect(ratios.has('invented-0')).toBe(false);
+  });
+
   it('then moves towards each new measure by its weight (0.3)', () => {
     const ratios = new TokenRatios();
     ratios.learn('qwen', 1000, 1000); // 1

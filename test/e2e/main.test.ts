@@ -1,14 +1,10 @@
-import type { ChildProcess } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
-import { spawnOwned } from '../support/child-processes.js';
+import { startMain } from '../support/main-process.js';
 
 /** The real command line: flags and environment, listening, graceful shutdown. */
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 let upstream: FakeUpstream;
 
 beforeAll(async () => {
@@ -17,25 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await upstream.close();
 });
-
-function startMain(args: string[], env: Record<string, string>): { child: ChildProcess; url: Promise<string>; output: () => string; exit: Promise<number | null> } {
-  const child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-  });
-  let output = '';
-  const url = new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
-      if (match?.[1] !== undefined) resolve(match[1]);
-    });
-    child.once('exit', () => reject(new Error(`exited before listening:\n${output}`)));
-  });
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  return { child, url, output: () => output, exit };
-}
 
 describe('compactor (main.ts)', () => {
   it('listens where the flags say, forwards to COMPACTOR_UPSTREAM_URL, and drains on SIGTERM', async () => {

@@ -68,6 +68,19 @@ describe('pass-through', () => {
     expect(upstream.requests.at(-1)?.method).toBe('HEAD');
   });
 
+  it('passes methods Fastify does not know by default (WebDAV PROPFIND, SEARCH, MKCOL; QUERY) on like any other, body included', async () => {
+    const body = '<?xml version="1.0"?><propfind xmlns="DAV:"><allprop/></propfind>';
+    for (const method of ['PROPFIND', 'SEARCH', 'MKCOL', 'QUERY', 'UNLOCK']) {
+      upstream.route(method, '/dav/x', replies.json(207, { method }));
+      const answer = await send(`${proxy.url}/dav/x`, { method, body, headers: { 'content-type': 'application/xml' } });
+      expect(answer.status, method).toBe(207);
+      expect(JSON.parse(answer.body.toString())).toEqual({ method });
+    }
+    expect(upstream.requestsTo('/dav/x').map((item) => [item.method, item.body.toString()])).toEqual(
+      ['PROPFIND', 'SEARCH', 'MKCOL', 'QUERY', 'UNLOCK'].map((method) => [method, body]),
+    );
+  });
+
   it('streams a chunked request body on', async () => {
     const answer = await new Promise<number>((resolve, reject) => {
       const outgoing = request(`${proxy.url}/upload`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, agent: false }, (response) => {

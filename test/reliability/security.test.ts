@@ -238,12 +238,12 @@ describe('nothing in a request chooses the upstream', () => {
     });
   }
 
+  // (Paths that climb above their root with `..` are refused: 'a base path cannot be escaped' below.)
   const targets = [
     `http://127.0.0.1:${0}/v1/models`,
     '//127.0.0.1:DECOY/v1/models',
-    '/../../v1/models',
-    '/v1/../../../v1/models',
-    '/%2e%2e/%2e%2e/v1/models',
+    '/v1/../v1/models',
+    '/v1/%2e%2e/v1/models',
     '/v1/models?url=http://127.0.0.1:DECOY/',
     'http://user:pass@127.0.0.1:DECOY/v1/models',
   ];
@@ -279,6 +279,50 @@ describe('nothing in a request chooses the upstream', () => {
     });
     expect(answer).not.toMatch(/^HTTP\/1\.1 2/);
     expect(upstream.requests).toHaveLength(0);
+  });
+});
+
+describe('a base path cannot be escaped (upstream.url http://host/llama)', () => {
+  let upstream: FakeUpstream;
+  let proxy: Proxy;
+  beforeAll(async () => {
+    upstream = await FakeUpstream.start();
+    proxy = await startProxy(upstream, { listen: true, config: { upstream: { url: `${upstream.url}/llama` } } });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await upstream.close();
+  });
+  afterEach(() => {
+    upstream.reset();
+  });
+
+  const escapes = [
+    '/../../admin/secret',
+    '/%2e%2e/%2e%2e/admin/secret',
+    '/%2E%2e/admin/secret',
+    '/v1/../../admin/secret',
+    '/v1/./../../admin/secret',
+    '/v1/..%2f..%2fadmin/secret',
+    '/v1/..;/..;/admin/secret',
+  ];
+  for (const target of escapes) {
+    it(`GET ${target}: 400 in OpenAI's shape, nothing sent upstream`, async () => {
+      const answer = await rawRequest(proxy.url, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, { end: false });
+      expect(answer.status).toBe(400);
+      const error = (JSON.parse(answer.body) as { error: Record<string, unknown> }).error;
+      expect(error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_path', param: null });
+      expect(error['message']).toContain('..');
+      expect(upstream.requests).toHaveLength(0);
+    });
+  }
+
+  it('dot segments that stay under the root are resolved before the base path is put in front; the query is left alone', async () => {
+    for (const target of ['/v1/./models', '/v1/x/../models', '/v1/x/%2e%2e/models?back=../..']) {
+      const answer = await rawRequest(proxy.url, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, { end: false });
+      expect(answer.status, target).toBe(404);
+    }
+    expect(upstream.requests.map((received) => received.path)).toEqual(['/llama/v1/models', '/llama/v1/models', '/llama/v1/models?back=../..']);
   });
 });
 

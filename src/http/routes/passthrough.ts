@@ -1,10 +1,13 @@
+import { METHODS } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
 import { discardBody, failureReason } from '../../upstream/client.js';
+import { InvalidRequestError } from '../errors.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { ExchangeAbort } from '../exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
 import { targetPath } from '../request-state.js';
+import { resolveDotSegments } from '../request-target.js';
 import type { Shutdown } from '../shutdown.js';
 
 /**
@@ -26,6 +29,11 @@ function hasBody(request: FastifyRequest): boolean {
 }
 
 async function passThrough(request: FastifyRequest, reply: FastifyReply, upstream: UpstreamClient, shutdown: Shutdown | undefined): Promise<void> {
+  // Resolved here, since the upstream client puts its base path in front: `/../admin` must not become `/llama/../admin`.
+  const path = resolveDotSegments(targetPath(request.url));
+  if (path === null) {
+    throw new InvalidRequestError({ code: 'invalid_path', message: 'the request path climbs above its root with ".." segments' });
+  }
   const state = request.compactor;
   const response = reply.raw;
   const abort = new ExchangeAbort();
@@ -39,7 +47,7 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
   try {
     answer = await upstream.forward({
       method: request.method,
-      path: targetPath(request.url),
+      path,
       headers: forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, keepContentLength: true }),
       // The body was left unread by the content-type parser: it streams on as it arrives.
       body: hasBody(request) ? request.raw : null,
@@ -76,6 +84,23 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
       state.errorCode = 'upstream_stream_failed';
       response.destroy();
       return;
+  }
+}
+
+/**
+ * Makes every method Node's parser accepts routable (WebDAV's `PROPFIND`,
+ * `SEARCH`, `MKCOL`, …), so that they pass through like `GET` does: a proxy
+ * that stands in for a server should not answer for it which methods it
+ * serves, and without this they got Fastify's own 404 body. Called on the
+ * root instance, before any route. `CONNECT` never reaches a route: Node
+ * gives it to the server's 'connect' event, and with no listener the
+ * connection is closed.
+ */
+export function routeEveryMethod(app: FastifyInstance): void {
+  for (const method of METHODS) {
+    if (method === 'CONNECT' || app.supportedMethods.includes(method)) continue;
+    // With a body: PROPFIND, SEARCH and REPORT carry XML; a method without one just sends none.
+    app.addHttpMethod(method, { hasBody: true });
   }
 }
 
