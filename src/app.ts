@@ -104,7 +104,7 @@ function toProxyError(error: FastifyError, config: Config): ProxyError {
  * use `inject()` or listen on port 0.
  */
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
-  const logger = createLogger({ level: config.log.level, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
+  const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
   const clientOptions = (url: string): UpstreamClientOptions => ({
     url,
     apiKey: config.upstream.api_key,
