@@ -15,6 +15,7 @@ import {
 } from './http/errors.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
+import { promptTokensOf } from './http/prompt-tokens.js';
 import { type RequestState, sendError } from './http/request-state.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
@@ -112,7 +113,7 @@ function frameworkError(error: FastifyError): ProxyError {
  * use `inject()` or listen on port 0.
  */
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
-  const logger = createLogger({ level: config.log.level, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
+  const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
   const clientOptions = (url: string): UpstreamClientOptions => ({
     url,
     apiKey: config.upstream.api_key,
@@ -208,6 +209,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       repairs: 0,
       pairRepairs: NO_REPAIRS,
       errorCode: null,
+      errorStatus: null,
+      report: null,
       tenant: '',
     };
     request.compactor = state;
@@ -215,10 +218,11 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     inFlight++;
     reply.raw.once('close', () => {
       const finished = reply.raw.writableEnded;
+      const totalMs = performance.now() - state.startedAt;
       setImmediate(() => {
         inFlight--;
-        logRequest(request, reply, finished);
-        metrics.request(state.kind, reply.raw.statusCode, state.upstreamMs);
+        logRequest(request, reply, finished, totalMs);
+        metrics.request(state.kind, state.errorStatus ?? reply.raw.statusCode, totalMs, state.upstreamMs);
         if (state.pairRepairs.length > 0) metrics.pairRepairs(state.pairRepairs);
         closeConnectionsWhenIdle();
       });
@@ -248,12 +252,13 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   });
 
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage = deps.onUsage;
+  const onUsage = withPromptTokens(deps.onUsage, metrics);
   const options = {
     config,
     upstream,
-    hooks: { ...(planner ? { planner } : {}), ...(onUsage ? { onUsage } : {}) },
+    hooks: { ...(planner ? { planner } : {}), onUsage },
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
+    onContextExceeded: (model: string) => metrics.contextExceeded(model),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -297,8 +302,29 @@ async function knownWindows(engine: Compactor, upstream: UpstreamJson, config: C
   return windows;
 }
 
-/** The one line per request: what happened, never what was said or who said it. */
-function logRequest(request: FastifyRequest, reply: FastifyReply, finished: boolean): void {
+/** The app's usage hook (if any), then the prompt-token counters, for every answered chat request. */
+function withPromptTokens(onUsage: UsageHook | undefined, metrics: Metrics): UsageHook {
+  return (observation) => {
+    onUsage?.(observation);
+    const tokens = promptTokensOf(observation);
+    if (tokens !== null) metrics.promptTokens(tokens);
+  };
+}
+
+/** How many of each kind of tool-pair repair (`{ orphan: 1, missing: 1 }`): kinds only, never ids or text. */
+function repairKinds(repairs: RequestState['pairRepairs']): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const repair of repairs) kinds[repair.kind] = (kinds[repair.kind] ?? 0) + 1;
+  return kinds;
+}
+
+/**
+ * The one line per request: what happened, never what was said or who said it.
+ * `status` is the error's when a started answer ended in one (`sentStatus` is
+ * then the 200 that went out first); `compaction` is what the `x-compactor`
+ * header said (counts and sizes only).
+ */
+function logRequest(request: FastifyRequest, reply: FastifyReply, finished: boolean, totalMs: number): void {
   const state = request.compactor;
   const response = reply.raw;
   const queryStart = request.url.indexOf('?');
@@ -306,11 +332,14 @@ function logRequest(request: FastifyRequest, reply: FastifyReply, finished: bool
     method: request.method,
     route: state.kind,
     path: queryStart === -1 ? request.url : request.url.slice(0, queryStart),
-    status: response.statusCode,
-    ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
+    status: state.errorStatus ?? response.statusCode,
+    ...(state.errorStatus === null ? {} : { sentStatus: response.statusCode }),
+    ms: Math.round(totalMs * 100) / 100,
     upstreamMs: state.upstreamMs === null ? null : Math.round(state.upstreamMs * 100) / 100,
     bytes: state.bytes > 0 ? state.bytes : Number(response.getHeader('content-length') ?? 0),
     repairs: state.repairs,
+    ...(state.pairRepairs.length === 0 ? {} : { repairKinds: repairKinds(state.pairRepairs) }),
+    ...(state.report === null ? {} : { compaction: state.report }),
     ...(state.errorCode === null ? {} : { error: state.errorCode }),
     ...(finished ? {} : { aborted: true }),
   };

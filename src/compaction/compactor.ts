@@ -117,6 +117,7 @@ export interface Prepared {
 }
 
 interface Budget {
+  readonly model: string;
   readonly window: number | null;
   readonly reserve: number;
   readonly budget: number | null;
@@ -185,6 +186,12 @@ export class Compactor {
     return this.#failures.size;
   }
 
+  /** Whether this conversation's summary failed less than {@link FAILURE_BACKOFF_MS} ago. */
+  #inBackoff(conversation: string): boolean {
+    const lastFailure = this.#failures.get(conversation);
+    return lastFailure !== undefined && this.#now() - lastFailure < FAILURE_BACKOFF_MS;
+  }
+
   /**
    * Remembers that a conversation's summary failed. Older failures are
    * forgotten as they expire: every conversation that ever failed stayed in the
@@ -209,7 +216,7 @@ export class Compactor {
   async #budgetOf(model: string, body: Readonly<Record<string, unknown>>, headers: CallHeaders | undefined): Promise<Budget> {
     const window = await this.windows.get(model, headers);
     const reserve = Math.max(numberField(body['max_tokens']), numberField(body['max_completion_tokens']), this.#modelConfig(model).reserve_output_tokens);
-    return { window, reserve, budget: window === null ? null : Math.max(0, window - reserve) };
+    return { model, window, reserve, budget: window === null ? null : Math.max(0, window - reserve) };
   }
 
   /**
@@ -307,7 +314,7 @@ export class Compactor {
           };
           this.#store.set(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
-          this.#observer?.compaction({ tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
+          this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, messages, input, limits, job);
         }
         case 'summary':
@@ -318,10 +325,8 @@ export class Compactor {
             (signal) => this.#summarizeEpoch(compaction, signal, input.onProgress),
             input.signal,
           );
-          if (epoch === null) {
-            this.#observer?.compaction({ tier: plan.tier, outcome: 'forwarded', tokensBefore: originalSize, tokensAfter: size, pending: false });
-            return forwardAs([...candidate.messages], null);
-          }
+          // Counted where the summary was tried, once, not by each request that waited for it.
+          if (epoch === null) return forwardAs([...candidate.messages], null);
           return this.#forward(epoch, messages, input, limits, job);
         }
       }
@@ -330,7 +335,7 @@ export class Compactor {
 
   /** The 400 for a history that cannot fit even compacted, counted. */
   #tooLarge(needed: number, limits: Budget, originalSize: number, summaryTokens = 0): ContextLengthExceededError {
-    this.#observer?.compaction({ tier: 'none', outcome: 'too_large', tokensBefore: originalSize, tokensAfter: needed + summaryTokens, pending: false });
+    this.#observer?.compaction({ model: limits.model, tier: 'none', outcome: 'too_large', tokensBefore: originalSize, tokensAfter: needed + summaryTokens, pending: false });
     return new ContextLengthExceededError(needed, limits.window ?? 0, limits.reserve, summaryTokens);
   }
 
@@ -363,6 +368,8 @@ export class Compactor {
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
   #startBackground(job: Job & { candidate: Candidate; sizes: Sizes }): void {
     if (this.#pendingBeyond(job.hashes, job.candidate.sourceStart) !== null || this.#runningFor(job.hashes) !== undefined) return;
+    // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
+    if (this.#inBackoff(conversationOf(job))) return;
     // The epoch applies only once the conversation has grown from here to the threshold, and that growth
     // stays raw too: keep that much less now, so what is kept raw then is about `keep_recent` again.
     const { threshold, soft_threshold: softThreshold } = this.#config.compaction;
@@ -467,7 +474,7 @@ export class Compactor {
     const covered = coveredEnd(plan);
     const { candidateEnd, sourceLength } = epochBoundary(candidate, covered);
     const key = job.hashes[sourceLength]!;
-    const conversation = job.hashes[Math.min(headLength(job.messages) + 1, job.messages.length)]!;
+    const conversation = conversationOf(job);
     const started = this.#now();
     const summaryConfig = this.#config.compaction.summary;
     const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
@@ -492,10 +499,11 @@ export class Compactor {
 
     onProgress?.(`compacting ${oldCount} messages`);
     await yieldOnLongHistory(candidate.messages.length);
-    const lastFailure = this.#failures.get(conversation);
     let failure: string;
     let timedOut = false;
-    if (lastFailure !== undefined && this.#now() - lastFailure < FAILURE_BACKOFF_MS) {
+    // A request within a failure's back-off tries no summary: it is no compaction of its own, unless it makes a truncation.
+    const tried = !this.#inBackoff(conversation);
+    if (!tried) {
       failure = 'the summary failed less than a minute ago';
     } else {
       const timeout = AbortSignal.timeout(summaryConfig.timeout_ms);
@@ -525,7 +533,7 @@ export class Compactor {
         const report = summarizedLine({ old: oldCount, kept: keptCount, before: job.originalSize, after, milliseconds: this.#now() - started });
         this.#logger?.info({ model: job.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending: job.pending === true }, report);
         this.#observer?.summary({ milliseconds: this.#now() - started, outcome: 'ok', calls: result.calls });
-        this.#observer?.compaction({ tier: plan.tier, outcome: job.pending === true ? 'prepared' : 'compacted', tokensBefore: job.originalSize, tokensAfter: after, pending: job.pending === true });
+        this.#observer?.compaction({ model: job.model, tier: plan.tier, outcome: job.pending === true ? 'prepared' : 'compacted', tokensBefore: job.originalSize, tokensAfter: after, pending: job.pending === true });
         return store({ key, sourceLength, replacement, summary: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
@@ -538,17 +546,19 @@ export class Compactor {
     }
 
     // A background epoch that failed leaves nothing behind: the request that crosses the threshold decides.
-    const failed = { tier: plan.tier, outcome: 'failed', tokensBefore: job.originalSize, tokensAfter: job.originalSize, pending: job.pending === true } as const;
+    const counted = (outcome: 'failed' | 'forwarded'): void => {
+      if (tried) this.#observer?.compaction({ model: job.model, tier: plan.tier, outcome, tokensBefore: job.originalSize, tokensAfter: job.originalSize, pending: job.pending === true });
+    };
     if (job.pending === true) {
-      this.#observer?.compaction(failed);
+      counted('failed');
       return null;
     }
     switch (this.#config.compaction.on_summary_failure) {
       case 'forward':
-        // Counted as `forwarded` by the request that asked for it.
+        counted('forwarded');
         return null;
       case 'error':
-        this.#observer?.compaction(failed);
+        counted('failed');
         throw new SummaryFailedError(failure, timedOut);
       case 'truncate': {
         const earlierNotes = candidate.epoch?.summary ?? null;
@@ -556,7 +566,7 @@ export class Compactor {
         const after = sizeOfMessages([...replacement, ...rest], true);
         const report = truncatedLine({ dropped: oldCount, kept: keptCount, before: job.originalSize, after, reason: failure });
         this.#logger?.info({ model: job.model, tier: 'truncate' }, report);
-        this.#observer?.compaction({ tier: plan.tier, outcome: 'truncated', tokensBefore: job.originalSize, tokensAfter: after, pending: false });
+        this.#observer?.compaction({ model: job.model, tier: plan.tier, outcome: 'truncated', tokensBefore: job.originalSize, tokensAfter: after, pending: false });
         return store({ key, sourceLength, replacement, summary: earlierNotes, strategy: 'truncated', report, expiresAt: this.#now() + TRUNCATION_TTL_MS });
       }
     }
@@ -576,6 +586,11 @@ interface Job {
   readonly toolsEstimate: number;
   readonly originalSize: number;
   readonly headers: CallHeaders | undefined;
+}
+
+/** Names a conversation by its prefix up to the first turn after the head: what a summary failure's back-off is kept by. */
+function conversationOf(job: Pick<Job, 'hashes' | 'messages'>): string {
+  return job.hashes[Math.min(headLength(job.messages) + 1, job.messages.length)]!;
 }
 
 /** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes). */

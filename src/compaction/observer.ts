@@ -17,12 +17,18 @@ export type CompactionTier = 'prune' | 'summary' | 'steps' | 'none';
  */
 export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too_large';
 
+/**
+ * One compaction, counted once where its work was done (never by each request
+ * that waited for it or that came within a failure's back-off).
+ */
 export interface CompactionEvent {
+  /** The model of the request (as the client named it). */
+  readonly model: string;
   readonly tier: CompactionTier;
   readonly outcome: CompactionOutcome;
   /** The size of the history as the client sent it (tokens, with the learned ratio). */
   readonly tokensBefore: number;
-  /** The size of what is forwarded after it (the same as before when nothing changed). */
+  /** The size of what is forwarded after it; meaningful for the outcomes that made an epoch (compacted, prepared, truncated). */
   readonly tokensAfter: number;
   /** Computed in the background, ahead of need. */
   readonly pending: boolean;

@@ -26,6 +26,7 @@ Options:
   --summary-prompt-file FILE  compaction.summary.prompt_file (env COMPACTOR_SUMMARY_PROMPT_FILE)
   --pairs MODE                repair | reject | off (env COMPACTOR_PAIRS)
   --log-level LEVEL           fatal | error | warn | info | debug | trace | silent (env COMPACTOR_LOG_LEVEL)
+  --log-format FORMAT         json (default) | pretty: one readable line per event (env COMPACTOR_LOG_FORMAT)
   --print-config              print the effective configuration (secrets masked) and exit
   --version                   print the version and exit
   -h, --help                  print this help
@@ -57,6 +58,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_PAIRS: { path: ['pairs'] },
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
+  COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
 };
 
 /** The same keys by command-line flag, secrets excepted. */
@@ -72,6 +74,7 @@ const FLAG_OVERRIDES: Readonly<Record<string, Override>> = {
   'summary-prompt-file': { path: ['compaction', 'summary', 'prompt_file'] },
   pairs: { path: ['pairs'] },
   'log-level': { path: ['log', 'level'] },
+  'log-format': { path: ['log', 'format'] },
 };
 
 export interface LoadConfigOptions {

@@ -31,6 +31,8 @@ export type ModelConfig = z.infer<typeof ModelSchema>;
 const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: 1024 };
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** `json` for machines (log collectors), `pretty` for a person at a terminal. */
+export const LOG_FORMATS = ['json', 'pretty'] as const;
 
 export const ConfigSchema = z
   .strictObject({
@@ -95,7 +97,7 @@ export const ConfigSchema = z
       })
       .prefault({}),
     limits: z.strictObject({ body_bytes: PositiveInteger.default(33_554_432) }).prefault({}),
-    log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
+    log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
   })
   .superRefine((config, context) => {
     const { threshold, soft_threshold: softThreshold, target, keep_recent: keepRecent } = config.compaction;

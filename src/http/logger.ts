@@ -24,8 +24,13 @@ export const REDACTED_PATHS: readonly string[] = [
   'config.auth.keys',
 ];
 
+/** `json`: one JSON object per line, for machines (the default); `pretty`: one readable line per event, for a person at a terminal. */
+export type LogFormat = 'json' | 'pretty';
+
 export interface LoggerOptions {
   readonly level: string;
+  /** `json` when absent. */
+  readonly format?: LogFormat;
   /** Where lines go; stdout when absent. Tests pass a stream to read them. */
   readonly stream?: DestinationStream;
 }
@@ -41,10 +46,12 @@ const STDOUT_BATCH_BYTES = 4096;
 const STDOUT_FLUSH_MS = 200;
 
 export function createLogger(options: LoggerOptions): Logger {
-  const { level, stream } = options;
+  const { level, format = 'json', stream } = options;
   const settings = { level, redact: { paths: [...REDACTED_PATHS], censor: '[redacted]' } };
+  // pino flushes this destination when the process exits, wrapped or not.
   const destination = stream ?? pino.destination({ dest: 1, sync: false, minLength: STDOUT_BATCH_BYTES, periodicFlush: STDOUT_FLUSH_MS });
-  const logger = pino(settings, destination);
+  // The pretty lines are made from pino's JSON ones, after redaction: the same fields, shown another way.
+  const logger = pino(settings, format === 'pretty' ? { write: (line: string) => destination.write(prettyLine(line)) } : destination);
   serializePrimitivesDirectly(logger);
   return logger;
 }
@@ -68,4 +75,61 @@ function serializePrimitivesDirectly(logger: Logger): void {
     const type = typeof value;
     return type === 'string' || type === 'number' || type === 'boolean' ? JSON.stringify(value) : redactAll(value, stringifySafe);
   };
+}
+
+const LEVEL_NAMES: Readonly<Record<number, string>> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+/** What every line has and the pretty line shows in front (time, level, message) or not at all (pid, hostname). */
+const SHOWN_IN_FRONT = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
+
+const BARE_VALUE = /^[^\s"=\\]+$/;
+
+function two(value: number): string {
+  return String(value).padStart(2, '0');
+}
+
+/** `12:34:56.789`, local time: a person at a terminal knows the date. */
+function clockTime(time: unknown): string {
+  const date = typeof time === 'number' ? new Date(time) : new Date();
+  return `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, '0')}`;
+}
+
+/** A field's value on the line: bare when it cannot be misread, else as JSON (quoted, escaped, on one line). */
+function shown(key: string, value: unknown): string {
+  if (key === 'err' && typeof value === 'object' && value !== null && 'message' in value) {
+    const error = value as { type?: unknown; message?: unknown };
+    return JSON.stringify(`${typeof error.type === 'string' ? error.type : 'Error'}: ${String(error.message)}`);
+  }
+  if (typeof value === 'string') return BARE_VALUE.test(value) ? value : JSON.stringify(value);
+  return JSON.stringify(value) ?? String(value);
+}
+
+/**
+ * One of pino's JSON lines as a person reads it at a terminal:
+ * `12:34:56.789 INFO  request method=POST route=chat status=200 ms=812.5`.
+ * The fields are those of the JSON line, in its order, so nothing is shown
+ * that the JSON line would not hold; an error shows its type and message
+ * (its stack is in the JSON format). A line that is not JSON passes as it is.
+ *
+ * @example
+ * prettyLine('{"level":40,"time":0,"pid":1,"hostname":"h","model":"m","msg":"summary failed"}\n')
+ * // → '01:00:00.000 WARN  summary failed model=m\n' (in a UTC+1 zone)
+ */
+export function prettyLine(line: string): string {
+  let entry: unknown;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return line;
+  }
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return line;
+  const fields = entry as Record<string, unknown>;
+  const level = typeof fields['level'] === 'number' ? (LEVEL_NAMES[fields['level']] ?? `L${fields['level']}`) : 'INFO';
+  const message = typeof fields['msg'] === 'string' ? fields['msg'].replace(/\r?\n/g, '\\n') : '';
+  let text = `${clockTime(fields['time'])} ${level.padEnd(5)} ${message}`;
+  for (const [key, value] of Object.entries(fields)) {
+    if (SHOWN_IN_FRONT.has(key)) continue;
+    text += ` ${key}=${shown(key, value)}`;
+  }
+  return `${text}\n`;
 }

@@ -24,6 +24,50 @@ const SUMMARY_SECONDS_BUCKETS = [0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300]
 /** Prompt sizes from a small chat to the largest windows served (1k to 1M tokens, doubling). */
 const TOKEN_BUCKETS = Array.from({ length: 11 }, (_, index) => 1024 * 2 ** index);
 
+/** A whole request, start to last byte: from an ops probe's milliseconds to a long answer streamed for many minutes. */
+const REQUEST_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/**
+ * Models named in labels; later names count as {@link OTHER_MODEL}. The name
+ * comes from the client, so without a bound a client could grow the scrape
+ * without end; 64 is more models than one server (or a router in front of a
+ * few) serves, and keeps the compactions family, the widest (4 tiers × 6
+ * outcomes), to at most some 1,500 series.
+ */
+const MAX_MODEL_LABELS = 64;
+const OTHER_MODEL = 'other';
+
+/** The label of a model: its name for the first {@link MAX_MODEL_LABELS} seen, then "other". */
+export class ModelLabels {
+  readonly #seen = new Set<string>();
+  readonly #limit: number;
+
+  constructor(limit = MAX_MODEL_LABELS) {
+    this.#limit = limit;
+  }
+
+  of(model: string): string {
+    if (this.#seen.has(model)) return model;
+    if (this.#seen.size >= this.#limit) return OTHER_MODEL;
+    this.#seen.add(model);
+    return model;
+  }
+}
+
+/** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
+const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
+
+/** A chat answer's prompt tokens, as the upstream counted them. */
+export interface PromptTokens {
+  readonly model: string;
+  /** The history as the client sent it (the forwarded count scaled by what compaction removed). */
+  readonly sent: number;
+  /** What was forwarded: the upstream's own count. */
+  readonly forwarded: number;
+  /** Of those, what the upstream served from its cache (llama-server's KV cache, OpenAI's cached tokens). */
+  readonly cached: number;
+}
+
 let processRegistry: Registry | undefined;
 
 /** The process metrics, collected once per process whatever the number of apps. */
@@ -46,6 +90,7 @@ export interface MetricsSources {
 export class Metrics implements CompactionObserver {
   readonly registry = new Registry();
   #sources: MetricsSources = {};
+  readonly #models = new ModelLabels();
 
   readonly #requests = new Counter({
     name: 'compactor_requests_total',
@@ -62,16 +107,24 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #requestSeconds = new Histogram({
+    name: 'compactor_request_duration_seconds',
+    help: 'Time from a request arriving to the last byte of its answer (or its end), by route.',
+    labelNames: ['route'] as const,
+    buckets: REQUEST_SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+
   readonly #compactions = new Counter({
     name: 'compactor_compactions_total',
-    help: 'Compactions, by tier (prune, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large).',
-    labelNames: ['tier', 'outcome'] as const,
+    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large).',
+    labelNames: ['model', 'tier', 'outcome'] as const,
     registers: [this.registry],
   });
 
   readonly #compactionTokens = new Histogram({
     name: 'compactor_compaction_tokens',
-    help: 'Prompt size of compacted conversations in tokens, before (as the client sent it) and after (as forwarded).',
+    help: 'Prompt size in tokens of conversations a compaction made an epoch for (compacted, prepared, truncated), before (as the client sent it) and after (as forwarded).',
     labelNames: ['stage'] as const,
     buckets: TOKEN_BUCKETS,
     registers: [this.registry],
@@ -102,6 +155,34 @@ export class Metrics implements CompactionObserver {
     name: 'compactor_pair_repairs_total',
     help: 'Tool-call pairs repaired, by kind (orphan, misplaced, duplicate, missing).',
     labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #clientTokens = new Counter({
+    name: 'compactor_client_prompt_tokens_total',
+    help: 'Prompt tokens of answered chat requests as the client sent them (the upstream count scaled by what compaction removed), by model.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #forwardedTokens = new Counter({
+    name: 'compactor_forwarded_prompt_tokens_total',
+    help: 'Prompt tokens of answered chat requests as forwarded, as the upstream counted them (usage.prompt_tokens, else timings), by model.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #cachedTokens = new Counter({
+    name: 'compactor_cached_prompt_tokens_total',
+    help: "Forwarded prompt tokens the upstream served from its cache (llama-server's timings.cache_n, usage.prompt_tokens_details.cached_tokens), by model.",
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #contextExceeded = new Counter({
+    name: 'compactor_upstream_context_exceeded_total',
+    help: "Chat requests the upstream refused as larger than its context (llama-server's exceed_context_size_error, OpenAI's context_length_exceeded), by model.",
+    labelNames: ['model'] as const,
     registers: [this.registry],
   });
 
@@ -136,10 +217,26 @@ export class Metrics implements CompactionObserver {
     this.#sources = sources;
   }
 
-  /** One request answered (or ended early); `upstreamMs` when it was sent upstream. */
-  request(route: RouteKind, status: number, upstreamMs: number | null): void {
+  /**
+   * One request answered (or ended early): its status (that of the error
+   * event when a stream ended in one), its whole duration, and `upstreamMs`
+   * when it was sent upstream.
+   */
+  request(route: RouteKind, status: number, totalMs: number, upstreamMs: number | null): void {
     this.#requests.inc({ route, status });
+    this.#requestSeconds.observe({ route }, totalMs / 1000);
     if (upstreamMs !== null) this.#upstreamSeconds.observe({ route }, upstreamMs / 1000);
+  }
+
+  promptTokens(tokens: PromptTokens): void {
+    const labels = { model: this.#models.of(tokens.model) };
+    this.#clientTokens.inc(labels, tokens.sent);
+    this.#forwardedTokens.inc(labels, tokens.forwarded);
+    if (tokens.cached > 0) this.#cachedTokens.inc(labels, tokens.cached);
+  }
+
+  contextExceeded(model: string): void {
+    this.#contextExceeded.inc({ model: this.#models.of(model) });
   }
 
   pairRepairs(repairs: readonly PairProblem[]): void {
@@ -155,7 +252,8 @@ export class Metrics implements CompactionObserver {
   }
 
   compaction(event: CompactionEvent): void {
-    this.#compactions.inc({ tier: event.tier, outcome: event.outcome });
+    this.#compactions.inc({ model: this.#models.of(event.model), tier: event.tier, outcome: event.outcome });
+    if (!MADE_AN_EPOCH.has(event.outcome)) return;
     this.#compactionTokens.observe({ stage: 'before' }, event.tokensBefore);
     this.#compactionTokens.observe({ stage: 'after' }, event.tokensAfter);
   }

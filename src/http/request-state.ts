@@ -20,6 +20,14 @@ export interface RequestState {
   pairRepairs: readonly PairProblem[];
   /** The code of the error that ended the request, or `client_closed`. */
   errorCode: string | null;
+  /**
+   * The status of the error a started answer ended with (an SSE error event,
+   * or a JSON answer cut off), when it differs from the status already sent:
+   * logs and metrics count the request with it, not as the 200 it began as.
+   */
+  errorStatus: number | null;
+  /** What the `x-compactor` header (or the last SSE comment) said, or null. */
+  report: string | null;
   /** See `ChatContext.tenant`. */
   tenant: string;
 }
@@ -35,13 +43,17 @@ declare module 'fastify' {
 
 /** Sends compactor's own error in OpenAI's shape (before anything else was sent). */
 export function sendError(reply: FastifyReply, error: ProxyError): FastifyReply {
+  const body = JSON.stringify(error.toBody());
   // Absent for what the router refuses before the onRequest hook has made it (see `frameworkErrors` in app.ts).
   const state = reply.request.compactor as RequestState | null | undefined;
-  if (state != null) state.errorCode = error.code;
+  if (state != null) {
+    state.errorCode = error.code;
+    state.bytes = Buffer.byteLength(body);
+  }
   return reply
     .code(error.status)
     .headers({ ...error.headers, 'content-type': 'application/json; charset=utf-8' })
-    .send(JSON.stringify(error.toBody()));
+    .send(body);
 }
 
 /**

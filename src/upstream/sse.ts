@@ -17,6 +17,8 @@ const DATA_PREFIX = Buffer.from('data:');
 const DONE = '[DONE]';
 // llama-server and OpenAI report failures inside a stream as `data: {"error": …}`.
 const ERROR_EVENT = /^\{\s*"error"\s*:/;
+// An error event that names no status is a failure of the server behind compactor: a bad gateway.
+const UNKNOWN_ERROR_STATUS = 502;
 const USAGE_OR_TIMINGS = /"(?:usage|timings)"\s*:\s*\{/;
 
 export class SseTap {
@@ -26,6 +28,8 @@ export class SseTap {
   readonly #collectUsage: boolean;
   #sawDone = false;
   #sawError = false;
+  /** The data of the first error event, kept to read its status (error events are small and rare). */
+  #errorData: Buffer | undefined;
   /** Bytes of the line not yet ended by a line end. */
   #partial: Buffer[] = [];
   /** Lines of the current event so far (0 right after a blank line). */
@@ -49,6 +53,23 @@ export class SseTap {
   /** An error event went by: the stream already tells the client it failed. */
   get sawError(): boolean {
     return this.#sawError || this.#lastLineIs((data) => isErrorEvent(data));
+  }
+
+  /**
+   * The HTTP status the stream's error event stands for: its `error.code`
+   * when that is an error status (llama-server writes `"code":500`), else 502;
+   * null when no error event went by.
+   */
+  get errorStatus(): number | null {
+    if (!this.sawError) return null;
+    const data = this.#errorData ?? dataOf(Buffer.concat(this.#partial));
+    let code: unknown;
+    try {
+      code = (JSON.parse(data?.toString('utf8') ?? '') as { error?: { code?: unknown } }).error?.code;
+    } catch {
+      code = undefined;
+    }
+    return typeof code === 'number' && Number.isInteger(code) && code >= 400 && code <= 599 ? code : UNKNOWN_ERROR_STATUS;
   }
 
   /** Takes the next bytes; lines end with CRLF, LF or CR (the SSE grammar), split anywhere across chunks. */
@@ -115,6 +136,7 @@ export class SseTap {
     }
     if (isErrorEvent(data)) {
       this.#sawError = true;
+      this.#errorData ??= Buffer.from(data);
       return;
     }
     if (!this.#collectUsage) return;

@@ -24,6 +24,7 @@ describe('defaultConfig', () => {
     expect(config.pairs).toBe('repair');
     expect(config.limits.body_bytes).toBe(32 * 1024 * 1024);
     expect(config.auth.keys).toEqual([]);
+    expect(config.log).toEqual({ level: 'info', format: 'json' });
     expect(config.compaction.summary).toEqual({
       model: null,
       upstream: null,
@@ -148,6 +149,7 @@ describe('loadConfig', () => {
         COMPACTOR_SUMMARY_UPSTREAM: 'http://127.0.0.1:8090',
         COMPACTOR_SUMMARY_PROMPT_FILE: '/etc/compactor/prompt.txt',
         COMPACTOR_LOG_LEVEL: 'warn',
+        COMPACTOR_LOG_FORMAT: 'pretty',
       },
     });
     expect(loaded.ok).toBe(true);
@@ -158,7 +160,9 @@ describe('loadConfig', () => {
     expect(loaded.config.compaction.summary).toMatchObject({ model: 'small', upstream: 'http://127.0.0.1:8090', prompt_file: '/etc/compactor/prompt.txt' });
     expect(loaded.config.pairs).toBe('reject');
     expect(loaded.config.auth.keys).toEqual(['key-one', 'key-two']);
-    expect(loaded.config.log.level).toBe('warn');
+    expect(loaded.config.log).toEqual({ level: 'warn', format: 'pretty' });
+    expect(loadConfig({ argv: ['--log-format', 'json'], env: { COMPACTOR_LOG_FORMAT: 'pretty' } })).toMatchObject({ ok: true, config: { log: { format: 'json' } } });
+    expect(loadConfig({ env: { COMPACTOR_LOG_FORMAT: 'colour' } })).toMatchObject({ ok: false });
     expect(loaded.printConfig).toBe(false);
     expect(loadConfig({ env: { COMPACTOR_CONTEXT_WINDOW: 'auto', COMPACTOR_COMPACTION: 'true' } })).toMatchObject({
       ok: true,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { REDACTED_PATHS, createLogger } from '../../src/http/logger.js';
+import { REDACTED_PATHS, createLogger, prettyLine } from '../../src/http/logger.js';
 
 /** Collects lines, without the time (two loggers never write the same millisecond). */
 class Lines {
@@ -65,5 +65,64 @@ describe('createLogger', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('log.format: pretty', () => {
+  /** The clock time a line is shown with: local, to the millisecond. */
+  const clock = (time: number): string => {
+    const date = new Date(time);
+    const two = (value: number): string => String(value).padStart(2, '0');
+    return `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, '0')}`;
+  };
+
+  it('writes one readable line per event: time, level, message, then the fields', () => {
+    const time = Date.UTC(2026, 7, 1, 12, 34, 56, 789);
+    const json = JSON.stringify({
+      level: 30,
+      time,
+      pid: 4242,
+      hostname: 'box',
+      reqId: 'req-1',
+      method: 'POST',
+      route: 'chat',
+      path: '/v1/chat/completions',
+      status: 200,
+      ms: 812.5,
+      upstreamMs: null,
+      bytes: 702,
+      repairs: 2,
+      repairKinds: { orphan: 1, missing: 1 },
+      compaction: 'epoch reused (61.2k -> 9.3k tokens); repaired 2 tool pairs',
+      msg: 'request',
+    });
+    expect(prettyLine(`${json}\n`)).toBe(
+      `${clock(time)} INFO  request reqId=req-1 method=POST route=chat path=/v1/chat/completions status=200 ms=812.5 upstreamMs=null bytes=702 repairs=2 ` +
+        `repairKinds={"orphan":1,"missing":1} compaction="epoch reused (61.2k -> 9.3k tokens); repaired 2 tool pairs"\n`,
+    );
+  });
+
+  it('keeps an error to its type and message, and escapes what would break the line', () => {
+    const time = Date.UTC(2026, 7, 1, 0, 0, 0, 5);
+    const json = JSON.stringify({ level: 50, time, err: { type: 'Error', message: 'connect failed', stack: 'Error: connect failed\n    at x' }, reason: 'two\nlines', msg: 'chat request failed' });
+    expect(prettyLine(json)).toBe(`${clock(time)} ERROR chat request failed err="Error: connect failed" reason="two\\nlines"\n`);
+    // A line pino did not write (or one cut short) passes as it is.
+    expect(prettyLine('not json\n')).toBe('not json\n');
+  });
+
+  it('is chosen by createLogger, with the same redaction as JSON', () => {
+    const lines = new Lines();
+    const logger = createLogger({ level: 'info', format: 'pretty', stream: lines });
+    logger.info({ route: 'chat', status: 200, headers: { authorization: 'Bearer sk-secret' } }, 'request');
+    logger.debug({ hidden: true }, 'below the level');
+    expect(lines.lines).toHaveLength(1);
+    expect(lines.lines[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  request route=chat status=200 headers=\{"authorization":"\[redacted\]"\}\n$/);
+    expect(lines.lines.join('')).not.toContain('sk-secret');
+  });
+
+  it('leaves JSON the default', () => {
+    const lines = new Lines();
+    createLogger({ level: 'info', stream: lines }).info({ status: 200 }, 'request');
+    expect(JSON.parse(lines.lines[0]!)).toMatchObject({ level: 30, status: 200, msg: 'request' });
   });
 });

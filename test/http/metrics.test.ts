@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { Metrics } from '../../src/http/metrics.js';
+import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { send, postJson } from '../support/http-client.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
@@ -29,6 +30,21 @@ function total(values: Map<string, number>, name: string, labels: Record<string,
     if (Object.entries(labels).every(([label, expected]) => key.includes(`${label}="${expected}"`))) sum += value;
   }
   return sum;
+}
+
+/** Compactions that made an epoch: the only ones with a size after them. */
+function epochsMade(values: Map<string, number>): number {
+  return ['compacted', 'prepared', 'truncated'].reduce((sum, outcome) => sum + total(values, 'compactor_compactions_total', { outcome }), 0);
+}
+
+/** Waits until the request counter has seen `count` chat requests (it moves a turn after the response closed). */
+async function chatRequestsCounted(url: string, count: number): Promise<Map<string, number>> {
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const values = (await scrape(url)).values;
+    if (total(values, 'compactor_requests_total', { route: 'chat' }) >= count) return values;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`expected ${count} chat requests counted`);
 }
 
 async function scrape(url: string): Promise<{ contentType: string | undefined; values: Map<string, number>; text: string }> {
@@ -92,7 +108,7 @@ describe('GET /metrics', () => {
     expect(summaries).toBeGreaterThan(0);
     const summarized = total(values, 'compactor_compactions_total', { tier: 'summary' }) + total(values, 'compactor_compactions_total', { tier: 'steps' });
     expect(summarized).toBeGreaterThan(0);
-    expect(total(values, 'compactor_compaction_tokens_count', { stage: 'before' })).toBe(total(values, 'compactor_compactions_total'));
+    expect(total(values, 'compactor_compaction_tokens_count', { stage: 'before' })).toBe(epochsMade(values));
     expect(total(values, 'compactor_compaction_tokens_sum', { stage: 'after' })).toBeLessThan(total(values, 'compactor_compaction_tokens_sum', { stage: 'before' }));
     expect(total(values, 'compactor_summary_duration_seconds_count', { outcome: 'ok' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_summary_calls_total')).toBe(llama.summaryRecords.length);
@@ -140,6 +156,114 @@ describe('GET /metrics', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('counts one failed summary once: requests in its back-off are no new compaction, and it has no size after', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const llama = new SimulatedLlama(upstream, { window: 8192 });
+    llama.summaryFailures = 1_000;
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
+    // Not streamed, so that each request's report is in its x-compactor header.
+    const exchanges = await runAgent({ baseUrl: proxy.url, turns: 20, stepsPerTurn: 2, resultBytes: 1500, tools: AGENT_TOOLS });
+    const values = await chatRequestsCounted(proxy.url, exchanges.length);
+
+    // One summary was tried (in the background, past the soft threshold) and failed; the back-off holds the rest.
+    expect(total(values, 'compactor_summary_duration_seconds_count', { outcome: 'failed' })).toBe(1);
+    expect(total(values, 'compactor_compactions_total', { outcome: 'failed' })).toBe(1);
+    // Each time the conversation crossed the threshold it was truncated: one new epoch each, counted once.
+    const truncations = new Set(exchanges.map((exchange) => exchange.report).filter((report) => report?.startsWith('truncated')));
+    expect(total(values, 'compactor_compactions_total', { outcome: 'truncated' })).toBe(truncations.size);
+    expect(truncations.size).toBeGreaterThan(0);
+    // Sizes are recorded for epochs made, not for a failure (whose "after" was its "before").
+    expect(total(values, 'compactor_compaction_tokens_count', { stage: 'after' })).toBe(epochsMade(values));
+  });
+
+  it('labels compactions and tokens by model, at most 64 models, the rest as "other"', async () => {
+    const metrics = new Metrics();
+    for (let index = 0; index < 70; index++) {
+      metrics.compaction({ model: `model-${index}`, tier: 'prune', outcome: 'compacted', tokensBefore: 2000, tokensAfter: 1000, pending: false });
+      metrics.promptTokens({ model: `model-${index}`, sent: 200, forwarded: 100, cached: 50 });
+    }
+    const values = samples(await metrics.text());
+    const models = (name: string): Set<string> =>
+      new Set([...values.keys()].filter((key) => key.startsWith(`${name}{`)).map((key) => /model="([^"]*)"/.exec(key)?.[1] ?? ''));
+    for (const name of ['compactor_compactions_total', 'compactor_client_prompt_tokens_total', 'compactor_forwarded_prompt_tokens_total', 'compactor_cached_prompt_tokens_total']) {
+      expect(models(name).size).toBe(65);
+      expect(models(name).has('other')).toBe(true);
+      expect(models(name).has('model-63')).toBe(true);
+      expect(models(name).has('model-64')).toBe(false);
+    }
+    expect(total(values, 'compactor_compactions_total', { model: 'other' })).toBe(6);
+    expect(total(values, 'compactor_client_prompt_tokens_total')).toBe(70 * 200);
+    expect(total(values, 'compactor_forwarded_prompt_tokens_total', { model: 'other' })).toBe(6 * 100);
+  });
+
+  it('counts the prompt tokens sent, forwarded and served from the upstream cache, and each request whole', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const llama = new SimulatedLlama(upstream, { window: 8192 });
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
+    // Streamed without usage (llama-server's timings say it), streamed with usage, and JSON (usage.prompt_tokens_details).
+    const half = await runAgent({ baseUrl: proxy.url, turns: 4, stepsPerTurn: 2, resultBytes: 1500, tools: AGENT_TOOLS, stream: true });
+    const rest = await runAgent({ baseUrl: proxy.url, turns: 12, stepsPerTurn: 2, resultBytes: 1500, tools: AGENT_TOOLS });
+    const requests = half.length + rest.length;
+    const values = await chatRequestsCounted(proxy.url, requests);
+
+    const answered = llama.chatRecords.filter((record) => record.status === 200);
+    expect(answered).toHaveLength(requests);
+    const forwarded = answered.reduce((sum, record) => sum + record.promptTokens, 0);
+    const cached = answered.reduce((sum, record) => sum + record.cacheTokens, 0);
+    expect(total(values, 'compactor_forwarded_prompt_tokens_total', { model: 'sim' })).toBe(forwarded);
+    expect(total(values, 'compactor_cached_prompt_tokens_total', { model: 'sim' })).toBe(cached);
+    expect(cached).toBeGreaterThan(0);
+    // Compaction made the forwarded prompts smaller than what the client sent.
+    expect(rest.some((exchange) => exchange.report !== null)).toBe(true);
+    expect(total(values, 'compactor_client_prompt_tokens_total', { model: 'sim' })).toBeGreaterThan(forwarded);
+    // Start to last byte: one observation per request, each at least as long as the wait for the upstream.
+    expect(total(values, 'compactor_request_duration_seconds_count', { route: 'chat' })).toBe(requests);
+    expect(total(values, 'compactor_request_duration_seconds_sum', { route: 'chat' })).toBeGreaterThanOrEqual(
+      total(values, 'compactor_upstream_response_seconds_sum', { route: 'chat' }),
+    );
+  });
+
+  it("counts the upstream's context-exceeded refusals, llama-server's and OpenAI's", async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const proxy = opened(await startProxy(upstream, { listen: true }));
+    const chat = { model: 'small', messages: [{ role: 'user', content: 'hi' }] };
+    upstream.script('/v1/chat/completions', replies.fixture('ctx_exceeded_chat'), replies.fixture('ctx_exceeded_chat_stream'));
+    expect((await postJson(`${proxy.url}/v1/chat/completions`, chat)).status).toBe(400);
+    expect((await postJson(`${proxy.url}/v1/chat/completions`, { ...chat, stream: true })).status).toBe(400);
+    upstream.script(
+      '/v1/chat/completions',
+      replies.json(400, { error: { message: 'too long', type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }),
+      replies.json(400, { error: { message: 'bad temperature', type: 'invalid_request_error', param: 'temperature', code: null } }),
+    );
+    expect((await postJson(`${proxy.url}/v1/chat/completions`, { ...chat, model: 'gpt' })).status).toBe(400);
+    expect((await postJson(`${proxy.url}/v1/chat/completions`, chat)).status).toBe(400);
+    const values = await chatRequestsCounted(proxy.url, 4);
+    expect(total(values, 'compactor_upstream_context_exceeded_total', { model: 'small' })).toBe(2);
+    expect(total(values, 'compactor_upstream_context_exceeded_total', { model: 'gpt' })).toBe(1);
+  });
+
+  it('counts a stream that ended in an error event with the error status, not 200', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const proxy = opened(await startProxy(upstream, { listen: true }));
+    const chat = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] };
+    // The upstream's own `data: {"error":{"code":500,…}}`, then a connection reset (compactor writes the error event).
+    upstream.script('/v1/chat/completions', replies.fixture('chat_stream_midstream_error'), replies.resetMidStream());
+    const upstreamError = await postJson(`${proxy.url}/v1/chat/completions`, chat);
+    expect(upstreamError.status).toBe(200);
+    expect(upstreamError.body.toString()).toContain('data: {"error"');
+    const broken = await postJson(`${proxy.url}/v1/chat/completions`, chat);
+    expect(broken.body.toString()).toContain('upstream_stream_failed');
+    const values = await chatRequestsCounted(proxy.url, 2);
+    expect(total(values, 'compactor_requests_total', { route: 'chat', status: '200' })).toBe(0);
+    expect(total(values, 'compactor_requests_total', { route: 'chat', status: '500' })).toBe(1);
+    expect(total(values, 'compactor_requests_total', { route: 'chat', status: '502' })).toBe(1);
+    const lines = proxy.logs.requests();
+    expect(lines.map((line) => [line['status'], line['sentStatus'], line['error']])).toEqual([
+      [500, 200, 'upstream_error'],
+      [502, 200, 'upstream_stream_failed'],
+    ]);
   });
 });
 

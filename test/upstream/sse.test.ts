@@ -15,6 +15,18 @@ function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseT
 }
 
 describe('SseTap', () => {
+  it("reads the status of an error event: the upstream's code, else 502, and none without one", () => {
+    const recorded = new SseTap();
+    recorded.write(loadFixture('chat_stream_midstream_error').body);
+    expect(recorded.errorStatus).toBe(500);
+    const nameless = new SseTap();
+    nameless.write(Buffer.from('data: {"choices":[]}\n\ndata: {"error":{"message":"gone","code":"boom"}}'));
+    expect(nameless.errorStatus).toBe(502);
+    const clean = new SseTap();
+    clean.write(loadFixture('chat_stream').body);
+    expect(clean.errorStatus).toBeNull();
+  });
+
   const stream = loadFixture('chat_stream').body;
 
   it('finds usage, timings and [DONE] in a recorded stream, however it is cut', () => {

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config/schema.js';
 import { discardBody, failureReason, toUpstreamError, type UpstreamClient, type UpstreamResponse } from '../../upstream/client.js';
 import { SseTap, sseComment } from '../../upstream/sse.js';
+import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat-pipeline.js';
 import { applyPairMode, readChatRequest } from '../chat-request.js';
@@ -33,6 +34,8 @@ export interface ChatRouteOptions {
   readonly shutdown?: Shutdown;
   /** Told when a streamed (SSE) answer starts and when its connection closes (the active streams gauge). */
   readonly streams?: { opened(): void; closed(): void };
+  /** Told when the upstream refuses a request as larger than its context (the metrics). */
+  readonly onContextExceeded?: (model: string) => void;
 }
 
 // A JSON answer copied for the usage tap beyond this size is not parsed:
@@ -78,6 +81,17 @@ const INCOMPLETE_STREAM = new ProxyError({
   code: 'upstream_stream_incomplete',
   message: 'the upstream stream ended without [DONE]',
 });
+
+// The code an upstream error event is logged with: what UpstreamStatusError names an upstream's error answer.
+const UPSTREAM_ERROR_EVENT = 'upstream_error';
+
+function parsedOrUndefined(bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
 
 async function readLimited(body: UpstreamResponse['body'], maxBytes: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -165,9 +179,28 @@ class ChatExchange {
         sendError(this.#reply, proxyError);
         return;
       }
-      this.#request.compactor.errorCode = proxyError.code;
-      this.#response.end(sseErrorEvent(proxyError));
+      this.#endWithError(proxyError);
     }
+  }
+
+  /** Writes compactor's own bytes into the answer (progress and report comments), counted in the log line's `bytes`. */
+  #write(text: string): void {
+    this.#request.compactor.bytes += Buffer.byteLength(text);
+    this.#response.write(text);
+  }
+
+  /**
+   * Ends a started answer with compactor's error event (after `before`, the
+   * bytes that close a pending event): the request is logged and counted with
+   * the error's status, not the 200 the stream began with.
+   */
+  #endWithError(error: ProxyError, before = ''): void {
+    const state = this.#request.compactor;
+    state.errorCode = error.code;
+    state.errorStatus = error.status;
+    const text = before + sseErrorEvent(error);
+    state.bytes += Buffer.byteLength(text);
+    this.#response.end(text);
   }
 
   async #exchange(): Promise<void> {
@@ -194,7 +227,7 @@ class ChatExchange {
       progress: (comment) => {
         if (!streamRequested || !config.compaction.progress || this.#abort.aborted) return false;
         this.#startEarly();
-        this.#response.write(sseComment(comment));
+        this.#write(sseComment(comment));
         return true;
       },
     });
@@ -210,6 +243,7 @@ class ChatExchange {
     const changedBody = plan?.body ?? (pairs.changed ? pairs.body : undefined);
     const bytes = changedBody === undefined ? raw : Buffer.from(JSON.stringify(changedBody));
     const report = joinReports(pairs.report, plan?.report);
+    state.report = report ?? null;
     const headers = forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, dropAcceptEncoding: true });
     headers['content-length'] = String(bytes.length);
     if (changedBody !== undefined || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
@@ -258,18 +292,13 @@ class ChatExchange {
       if (!streamed || status >= 300) {
         // Headers are gone: the upstream's error can only reach the client as an SSE error event.
         const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
-        let upstreamBody: unknown;
-        try {
-          upstreamBody = JSON.parse(text.toString('utf8'));
-        } catch {
-          upstreamBody = undefined;
-        }
+        const upstreamBody = parsedOrUndefined(text);
+        if (isContextExceeded(upstreamBody)) this.#options.onContextExceeded?.(sent.context.body.model);
         const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
-        state.errorCode = error.code;
-        response.end(sseErrorEvent(error));
+        this.#endWithError(error);
         return;
       }
-      if (sent.report !== undefined) response.write(sseComment(sent.report));
+      if (sent.report !== undefined) this.#write(sseComment(sent.report));
     } else {
       this.#reply.hijack();
       const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
@@ -285,16 +314,19 @@ class ChatExchange {
 
     const succeeded = status >= 200 && status < 300;
     const collectUsage = sent.onUsage !== undefined && succeeded;
+    // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
+    const readRefusal = !succeeded && this.#options.onContextExceeded !== undefined;
     const tap = streamed ? new SseTap({ collectUsage }) : undefined;
-    let copy: Buffer[] | undefined = !streamed && collectUsage ? [] : undefined;
+    let copy: Buffer[] | undefined = !streamed && (collectUsage || readRefusal) ? [] : undefined;
     let copied = 0;
+    const maxCopied = collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES;
     const onChunk =
       tap !== undefined
         ? (chunk: Buffer) => tap.write(chunk)
         : copy !== undefined
           ? (chunk: Buffer) => {
               copied += chunk.length;
-              if (copied > MAX_TAPPED_JSON_BYTES) copy = undefined;
+              if (copied > maxCopied) copy = undefined;
               else copy?.push(chunk);
             }
           : undefined;
@@ -310,13 +342,14 @@ class ChatExchange {
         return;
       case 'failed': {
         const error = this.#endedBy ?? midStreamError(end.error);
-        state.errorCode = error.code;
         if (tap === undefined) {
           // A JSON body cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
+          state.errorCode = error.code;
+          state.errorStatus = error.status;
           response.destroy();
           return;
         }
-        response.end(tap.closingBytes() + sseErrorEvent(error));
+        this.#endWithError(error, tap.closingBytes());
         return;
       }
       case 'ended':
@@ -324,11 +357,19 @@ class ChatExchange {
     }
 
     if (tap !== undefined && succeeded && !tap.sawDone && !tap.sawError) {
-      state.errorCode = INCOMPLETE_STREAM.code;
-      response.end(tap.closingBytes() + sseErrorEvent(INCOMPLETE_STREAM));
+      this.#endWithError(INCOMPLETE_STREAM, tap.closingBytes());
       return;
     }
     response.end();
+    const errorStatus = tap?.errorStatus ?? null;
+    if (errorStatus !== null && succeeded) {
+      // The upstream's own `data: {"error":…}` already told the client; the log and the metrics say so too.
+      state.errorCode = UPSTREAM_ERROR_EVENT;
+      state.errorStatus = errorStatus;
+    }
+    if (readRefusal && copy !== undefined && isContextExceeded(parsedOrUndefined(Buffer.concat(copy)))) {
+      this.#options.onContextExceeded?.(sent.context.body.model);
+    }
 
     const onUsage = sent.onUsage;
     if (onUsage === undefined || !succeeded) return;

@@ -1,0 +1,35 @@
+import { estimateRequestTokens } from '../transcript/tokens.js';
+import type { ChatMessage } from '../transcript/message.js';
+import type { UsageObservation } from './chat-pipeline.js';
+import type { PromptTokens } from './metrics.js';
+
+/**
+ * The prompt tokens of one answered chat request, from what the upstream
+ * reported: `usage.prompt_tokens`, else llama-server's `timings`
+ * (`prompt_n + cache_n`, which a stream carries even without
+ * `stream_options.include_usage`); null when it reported neither.
+ *
+ * Only the forwarded prompt was counted by the upstream. When compaction (or
+ * a pair repair) changed it, the client's history is taken to be as much
+ * larger as the bytes/4 estimates of the two say: the learned ratio of real
+ * tokens to the estimate applies to both alike.
+ *
+ * @example
+ * promptTokensOf({ context: { body }, forwarded: body, usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })
+ * // → { model: body.model, sent: 25, forwarded: 25, cached: 24 }
+ */
+export function promptTokensOf(observation: Pick<UsageObservation, 'context' | 'forwarded' | 'usage' | 'timings'>): PromptTokens | null {
+  const { usage, timings, context, forwarded: forwardedBody } = observation;
+  const forwarded = usage?.prompt_tokens ?? (timings?.prompt_n === undefined ? undefined : timings.prompt_n + (timings.cache_n ?? 0));
+  if (forwarded === undefined) return null;
+  const cached = timings?.cache_n ?? usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  const model = context.body.model;
+  if (forwardedBody === context.body) return { model, sent: forwarded, forwarded, cached };
+  const forwardedMessages = forwardedBody['messages'];
+  const forwardedEstimate = estimateRequestTokens({
+    messages: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
+    tools: forwardedBody['tools'],
+  });
+  const clientEstimate = estimateRequestTokens({ messages: context.body.messages, tools: context.body['tools'] });
+  return { model, sent: Math.round((forwarded * clientEstimate) / Math.max(1, forwardedEstimate)), forwarded, cached };
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import type { ChatContext } from '../../src/http/chat-pipeline.js';
+import { promptTokensOf } from '../../src/http/prompt-tokens.js';
+import { estimateRequestTokens } from '../../src/transcript/tokens.js';
+
+const body = { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(4000) }, { role: 'user', content: 'hi' }] } as ChatContext['body'];
+const context = { body } as ChatContext;
+
+describe('promptTokensOf', () => {
+  it('takes usage.prompt_tokens and timings.cache_n (the @example)', () => {
+    expect(promptTokensOf({ context, forwarded: body, usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })).toEqual({ model: 'm', sent: 25, forwarded: 25, cached: 24 });
+  });
+
+  it("falls back to llama-server's timings for the count, and to OpenAI's cached_tokens for the cache", () => {
+    expect(promptTokensOf({ context, forwarded: body, usage: undefined, timings: { cache_n: 30, prompt_n: 10 } })).toEqual({ model: 'm', sent: 40, forwarded: 40, cached: 30 });
+    expect(promptTokensOf({ context, forwarded: body, usage: { prompt_tokens: 50, prompt_tokens_details: { cached_tokens: 20 } }, timings: undefined })).toEqual({
+      model: 'm',
+      sent: 50,
+      forwarded: 50,
+      cached: 20,
+    });
+    expect(promptTokensOf({ context, forwarded: body, usage: undefined, timings: undefined })).toBeNull();
+  });
+
+  it('scales the count to what the client sent by the estimates of the two prompts when the prompt was changed', () => {
+    const forwarded = { ...body, messages: [{ role: 'user', content: 'hi' }] };
+    const ratio = estimateRequestTokens({ messages: body.messages }) / estimateRequestTokens({ messages: forwarded.messages });
+    const tokens = promptTokensOf({ context, forwarded, usage: { prompt_tokens: 10 }, timings: undefined });
+    expect(tokens).toEqual({ model: 'm', sent: Math.round(10 * ratio), forwarded: 10, cached: 0 });
+    expect(tokens!.sent).toBeGreaterThan(100);
+  });
+});
