@@ -12,7 +12,7 @@ import {
   ShuttingDownError,
   UnauthorizedError,
   UnsupportedMediaTypeError,
-} from './http/errors.js';
+} from './errors.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
 import { promptTokensOf } from './http/prompt-tokens.js';

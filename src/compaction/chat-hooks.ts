@@ -1,6 +1,6 @@
 import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from '../http/chat-pipeline.js';
 import { bearerToken } from '../http/auth.js';
-import { UpstreamStatusError } from '../http/errors.js';
+import { UpstreamStatusError } from '../errors.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import type { Compactor, Prepared, PrepareInput } from './compactor.js';
 import { tenantOf } from './prefix-hash.js';

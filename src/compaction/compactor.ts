@@ -6,7 +6,7 @@ import { mark } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
 import { estimateMessageTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { ContextWindows } from './context-window.js';
-import { ContextLengthExceededError, SummaryFailedError } from './errors.js';
+import { ContextLengthExceededError, SummaryFailedError } from '../errors.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';

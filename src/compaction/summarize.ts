@@ -1,4 +1,4 @@
-import { UpstreamStatusError } from '../http/errors.js';
+import { UpstreamStatusError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { contentText } from '../transcript/message.js';
 import { isMarked } from '../transcript/marks.js';

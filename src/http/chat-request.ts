@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { formatPath } from '../config/schema.js';
 import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
 import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './chat-pipeline.js';
-import { InvalidRequestError, UnsupportedMediaTypeError } from './errors.js';
+import { InvalidRequestError, UnsupportedMediaTypeError } from '../errors.js';
 import { isJsonMediaType, mediaTypeOf } from './headers.js';
 
 /**

@@ -1,6 +1,6 @@
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
-import { InvalidRequestError, ProxyError } from './errors.js';
+import { InvalidRequestError, ProxyError } from '../errors.js';
 
 /**
  * Answers what Node's HTTP parser refuses before any route runs (a header

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import type { PairProblem } from '../transcript/pairs.js';
-import type { ProxyError } from './errors.js';
+import type { ProxyError } from '../errors.js';
 
 /** Which of compactor's routes answered a request; the log line names it. */
 export type RouteKind = 'chat' | 'passthrough' | 'ops';

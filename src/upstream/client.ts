@@ -6,7 +6,7 @@ import {
   UpstreamStatusError,
   UpstreamTimeoutError,
   UpstreamUnreachableError,
-} from '../http/errors.js';
+} from '../errors.js';
 import type { AbortEmitter } from '../http/exchange-abort.js';
 import { type HeaderRecord, isJsonMediaType, mediaTypeOf } from '../http/headers.js';
 

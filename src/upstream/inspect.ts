@@ -1,4 +1,4 @@
-import { UpstreamStatusError } from '../http/errors.js';
+import { UpstreamStatusError } from '../errors.js';
 import type { UpstreamClient } from './client.js';
 
 /**

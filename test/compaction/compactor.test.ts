@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { ContextLengthExceededError, SummaryFailedError } from '../../src/compaction/errors.js';
+import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
 import { MemoryEpochStore } from '../../src/compaction/epoch-store.js';
 import { prefixHashes } from '../../src/compaction/prefix-hash.js';
 import type { ChatMessage } from '../../src/transcript/message.js';

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.js';
-import { InvalidRequestError } from '../../src/http/errors.js';
+import { InvalidRequestError } from '../../src/errors.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { loadFixture } from '../support/fixtures.js';
 import { type Proxy, startProxy } from '../support/proxy.js';

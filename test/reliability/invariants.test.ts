@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ContextLengthExceededError, SummaryFailedError } from '../../src/compaction/errors.js';
+import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
 import { applyPairMode } from '../../src/http/chat-request.js';
 import { headLength, taskAnchorIndex } from '../../src/transcript/groups.js';
 import type { ChatMessage } from '../../src/transcript/message.js';

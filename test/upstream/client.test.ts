@@ -4,7 +4,7 @@ import {
   UpstreamStatusError,
   UpstreamTimeoutError,
   UpstreamUnreachableError,
-} from '../../src/http/errors.js';
+} from '../../src/errors.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { loadFixture } from '../support/fixtures.js';

@@ -7,7 +7,7 @@ import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat-pipeline.js';
 import { applyPairMode, readChatRequest } from '../chat-request.js';
-import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../errors.js';
+import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../../errors.js';
 import {
   EVENT_STREAM,
   SSE_RESPONSE_HEADERS,

@@ -2,7 +2,7 @@ import { METHODS } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
 import { discardBody, failureReason } from '../../upstream/client.js';
-import { InvalidRequestError } from '../errors.js';
+import { InvalidRequestError } from '../../errors.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { ExchangeAbort } from '../exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';

@@ -1,6 +1,22 @@
 /**
- * compactor's own errors. Each class has a stable `code` and renders the body
- * OpenAI clients parse: `{"error":{"message","type","param","code"}}`.
+ * Every error compactor answers with, in one table any layer may import (as
+ * undici's lib/core/errors.js). Each class has a stable `code` and renders
+ * the body OpenAI clients parse: `{"error":{"message","type","param","code"}}`.
+ *
+ * | class                       | status  | code                                   |
+ * |-----------------------------|---------|----------------------------------------|
+ * | InvalidRequestError         | 400     | invalid_body, invalid_path, … (given)  |
+ * | ContextLengthExceededError  | 400     | context_length_exceeded                |
+ * | UnauthorizedError           | 401     | invalid_api_key                        |
+ * | PayloadTooLargeError        | 413     | request_too_large                      |
+ * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
+ * | InternalError               | 500     | internal_error                         |
+ * | UpstreamUnreachableError    | 502     | upstream_unreachable                   |
+ * | UpstreamBadResponseError    | 502     | upstream_bad_response                  |
+ * | SummaryFailedError          | 502/504 | summary_failed, summary_timeout        |
+ * | ShuttingDownError           | 503     | shutting_down                          |
+ * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
+ * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
  *
  * Messages are written for the client: they never hold upstream URLs,
  * internal addresses, stack traces or the request's text.
@@ -170,6 +186,48 @@ export class ShuttingDownError extends ProxyError {
 export class InternalError extends ProxyError {
   constructor(cause?: unknown) {
     super({ status: 500, type: 'server_error', code: 'internal_error', message: 'internal error in compactor', cause });
+  }
+}
+
+/** 400: even compacted, the conversation's last turn (or step) leaves no room for the answer. */
+export class ContextLengthExceededError extends ProxyError {
+  /**
+   * @param neededTokens the prompt compacted as far as it goes (without the summary when `summaryTokens` is given)
+   * @param summaryTokens what a summary of the earlier turns may add, when one would be needed too
+   */
+  constructor(
+    readonly neededTokens: number,
+    readonly window: number,
+    readonly reservedTokens: number,
+    readonly summaryTokens = 0,
+  ) {
+    const needed = Math.ceil(neededTokens);
+    // On a small window the turn itself may fit, and the room kept for the answer and the notes be what does not.
+    const turnFits = summaryTokens > 0 && needed + reservedTokens <= window;
+    super({
+      status: 400,
+      type: 'invalid_request_error',
+      code: 'context_length_exceeded',
+      param: 'messages',
+      message:
+        `This conversation needs about ${needed} tokens for its prompt plus ${reservedTokens} reserved for the answer, ` +
+        `but the model's context window is ${window} tokens` +
+        (turnFits
+          ? `: its last turn fits, but not with a summary of the earlier turns (up to ${summaryTokens} more tokens, compaction.summary.max_tokens). Lower max_tokens or the summary's size, or serve a larger window.`
+          : `; even compacted, its last turn does not fit. Shorten the last message or lower max_tokens.`),
+    });
+  }
+}
+
+/** 502/504: a summary was needed, it failed, and `on_summary_failure` is `error`. */
+export class SummaryFailedError extends ProxyError {
+  constructor(reason: string, timedOut: boolean) {
+    super({
+      status: timedOut ? 504 : 502,
+      type: 'server_error',
+      code: timedOut ? 'summary_timeout' : 'summary_failed',
+      message: `compactor could not summarize this conversation to fit the context window: ${reason}`,
+    });
   }
 }
 
