@@ -3,7 +3,7 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
 import { answerClientError } from './http/client-error.js';
-import type { ChatPlanner, UsageHook } from './http/chat-pipeline.js';
+import type { ChatPlanner, UsageHook } from './http/chat/planner.js';
 import {
   InternalError,
   InvalidRequestError,
@@ -23,11 +23,11 @@ import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.j
 import { Shutdown } from './http/shutdown.js';
 import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
-import { chatCallOf, compactionHooks, upstreamJsonOf } from './compaction/chat-hooks.js';
+import { compactionHooks } from './http/chat/engine-planner.js';
 import { Compactor } from './compaction/compactor.js';
-import type { UpstreamJson } from './compaction/upstream-json.js';
+import { type UpstreamJson, chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
 
-export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat-pipeline.js';
+export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat/planner.js';
 
 export interface AppDeps {
   /** Where log lines go (stdout when absent); tests pass a stream to read them. */

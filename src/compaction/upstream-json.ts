@@ -1,7 +1,12 @@
+import { UpstreamStatusError } from '../errors.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import type { ChatCall } from './summarize.js';
+
 /**
  * The small JSON surface of the upstream the compaction engine reads: the
  * served window, exact token counts, and the summary calls. The proxy's
- * upstream client implements it; tests can hand in a double.
+ * upstream client implements it (`upstreamJsonOf`, `chatCallOf`); tests can
+ * hand in a double.
  */
 export interface JsonReply {
   readonly status: number;
@@ -25,4 +30,27 @@ export function numberAt(value: unknown, ...path: string[]): number | undefined 
     current = (current as Record<string, unknown>)[key];
   }
   return typeof current === 'number' && Number.isFinite(current) ? current : undefined;
+}
+
+/** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */
+export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): UpstreamJson {
+  const reply = async (call: () => Promise<unknown>): Promise<JsonReply> => {
+    try {
+      return { status: 200, body: await call() };
+    } catch (error) {
+      if (error instanceof UpstreamStatusError) return { status: error.status, body: error.upstreamBody };
+      throw error;
+    }
+  };
+  return {
+    getJson: (path, signal, headers) =>
+      reply(() => upstream.getJson(path, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
+    postJson: (path, body, signal, headers) =>
+      reply(() => upstream.postJson(path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
+  };
+}
+
+/** Summary calls through an upstream client (the summary upstream when one is configured). */
+export function chatCallOf(upstream: UpstreamClient): ChatCall {
+  return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined ? {} : { headers }) });
 }

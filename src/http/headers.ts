@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { HeaderRecord } from '../upstream/client.js';
 
 /**
  * Header handling of a reverse proxy (RFC 9110 §7.6.1): hop-by-hop headers
@@ -24,8 +25,6 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
  * refuses the header), `content-length` (undici sets it from the body).
  */
 const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'expect', 'content-length']);
-
-export type HeaderRecord = Record<string, string | string[]>;
 
 /** Lower-cased header names listed in a `Connection` header value. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
@@ -90,19 +89,6 @@ export function forwardResponseHeaders(headers: Readonly<Record<string, string |
   }
   return forwarded;
 }
-
-/** The media type of a `Content-Type` value, lower-cased, without parameters. */
-export function mediaTypeOf(value: string | string[] | undefined): string {
-  const text = Array.isArray(value) ? (value[0] ?? '') : (value ?? '');
-  const end = text.indexOf(';');
-  return (end === -1 ? text : text.slice(0, end)).trim().toLowerCase();
-}
-
-export function isJsonMediaType(mediaType: string): boolean {
-  return mediaType === 'application/json' || mediaType.endsWith('+json');
-}
-
-export const EVENT_STREAM = 'text/event-stream';
 
 /** Added to SSE answers so no cache or buffering proxy (nginx) holds tokens back. */
 export const SSE_RESPONSE_HEADERS: Readonly<Record<string, string>> = {

@@ -1,6 +1,6 @@
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { ChatMessage } from '../transcript/message.js';
-import type { UsageObservation } from './chat-pipeline.js';
+import type { UsageObservation } from './chat/planner.js';
 import type { PromptTokens } from './metrics.js';
 
 /**

@@ -7,8 +7,8 @@ import {
   UpstreamTimeoutError,
   UpstreamUnreachableError,
 } from '../errors.js';
-import type { AbortEmitter } from '../http/exchange-abort.js';
-import { type HeaderRecord, isJsonMediaType, mediaTypeOf } from '../http/headers.js';
+import type { AbortEmitter } from './exchange-abort.js';
+import { isJsonMediaType, mediaTypeOf } from './media-type.js';
 
 /**
  * The one way compactor talks to an upstream: a keep-alive undici pool bound
@@ -33,6 +33,9 @@ export interface UpstreamClientOptions {
   /** Most connections open at once; null = as many as requests in flight. */
   readonly connections?: number | null;
 }
+
+/** Request headers as undici takes them. */
+export type HeaderRecord = Record<string, string | string[]>;
 
 export interface ForwardOptions {
   readonly method: string;

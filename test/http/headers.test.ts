@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
-import { forwardRequestHeaders, forwardResponseHeaders, mediaTypeOf } from '../../src/http/headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders } from '../../src/http/headers.js';
+import { mediaTypeOf } from '../../src/upstream/media-type.js';
 import { targetPath } from '../../src/http/request-state.js';
 
 describe('forwardRequestHeaders', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ChatContext } from '../../src/http/chat-pipeline.js';
+import type { ChatContext } from '../../src/http/chat/planner.js';
 import { promptTokensOf } from '../../src/http/prompt-tokens.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 

@@ -5,18 +5,12 @@ import { discardBody, failureReason, toUpstreamError, type UpstreamClient, type 
 import { SseTap, sseComment } from '../../upstream/sse.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
-import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat-pipeline.js';
+import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat/planner.js';
 import { applyPairMode, readChatRequest } from '../chat-request.js';
 import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../../errors.js';
-import {
-  EVENT_STREAM,
-  SSE_RESPONSE_HEADERS,
-  forwardRequestHeaders,
-  forwardResponseHeaders,
-  isJsonMediaType,
-  mediaTypeOf,
-} from '../headers.js';
-import { ExchangeAbort } from '../exchange-abort.js';
+import { SSE_RESPONSE_HEADERS, forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
+import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
+import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
 import { sendError, targetPath } from '../request-state.js';
 import type { Shutdown } from '../shutdown.js';

@@ -4,7 +4,7 @@ import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js'
 import { discardBody, failureReason } from '../../upstream/client.js';
 import { InvalidRequestError } from '../../errors.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
-import { ExchangeAbort } from '../exchange-abort.js';
+import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
 import { targetPath } from '../request-state.js';
 import { resolveDotSegments } from '../request-target.js';

@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { z } from 'zod';
-import { ChatMessagesSchema, isChatMessageList } from '../transcript/message.js';
-import type { PairProblem } from '../transcript/pairs.js';
-import type { Timings, Usage } from '../upstream/usage.js';
+import { ChatMessagesSchema, isChatMessageList } from '../../transcript/message.js';
+import type { PairProblem } from '../../transcript/pairs.js';
+import type { Timings, Usage } from '../../upstream/usage.js';
 
 /**
  * The seam between the chat route (parse, pairs, forward, stream back) and

@@ -1,11 +1,9 @@
-import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from '../http/chat-pipeline.js';
-import { bearerToken } from '../http/auth.js';
-import { UpstreamStatusError } from '../errors.js';
-import type { UpstreamClient } from '../upstream/client.js';
-import type { Compactor, Prepared, PrepareInput } from './compactor.js';
-import { tenantOf } from './prefix-hash.js';
-import type { ChatCall } from './summarize.js';
-import type { CallHeaders, JsonReply, UpstreamJson } from './upstream-json.js';
+import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from './planner.js';
+import { bearerToken } from '../auth.js';
+import type { UpstreamClient } from '../../upstream/client.js';
+import type { Compactor, Prepared, PrepareInput } from '../../compaction/compactor.js';
+import { tenantOf } from '../../compaction/prefix-hash.js';
+import type { CallHeaders } from '../../compaction/upstream-json.js';
 
 /**
  * The seam between the chat route and the compaction engine: the route's
@@ -96,27 +94,4 @@ export function compactionHooks(compactor: Compactor, upstream: UpstreamClient):
   };
 
   return { planner };
-}
-
-/** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */
-export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): UpstreamJson {
-  const reply = async (call: () => Promise<unknown>): Promise<JsonReply> => {
-    try {
-      return { status: 200, body: await call() };
-    } catch (error) {
-      if (error instanceof UpstreamStatusError) return { status: error.status, body: error.upstreamBody };
-      throw error;
-    }
-  };
-  return {
-    getJson: (path, signal, headers) =>
-      reply(() => upstream.getJson(path, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
-    postJson: (path, body, signal, headers) =>
-      reply(() => upstream.postJson(path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
-  };
-}
-
-/** Summary calls through an upstream client (the summary upstream when one is configured). */
-export function chatCallOf(upstream: UpstreamClient): ChatCall {
-  return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined ? {} : { headers }) });
 }

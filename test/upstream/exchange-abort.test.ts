@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ExchangeAbort } from '../../src/http/exchange-abort.js';
+import { ExchangeAbort } from '../../src/upstream/exchange-abort.js';
 
 describe('ExchangeAbort', () => {
   it('aborts its emitter (for undici) and a signal made before the abort, once', () => {
