@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parseDocument, stringify } from 'yaml';
-import { type Config, formatPath, parseConfig } from './schema.js';
+import { formatPath } from '../issue-words.js';
+import { type Config, parseConfig } from './schema.js';
 
 /**
  * Where the configuration comes from, lowest precedence first: the defaults,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { describeType, formatPath } from '../issue-words.js';
 
 /**
  * The configuration: every key of DESIGN.md § Configuration, each with its
@@ -122,37 +123,11 @@ export type Config = z.infer<typeof ConfigSchema>;
 
 export type ParseConfigResult = { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: string[] };
 
-/** Renders a path as it is written in YAML and JavaScript: `models["*"].context_window`, `auth.keys[0]`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let text = '';
-  for (const key of path) {
-    if (typeof key === 'number') text += `[${key}]`;
-    else if (typeof key === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) text += text === '' ? key : `.${key}`;
-    else text += `[${JSON.stringify(String(key))}]`;
-  }
-  return text === '' ? '(root)' : text;
-}
-
-function describeType(expected: string): string {
-  switch (expected) {
-    case 'object':
-      return 'a mapping';
-    case 'array':
-      return 'a list';
-    case 'int':
-      return 'an integer';
-    case 'boolean':
-      return 'true or false';
-    default:
-      return /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
-  }
-}
-
 /** Short messages in the words of a YAML file, for the issues that carry no message of their own. */
 function messageOf(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
-      return `expected ${describeType(issue.expected)}`;
+      return `expected ${describeType(issue.expected, 'yaml')}`;
     case 'invalid_value':
       return `expected one of ${issue.values.map((value) => String(value)).join(', ')}`;
     case 'invalid_format':

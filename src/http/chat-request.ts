@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { formatPath } from '../config/schema.js';
+import { describeType, formatPath } from '../issue-words.js';
 import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
 import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './chat/planner.js';
 import { InvalidRequestError, UnsupportedMediaTypeError } from '../errors.js';
@@ -77,20 +77,9 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
  */
 export const MAX_MODEL_NAME_LENGTH = 256;
 
-function describeExpected(expected: string): string {
-  switch (expected) {
-    case 'array':
-      return 'a list';
-    case 'object':
-      return 'an object';
-    default:
-      return `a ${expected}`;
-  }
-}
-
 /** Messages for a client, naming what is wrong without echoing what was sent. */
 function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
-  if (issue.code === 'invalid_type') return issue.input === undefined ? 'is required' : `must be ${describeExpected(issue.expected)}`;
+  if (issue.code === 'invalid_type') return issue.input === undefined ? 'is required' : `must be ${describeType(issue.expected, 'json')}`;
   if (issue.code === 'too_small' && issue.origin === 'array') return 'must not be empty';
   return undefined;
 }
