@@ -93,6 +93,28 @@ describe('streaming', () => {
   });
 });
 
+describe('a stream with one line of several MB', () => {
+  // Longer than what the usage tap holds of a line (MAX_TAPPED_LINE_BYTES, 1 MiB).
+  const longLine = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'x'.repeat(5 * 1024 * 1024) } }] })}\n\n`;
+
+  it('relays it byte for byte, and still sees the [DONE] after it', async () => {
+    const events = chatStreamEvents();
+    const body = Buffer.from(events.slice(0, 2).join('') + longLine + events.slice(2).join(''));
+    upstream.script(CHAT, replies.sse(body, { chunkBytes: 64 * 1024 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.ending).toBe('ended');
+    expect(answer.body.equals(body)).toBe(true);
+  });
+
+  it('still says so when the stream stops after it without [DONE]', async () => {
+    const body = Buffer.from(chatStreamEvents()[0]! + longLine.slice(0, -2));
+    upstream.script(CHAT, replies.sse(body, { chunkBytes: 64 * 1024 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.body.subarray(0, body.length).equals(body)).toBe(true);
+    expect(answer.body.subarray(body.length).toString()).toMatch(/^\n\ndata: \{"error".*"code":"upstream_stream_incomplete"\}\}\n\n$/);
+  });
+});
+
 describe('an upstream that fails mid-stream', () => {
   it('reset: the client gets the events so far, then an error event, and no [DONE]', async () => {
     upstream.script(CHAT, replies.resetMidStream({ eventsBefore: 3 }));
