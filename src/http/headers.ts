@@ -102,6 +102,19 @@ export function isJsonMediaType(mediaType: string): boolean {
   return mediaType === 'application/json' || mediaType.endsWith('+json');
 }
 
+/**
+ * Whether a body is encoded (`Content-Encoding: gzip`, `br`, …): its bytes
+ * are not the text they carry.
+ *
+ * @example
+ * isContentEncoded('gzip') // → true
+ * isContentEncoded('identity') // → false
+ */
+export function isContentEncoded(value: string | string[] | undefined): boolean {
+  const text = (Array.isArray(value) ? value.join(',') : (value ?? '')).trim().toLowerCase();
+  return text !== '' && text !== 'identity';
+}
+
 export const EVENT_STREAM = 'text/event-stream';
 
 /** Added to SSE answers so no cache or buffering proxy (nginx) holds tokens back. */

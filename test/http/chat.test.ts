@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.js';
 import { InvalidRequestError } from '../../src/http/errors.js';
@@ -360,6 +361,21 @@ describe('the planner seam', () => {
     expect(response.statusCode).toBe(200);
     expect(response.body).toBe(`: compacting\n\ndata: ${loadFixture('ctx_exceeded_chat_stream').body.toString()}\n\n`);
     expect(response.body).not.toContain('[DONE]');
+  });
+
+  it('after progress, a compressed stream cannot follow: an SSE error event says why', async () => {
+    upstream.script(CHAT, ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+      response.end(gzipSync('data: [DONE]\n\n'));
+    });
+    const planner: ChatPlanner = async (context) => {
+      context.progress('compacting');
+      return undefined;
+    };
+    const { app } = await start({ deps: { planner } });
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: { ...simpleBody, stream: true } });
+    expect(response.headers['content-encoding']).toBeUndefined();
+    expect(response.body).toMatch(/^: compacting\n\ndata: \{"error":\{"message":"the upstream compressed its stream[^"]*","type":"server_error","param":null,"code":"[a-z_]+"\}\}\n\n$/);
   });
 
   it('progress does nothing for a request that is not streamed', async () => {

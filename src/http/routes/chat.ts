@@ -12,6 +12,7 @@ import {
   SSE_RESPONSE_HEADERS,
   forwardRequestHeaders,
   forwardResponseHeaders,
+  isContentEncoded,
   isJsonMediaType,
   mediaTypeOf,
 } from '../headers.js';
@@ -246,6 +247,11 @@ class ChatExchange {
     const { status, body } = answer;
     const mediaType = mediaTypeOf(answer.headers['content-type']);
     const streamed = mediaType === EVENT_STREAM;
+    // compactor does not ask for compression (no Accept-Encoding), but an upstream may compress anyway. Such a body
+    // is relayed as it came and never appended to: decoding it to read it would change the bytes the client gets
+    // (it can decode them itself: Content-Encoding goes along) and cost CPU on every chunk, for what the tap gives,
+    // which is the usage figures and the [DONE] guard. Without them, a failure cuts the client's connection instead.
+    const encoded = isContentEncoded(answer.headers['content-encoding']);
 
     if (!streamed && !isJsonMediaType(mediaType)) {
       discardBody(body);
@@ -269,6 +275,13 @@ class ChatExchange {
         response.end(sseErrorEvent(error));
         return;
       }
+      if (encoded) {
+        // The headers went out with the progress comments, uncompressed: compressed bytes cannot follow them.
+        discardBody(body);
+        throw new UpstreamBadResponseError({
+          message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
+        });
+      }
       if (sent.report !== undefined) response.write(sseComment(sent.report));
     } else {
       this.#reply.hijack();
@@ -285,8 +298,9 @@ class ChatExchange {
 
     const succeeded = status >= 200 && status < 300;
     const collectUsage = sent.onUsage !== undefined && succeeded;
-    const tap = streamed ? new SseTap({ collectUsage }) : undefined;
-    let copy: Buffer[] | undefined = !streamed && collectUsage ? [] : undefined;
+    // Compressed bytes are not text: there is nothing for a tap to read in them.
+    const tap = streamed && !encoded ? new SseTap({ collectUsage }) : undefined;
+    let copy: Buffer[] | undefined = !streamed && !encoded && collectUsage ? [] : undefined;
     let copied = 0;
     const onChunk =
       tap !== undefined
@@ -312,7 +326,7 @@ class ChatExchange {
         const error = this.#endedBy ?? midStreamError(end.error);
         state.errorCode = error.code;
         if (tap === undefined) {
-          // A JSON body cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
+          // A JSON body (or a compressed one) cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
           response.destroy();
           return;
         }
