@@ -111,6 +111,20 @@ describe('tool-call pairs', () => {
     expect(await logs.request()).toMatchObject({ route: 'chat', status: 200, repairs: 1 });
   });
 
+  it('forwards every field but messages byte for byte: numbers JSON.parse rounds, escapes, order, spacing, duplicates', async () => {
+    const { app } = await start();
+    const brokenMessages = JSON.stringify(broken.messages);
+    const around = (messages: string): string =>
+      `{\n  "seed": 18446744073709551615, "temperature":-1e400,"top_p" :1e999,\n  "stop":["\\u00e9\\ud83d\\ude00", "\\"]"],` +
+      `"messages":[{"role":"user","content":"dropped: a duplicate"}], "metadata":{"messages":[{"role":"tool"}]},\n` +
+      `  "messages" : ${messages} ,\t"model":"m"}`;
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: around(brokenMessages), headers: { 'content-type': 'application/json' } });
+    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    const received = upstream.requestsTo(CHAT)[0]!;
+    expect(received.body.toString()).toBe(around(JSON.stringify([broken.messages[0], broken.messages[2]])));
+    expect(received.headers['content-length']).toBe(String(received.body.length));
+  });
+
   it('reject answers 400 naming the first problem and sends nothing upstream', async () => {
     const { app } = await start({ config: { pairs: 'reject' } });
     const response = await app.inject({ method: 'POST', url: CHAT, payload: broken });

@@ -18,6 +18,7 @@ import {
 } from '../headers.js';
 import { ExchangeAbort } from '../exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
+import { spliceMessages } from '../splice-messages.js';
 import { sendError, targetPath } from '../request-state.js';
 import type { Shutdown } from '../shutdown.js';
 
@@ -209,7 +210,8 @@ class ChatExchange {
     }
 
     const changedBody = plan?.body ?? (pairs.changed ? pairs.body : undefined);
-    const bytes = changedBody === undefined ? raw : Buffer.from(JSON.stringify(changedBody));
+    // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
+    const bytes = changedBody === undefined ? raw : spliceMessages(raw, changedBody['messages']);
     const report = joinReports(pairs.report, plan?.report);
     const headers = forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, dropAcceptEncoding: true });
     headers['content-length'] = String(bytes.length);
