@@ -9,17 +9,21 @@
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
  * the prototype-key check and validation (`readChatRequest`), pair repair
  * (`applyPairMode`), `Compactor.prepare()` (size estimate, prefix hash chain,
- * epoch lookup, decision) and `JSON.stringify` + `Buffer.from` of the
- * forwarded body. Three cases:
+ * epoch lookup, decision) and the forwarded body: the new `messages`
+ * serialized and spliced into the client's bytes (`spliceMessages`). Three cases:
  * - cached epoch: an earlier request compacted this history (an in-process
  *   summarizer wrote the notes), so each request hashes its 500 messages,
  *   finds the epoch and forwards `replacement ++ recent`;
  * - under the soft threshold: a window large enough that the raw estimate
  *   decides alone; nothing is hashed, the raw bytes are forwarded;
  * - the hash chain alone (`prefixHashes` over the 500 messages), to show its share.
+ * Then the forwarded body alone, spliced against the whole body re-serialized
+ * (`JSON.stringify` + `Buffer.from`, what the route did before), for the
+ * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
 import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
+import { spliceMessages } from '../src/http/splice-messages.js';
 import { Compactor } from '../src/compaction/compactor.js';
 import { prefixHashes } from '../src/compaction/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summarize.js';
@@ -104,6 +108,12 @@ export interface PlanningResult {
   readonly underSoftMs: number;
   readonly hashChainMs: number;
   readonly forwardedMessages: number;
+  /** The forwarded body alone: the epoch's messages, re-serialized whole / spliced. */
+  readonly epochStringifyMs: number;
+  readonly epochSpliceMs: number;
+  /** The same for a repair that keeps the 500 messages. */
+  readonly repairStringifyMs: number;
+  readonly repairSpliceMs: number;
 }
 
 export async function measurePlanning(count = iterations): Promise<PlanningResult> {
@@ -116,7 +126,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');
     const result = await compactor.prepare({ body: pairs.body, messages: pairs.body.messages, tenant: 'tenant', signal });
-    const bytes = result.changed ? Buffer.from(JSON.stringify({ ...pairs.body, messages: result.messages })) : raw;
+    const bytes = result.changed ? spliceMessages(raw, result.messages) : raw;
     return { forwarded: bytes.length };
   };
 
@@ -132,7 +142,24 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const cachedEpochMs = await time(() => plan(cached), count);
   const underSoftMs = await time(() => plan(large), count);
   const hashChainMs = await time(() => prefixHashes({ tenant: 'tenant', model: 'bench' }, history), count);
-  return { bodyBytes: raw.length, messages: history.length, parseStringifyMs, cachedEpochMs, underSoftMs, hashChainMs, forwardedMessages: again.messages.length };
+  const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+  const epochStringifyMs = await time(() => Buffer.from(JSON.stringify({ ...body, messages: again.messages })), count);
+  const epochSpliceMs = await time(() => spliceMessages(raw, again.messages), count);
+  const repairStringifyMs = await time(() => Buffer.from(JSON.stringify({ ...body, messages: history })), count);
+  const repairSpliceMs = await time(() => spliceMessages(raw, history), count);
+  return {
+    bodyBytes: raw.length,
+    messages: history.length,
+    parseStringifyMs,
+    cachedEpochMs,
+    underSoftMs,
+    hashChainMs,
+    forwardedMessages: again.messages.length,
+    epochStringifyMs,
+    epochSpliceMs,
+    repairStringifyMs,
+    repairSpliceMs,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -145,6 +172,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       'planning, cached epoch': { ms: result.cachedEpochMs.toFixed(2), ratio: (result.cachedEpochMs / result.parseStringifyMs).toFixed(2) },
       'planning, under the soft threshold': { ms: result.underSoftMs.toFixed(2), ratio: (result.underSoftMs / result.parseStringifyMs).toFixed(2) },
       'prefix hash chain alone': { ms: result.hashChainMs.toFixed(2), ratio: (result.hashChainMs / result.parseStringifyMs).toFixed(2) },
+      'forwarded body, epoch: stringify whole': { ms: result.epochStringifyMs.toFixed(2), ratio: (result.epochStringifyMs / result.parseStringifyMs).toFixed(2) },
+      'forwarded body, epoch: splice': { ms: result.epochSpliceMs.toFixed(2), ratio: (result.epochSpliceMs / result.parseStringifyMs).toFixed(2) },
+      'forwarded body, repair: stringify whole': { ms: result.repairStringifyMs.toFixed(2), ratio: (result.repairStringifyMs / result.parseStringifyMs).toFixed(2) },
+      'forwarded body, repair: splice': { ms: result.repairSpliceMs.toFixed(2), ratio: (result.repairSpliceMs / result.parseStringifyMs).toFixed(2) },
     });
   }
 }

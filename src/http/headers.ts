@@ -90,6 +90,19 @@ export function forwardResponseHeaders(headers: Readonly<Record<string, string |
   return forwarded;
 }
 
+/**
+ * Whether a body is encoded (`Content-Encoding: gzip`, `br`, …): its bytes
+ * are not the text they carry.
+ *
+ * @example
+ * isContentEncoded('gzip') // → true
+ * isContentEncoded('identity') // → false
+ */
+export function isContentEncoded(value: string | string[] | undefined): boolean {
+  const text = (Array.isArray(value) ? value.join(',') : (value ?? '')).trim().toLowerCase();
+  return text !== '' && text !== 'identity';
+}
+
 /** Added to SSE answers so no cache or buffering proxy (nginx) holds tokens back. */
 export const SSE_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache',

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { Pool } from 'undici';
+import { Pool, buildConnector } from 'undici';
 import {
   ProxyError,
   UpstreamBadResponseError,
@@ -9,6 +9,7 @@ import {
 } from '../errors.js';
 import type { AbortEmitter } from './exchange-abort.js';
 import { isJsonMediaType, mediaTypeOf } from './media-type.js';
+import { skipContinueResponses } from './skip-continue.js';
 
 /**
  * The one way compactor talks to an upstream: a keep-alive undici pool bound
@@ -155,8 +156,16 @@ export class UpstreamClient {
     const parsed = new URL(url);
     this.#basePath = parsed.pathname.replace(/\/+$/, '');
     this.#apiKey = apiKey;
+    const connect = buildConnector({ timeout: timeouts.connectMs });
     this.#pool = new Pool(parsed.origin, {
-      connect: { timeout: timeouts.connectMs },
+      // Each new connection drops the 100 Continue answers undici would fail on (see skip-continue.ts).
+      connect: (options, callback) => {
+        connect(options, (...outcome) => {
+          // A failed connect calls back with the error alone.
+          if (outcome[0] === null) skipContinueResponses(outcome[1]);
+          callback(...outcome);
+        });
+      },
       headersTimeout: timeouts.headersMs,
       bodyTimeout: timeouts.idleMs,
       connections,

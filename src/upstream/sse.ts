@@ -9,7 +9,18 @@ import { type Timings, type Usage, extractUsage } from './usage.js';
  * - where the bytes stand relative to an event boundary, so an error event
  *   appended after a failure is framed as its own event;
  * - the last `usage` and `timings` seen (only when asked: it parses JSON).
+ * A line longer than {@link MAX_TAPPED_LINE_BYTES} is not read (only where it
+ * ends is), so what the tap holds stays bounded whatever the upstream sends.
  */
+
+/**
+ * The longest unfinished line the tap holds. What it looks for is small
+ * (`data: [DONE]`, an error event, a usage chunk of ~1 KB with llama-server's
+ * timings); a longer line is a content delta, or an upstream that never ends
+ * its line (a 1.4 GB line once took 1.5 GB of memory). 1 MiB is a thousand
+ * times a usage line and a trifle next to the relay's own buffers.
+ */
+export const MAX_TAPPED_LINE_BYTES = 1024 * 1024;
 
 const LINE_FEED = 0x0a;
 const CARRIAGE_RETURN = 0x0d;
@@ -30,8 +41,11 @@ export class SseTap {
   #sawError = false;
   /** The data of the first error event, kept to read its status (error events are small and rare). */
   #errorData: Buffer | undefined;
-  /** Bytes of the line not yet ended by a line end. */
+  /** Bytes of the line not yet ended by a line end (none once the line proved too long). */
   #partial: Buffer[] = [];
+  #partialBytes = 0;
+  /** The current line grew past MAX_TAPPED_LINE_BYTES: its bytes are dropped until it ends. */
+  #skippingLine = false;
   /** Lines of the current event so far (0 right after a blank line). */
   #eventLines = 0;
   /** The last byte seen was a CR ending a line: an LF right after it belongs to the same line end (CRLF). */
@@ -72,6 +86,11 @@ export class SseTap {
     return typeof code === 'number' && Number.isInteger(code) && code >= 400 && code <= 599 ? code : UNKNOWN_ERROR_STATUS;
   }
 
+  /** Bytes of the unfinished line held: never more than {@link MAX_TAPPED_LINE_BYTES}. */
+  get bufferedBytes(): number {
+    return this.#partialBytes;
+  }
+
   /** Takes the next bytes; lines end with CRLF, LF or CR (the SSE grammar), split anywhere across chunks. */
   write(chunk: Buffer): void {
     let start = 0;
@@ -83,13 +102,7 @@ export class SseTap {
     let carriageReturn = chunk.indexOf(CARRIAGE_RETURN, start);
     while (lineFeed !== -1 || carriageReturn !== -1) {
       const end = carriageReturn === -1 || (lineFeed !== -1 && lineFeed < carriageReturn) ? lineFeed : carriageReturn;
-      let line = chunk.subarray(start, end);
-      if (this.#partial.length > 0) {
-        this.#partial.push(line);
-        line = Buffer.concat(this.#partial);
-        this.#partial = [];
-      }
-      this.#line(line);
+      this.#endLine(chunk.subarray(start, end));
       start = end + 1;
       if (end === carriageReturn) {
         if (start === chunk.length) this.#afterCarriageReturn = true;
@@ -98,7 +111,32 @@ export class SseTap {
       if (lineFeed !== -1 && lineFeed < start) lineFeed = chunk.indexOf(LINE_FEED, start);
       if (carriageReturn !== -1 && carriageReturn < start) carriageReturn = chunk.indexOf(CARRIAGE_RETURN, start);
     }
-    if (start < chunk.length) this.#partial.push(chunk.subarray(start));
+    if (start < chunk.length) this.#hold(chunk.subarray(start));
+  }
+
+  /** Keeps the start of an unfinished line, unless the line is too long to read. */
+  #hold(bytes: Buffer): void {
+    if (this.#skippingLine) return;
+    if (this.#partialBytes + bytes.length > MAX_TAPPED_LINE_BYTES) {
+      this.#partial = [];
+      this.#partialBytes = 0;
+      this.#skippingLine = true;
+      return;
+    }
+    this.#partial.push(bytes);
+    this.#partialBytes += bytes.length;
+  }
+
+  /** A line end came: `tail` is the last part of the line. */
+  #endLine(tail: Buffer): void {
+    const tooLong = this.#skippingLine || this.#partialBytes + tail.length > MAX_TAPPED_LINE_BYTES;
+    const line = tooLong || this.#partial.length === 0 ? tail : Buffer.concat([...this.#partial, tail]);
+    this.#partial = [];
+    this.#partialBytes = 0;
+    this.#skippingLine = false;
+    // A line that long is a content delta: it only counts as a line of its event.
+    if (tooLong) this.#eventLines++;
+    else this.#line(line);
   }
 
   /**
@@ -111,7 +149,7 @@ export class SseTap {
    */
   closingBytes(): string {
     const absorbed = this.#afterCarriageReturn ? '\n' : '';
-    if (this.#partial.length > 0) return '\n\n';
+    if (this.#partial.length > 0 || this.#skippingLine) return '\n\n';
     return absorbed + (this.#eventLines > 0 ? '\n' : '');
   }
 

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.js';
 import { InvalidRequestError } from '../../src/errors.js';
@@ -108,6 +109,20 @@ describe('tool-call pairs', () => {
     expect(received.json).toEqual({ model: 'm', messages: [broken.messages[0], broken.messages[2]] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
     expect(await logs.request()).toMatchObject({ route: 'chat', status: 200, repairs: 1 });
+  });
+
+  it('forwards every field but messages byte for byte: numbers JSON.parse rounds, escapes, order, spacing, duplicates', async () => {
+    const { app } = await start();
+    const brokenMessages = JSON.stringify(broken.messages);
+    const around = (messages: string): string =>
+      `{\n  "seed": 18446744073709551615, "temperature":-1e400,"top_p" :1e999,\n  "stop":["\\u00e9\\ud83d\\ude00", "\\"]"],` +
+      `"messages":[{"role":"user","content":"dropped: a duplicate"}], "metadata":{"messages":[{"role":"tool"}]},\n` +
+      `  "messages" : ${messages} ,\t"model":"m"}`;
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: around(brokenMessages), headers: { 'content-type': 'application/json' } });
+    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    const received = upstream.requestsTo(CHAT)[0]!;
+    expect(received.body.toString()).toBe(around(JSON.stringify([broken.messages[0], broken.messages[2]])));
+    expect(received.headers['content-length']).toBe(String(received.body.length));
   });
 
   it('reject answers 400 naming the first problem and sends nothing upstream', async () => {
@@ -360,6 +375,21 @@ describe('the planner seam', () => {
     expect(response.statusCode).toBe(200);
     expect(response.body).toBe(`: compacting\n\ndata: ${loadFixture('ctx_exceeded_chat_stream').body.toString()}\n\n`);
     expect(response.body).not.toContain('[DONE]');
+  });
+
+  it('after progress, a compressed stream cannot follow: an SSE error event says why', async () => {
+    upstream.script(CHAT, ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+      response.end(gzipSync('data: [DONE]\n\n'));
+    });
+    const planner: ChatPlanner = async (context) => {
+      context.progress('compacting');
+      return undefined;
+    };
+    const { app } = await start({ deps: { planner } });
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: { ...simpleBody, stream: true } });
+    expect(response.headers['content-encoding']).toBeUndefined();
+    expect(response.body).toMatch(/^: compacting\n\ndata: \{"error":\{"message":"the upstream compressed its stream[^"]*","type":"server_error","param":null,"code":"[a-z_]+"\}\}\n\n$/);
   });
 
   it('progress does nothing for a request that is not streamed', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
-import { forwardRequestHeaders, forwardResponseHeaders } from '../../src/http/headers.js';
+import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/headers.js';
 import { mediaTypeOf } from '../../src/upstream/media-type.js';
 import { targetPath } from '../../src/http/request-state.js';
 
@@ -53,6 +53,14 @@ describe('small helpers', () => {
   it('mediaTypeOf', () => {
     expect(mediaTypeOf('Application/JSON; charset=utf-8')).toBe('application/json');
     expect(mediaTypeOf(undefined)).toBe('');
+  });
+
+  it('isContentEncoded', () => {
+    expect(isContentEncoded('gzip')).toBe(true);
+    expect(isContentEncoded(['identity', 'br'])).toBe(true);
+    expect(isContentEncoded(' Identity ')).toBe(false);
+    expect(isContentEncoded('')).toBe(false);
+    expect(isContentEncoded(undefined)).toBe(false);
   });
 
   it('targetPath keeps only the path of an absolute-form target', () => {

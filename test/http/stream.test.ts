@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
 import { loadFixture, sseEvents } from '../support/fixtures.js';
@@ -90,6 +91,65 @@ describe('streaming', () => {
       outgoing.end(JSON.stringify(streamBody));
     });
     expect(received).toBe(total * chunk.length + 'data: [DONE]\n\n'.length);
+  });
+});
+
+describe('a stream the upstream compressed without being asked', () => {
+  // compactor does not forward Accept-Encoding on the chat route, but a server (or a proxy before it) may compress anyway.
+  const events = chatStreamEvents();
+  const gzipped = gzipSync(events.join(''));
+
+  it('is relayed as the upstream sent it, with nothing appended: the client can gunzip a complete answer', async () => {
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+      for (let start = 0; start < gzipped.length; start += 100) {
+        response.write(gzipped.subarray(start, start + 100));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      response.end();
+    });
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.status).toBe(200);
+    expect(answer.ending).toBe('ended');
+    expect(answer.headers['content-encoding']).toBe('gzip');
+    expect(answer.body.equals(gzipped)).toBe(true);
+    expect(gunzipSync(answer.body).toString()).toBe(events.join(''));
+    const entry = await proxy.logs.request((line) => line['path'] === CHAT);
+    expect(entry['error']).toBeUndefined();
+  });
+
+  it('cut short: the client connection breaks, since nothing can be appended to compressed bytes', async () => {
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+      response.write(gzipped.subarray(0, 40));
+      await sleep(20);
+      response.socket?.resetAndDestroy();
+    });
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.ending).toBe('broken');
+    expect(answer.body.equals(gzipped.subarray(0, 40))).toBe(true);
+  });
+});
+
+describe('a stream with one line of several MB', () => {
+  // Longer than what the usage tap holds of a line (MAX_TAPPED_LINE_BYTES, 1 MiB).
+  const longLine = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'x'.repeat(5 * 1024 * 1024) } }] })}\n\n`;
+
+  it('relays it byte for byte, and still sees the [DONE] after it', async () => {
+    const events = chatStreamEvents();
+    const body = Buffer.from(events.slice(0, 2).join('') + longLine + events.slice(2).join(''));
+    upstream.script(CHAT, replies.sse(body, { chunkBytes: 64 * 1024 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.ending).toBe('ended');
+    expect(answer.body.equals(body)).toBe(true);
+  });
+
+  it('still says so when the stream stops after it without [DONE]', async () => {
+    const body = Buffer.from(chatStreamEvents()[0]! + longLine.slice(0, -2));
+    upstream.script(CHAT, replies.sse(body, { chunkBytes: 64 * 1024 }));
+    const answer = await postJson(proxy.url + CHAT, streamBody);
+    expect(answer.body.subarray(0, body.length).equals(body)).toBe(true);
+    expect(answer.body.subarray(body.length).toString()).toMatch(/^\n\ndata: \{"error".*"code":"upstream_stream_incomplete"\}\}\n\n$/);
   });
 });
 

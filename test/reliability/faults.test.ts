@@ -7,7 +7,7 @@ import { compactorWith } from '../compaction/doubles.js';
 import { manualClock } from '../compaction/upstream-fake.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
-import { postJson } from '../support/http-client.js';
+import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 import { sseEventData } from './sse-events.js';
@@ -185,6 +185,94 @@ describe('upstream error statuses', () => {
     expect(errorOf(answer.body)).toMatchObject({ code: 'upstream_bad_response', type: 'server_error' });
     expect(answer.body.toString()).not.toMatch(/nginx|10\.1\.2\.3|<html/);
   });
+});
+
+describe('an upstream that sends 100 Continue unasked', () => {
+  // compactor never sends Expect: 100-continue, but some servers (and proxies before them) answer every
+  // request with a 100 first. HTTP clients must skip any 1xx before the final answer (RFC 9110 §15.2), as
+  // Node's http client does; undici skips the others but failed on a 100, which became a 502.
+  const events = chatStreamEvents();
+  const completion = JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] });
+  const models = JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] });
+  let server: Server;
+  const sockets = new Set<Socket>();
+  let continuing: Proxy;
+  /** How each request was answered: the 100 in one piece or cut in two writes (so compactor sees half a head). */
+  let splitContinue = false;
+
+  /** The answer after the 100: an SSE stream (chunked), or JSON with a Content-Length. */
+  function finalAnswer(path: string, body: string): string {
+    if (path.startsWith('/v1/models')) return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(models)}\r\n\r\n${models}`;
+    if (!body.includes('"stream":true')) return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(completion)}\r\n\r\n${completion}`;
+    const chunks = events.map((event) => `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`).join('');
+    return `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunks}0\r\n\r\n`;
+  }
+
+  beforeAll(async () => {
+    // A raw HTTP/1.1 server: reads each request on a kept-alive connection and answers 100, then the real answer.
+    server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => undefined);
+      let pending = Buffer.alloc(0);
+      socket.on('data', (chunk: Buffer) => {
+        pending = Buffer.concat([pending, chunk]);
+        for (;;) {
+          const headEnd = pending.indexOf('\r\n\r\n');
+          if (headEnd === -1) return;
+          const head = pending.subarray(0, headEnd).toString('latin1');
+          const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+          if (pending.length < headEnd + 4 + length) return;
+          const body = pending.subarray(headEnd + 4, headEnd + 4 + length).toString('utf8');
+          pending = pending.subarray(headEnd + 4 + length);
+          const path = head.split(' ')[1] ?? '/';
+          const answer = finalAnswer(path, body);
+          if (splitContinue) {
+            socket.write('HTTP/1.1 10');
+            setTimeout(() => socket.write(`0 Continue\r\nx-note: more to come\r\n\r\n${answer}`), 20);
+          } else {
+            socket.write(`HTTP/1.1 100 Continue\r\n\r\n${answer}`);
+          }
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    continuing = await startProxy(upstream, { listen: true, config: { upstream: { url: `http://127.0.0.1:${port}` } } });
+  });
+  afterAll(async () => {
+    await continuing.close();
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  for (const split of [false, true]) {
+    const how = split ? 'cut in two writes' : 'in one piece';
+    it(`chat route, ${how}: the streamed and the JSON answer come through whole, on one kept-alive connection`, async () => {
+      splitContinue = split;
+      const stream = await postJson(continuing.url + CHAT, streamed);
+      expect(stream.status).toBe(200);
+      expect(stream.body.toString()).toBe(events.join(''));
+      const json = await postJson(continuing.url + CHAT, simple);
+      expect(json.status).toBe(200);
+      expect(json.body.toString()).toBe(completion);
+      // Again: the 100 of a request on a reused connection is skipped too.
+      const again = await postJson(continuing.url + CHAT, streamed);
+      expect(again.body.toString()).toBe(events.join(''));
+      expect(sockets.size).toBe(1);
+    });
+
+    it(`passthrough, ${how}: the answer comes through whole`, async () => {
+      splitContinue = split;
+      for (let round = 0; round < 2; round++) {
+        const answer = await send(`${continuing.url}/v1/models`);
+        expect(answer.status).toBe(200);
+        expect(answer.body.toString()).toBe(models);
+      }
+      const posted = await send(`${continuing.url}/v1/models`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"x":1}' });
+      expect(posted.body.toString()).toBe(models);
+    });
+  }
 });
 
 describe('SSE as any server may frame it', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SseTap, sseComment } from '../../src/upstream/sse.js';
+import { MAX_TAPPED_LINE_BYTES, SseTap, sseComment } from '../../src/upstream/sse.js';
 import { loadFixture } from '../support/fixtures.js';
 
 function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseTap {
@@ -77,6 +77,35 @@ describe('SseTap', () => {
     crlf.write(Buffer.from('data: [DONE]\r\n\r\n'));
     expect(crlf.sawDone).toBe(true);
     expect(crlf.closingBytes()).toBe('');
+  });
+
+  it('holds at most MAX_TAPPED_LINE_BYTES of a line with no end, and reads on after it', () => {
+    // A 1.4 GB line once took 1.5 GB of memory: the tap kept all of it, waiting for its end.
+    const tap = new SseTap({ collectUsage: true });
+    const piece = Buffer.alloc(64 * 1024, 'x');
+    tap.write(Buffer.from('data: {"choices":[{"delta":{"content":"'));
+    for (let written = 0; written < 4 * MAX_TAPPED_LINE_BYTES; written += piece.length) {
+      tap.write(piece);
+      expect(tap.bufferedBytes).toBeLessThanOrEqual(MAX_TAPPED_LINE_BYTES);
+    }
+    // Still inside the line: an appended event must end it first.
+    expect(tap.closingBytes()).toBe('\n\n');
+    tap.write(Buffer.from('"}}]}\n\n'));
+    expect(tap.bufferedBytes).toBe(0);
+    // The lines after the long one are read as before.
+    tap.write(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\ndata: [DONE]\n\n'));
+    expect(tap.usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 2 });
+    expect(tap.sawDone).toBe(true);
+    expect(tap.closingBytes()).toBe('');
+  });
+
+  it('a long line that ends in a CR is still one line', () => {
+    const tap = new SseTap();
+    tap.write(Buffer.alloc(MAX_TAPPED_LINE_BYTES + 10, 'x'));
+    tap.write(Buffer.from('\r'));
+    tap.write(Buffer.from('\ndata: [DONE]\r\n\r\n'));
+    expect(tap.sawDone).toBe(true);
+    expect(tap.closingBytes()).toBe('');
   });
 
   it('sseComment keeps a comment on one line', () => {

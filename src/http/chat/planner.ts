@@ -59,7 +59,12 @@ export interface ChatContext {
 
 /** What the planner decided. `undefined` means: forward the body as it is. */
 export interface ChatPlan {
-  /** The body to forward instead (serialized once, with a new Content-Length). */
+  /**
+   * The body to forward instead, with a new Content-Length. Only its
+   * `messages` is sent: it replaces the client's in the client's bytes, and
+   * every other field goes as the client wrote it (a big `seed` would not
+   * survive a round trip through a JS number).
+   */
   readonly body?: Readonly<Record<string, unknown>>;
   /** One ASCII line for the `x-compactor` header (`summarized 84 messages -> …`). */
   readonly report?: string;

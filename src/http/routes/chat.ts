@@ -8,10 +8,11 @@ import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat/planner.js';
 import { applyPairMode, readChatRequest } from '../chat-request.js';
 import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../../errors.js';
-import { SSE_RESPONSE_HEADERS, forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
+import { SSE_RESPONSE_HEADERS, forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../headers.js';
 import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
+import { spliceMessages } from '../splice-messages.js';
 import { sendError, targetPath } from '../request-state.js';
 import type { Shutdown } from '../shutdown.js';
 
@@ -235,7 +236,8 @@ class ChatExchange {
     }
 
     const changedBody = plan?.body ?? (pairs.changed ? pairs.body : undefined);
-    const bytes = changedBody === undefined ? raw : Buffer.from(JSON.stringify(changedBody));
+    // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
+    const bytes = changedBody === undefined ? raw : spliceMessages(raw, changedBody['messages']);
     const report = joinReports(pairs.report, plan?.report);
     state.report = report ?? null;
     const headers = forwardRequestHeaders(request.headers, { apiKey: upstream.apiKey, dropAcceptEncoding: true });
@@ -274,6 +276,11 @@ class ChatExchange {
     const { status, body } = answer;
     const mediaType = mediaTypeOf(answer.headers['content-type']);
     const streamed = mediaType === EVENT_STREAM;
+    // compactor does not ask for compression (no Accept-Encoding), but an upstream may compress anyway. Such a body
+    // is relayed as it came and never appended to: decoding it to read it would change the bytes the client gets
+    // (it can decode them itself: Content-Encoding goes along) and cost CPU on every chunk, for what the tap gives,
+    // which is the usage figures and the [DONE] guard. Without them, a failure cuts the client's connection instead.
+    const encoded = isContentEncoded(answer.headers['content-encoding']);
 
     if (!streamed && !isJsonMediaType(mediaType)) {
       discardBody(body);
@@ -291,6 +298,13 @@ class ChatExchange {
         const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
         this.#endWithError(error);
         return;
+      }
+      if (encoded) {
+        // The headers went out with the progress comments, uncompressed: compressed bytes cannot follow them.
+        discardBody(body);
+        throw new UpstreamBadResponseError({
+          message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
+        });
       }
       if (sent.report !== undefined) this.#write(sseComment(sent.report));
     } else {
@@ -310,8 +324,9 @@ class ChatExchange {
     const collectUsage = sent.onUsage !== undefined && succeeded;
     // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
     const readRefusal = !succeeded && this.#options.onContextExceeded !== undefined;
-    const tap = streamed ? new SseTap({ collectUsage }) : undefined;
-    let copy: Buffer[] | undefined = !streamed && (collectUsage || readRefusal) ? [] : undefined;
+    // Compressed bytes are not text: there is nothing for a tap to read in them.
+    const tap = streamed && !encoded ? new SseTap({ collectUsage }) : undefined;
+    let copy: Buffer[] | undefined = !streamed && !encoded && (collectUsage || readRefusal) ? [] : undefined;
     let copied = 0;
     const maxCopied = collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES;
     const onChunk =
@@ -337,7 +352,7 @@ class ChatExchange {
       case 'failed': {
         const error = this.#endedBy ?? midStreamError(end.error);
         if (tap === undefined) {
-          // A JSON body cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
+          // A JSON body (or a compressed one) cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
           state.errorCode = error.code;
           state.errorStatus = error.status;
           response.destroy();

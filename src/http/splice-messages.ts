@@ -1,0 +1,138 @@
+/**
+ * A rewritten `messages` put back into the client's own bytes: every other
+ * field goes upstream exactly as the client wrote it. Parsing and
+ * re-serializing the whole body would change them: `JSON.parse` rounds a
+ * `seed` of 18446744073709551615 to 18446744073709552000 and turns `-1e400`
+ * into `null` (−Infinity), and it drops duplicate keys, spacing and escapes.
+ *
+ * The scanner reads bytes: every byte JSON's structure depends on (quotes,
+ * backslashes, brackets, commas, colons, whitespace) is ASCII, and UTF-8
+ * never uses an ASCII byte inside a multi-byte character. It expects a body
+ * that `JSON.parse` already accepted, so it checks nothing.
+ */
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+const MESSAGES_KEY = Buffer.from('"messages"');
+
+/** Where a value lies in the bytes: `start` inclusive, `end` exclusive. */
+export interface ByteSpan {
+  readonly start: number;
+  readonly end: number;
+}
+
+function isWhitespace(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+}
+
+function skipWhitespace(bytes: Buffer, position: number): number {
+  while (isWhitespace(bytes[position])) position++;
+  return position;
+}
+
+/** The position just past the string whose opening quote is at `position`. */
+function skipString(bytes: Buffer, position: number): number {
+  let quote = bytes.indexOf(QUOTE, position + 1);
+  for (;;) {
+    // Only a body that is not JSON lacks the closing quote; stopping at its end keeps every loop finite.
+    if (quote === -1) return bytes.length;
+    // A quote preceded by an odd number of backslashes is escaped.
+    let backslashes = 0;
+    while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+    quote = bytes.indexOf(QUOTE, quote + 1);
+  }
+}
+
+/** The position just past the value (any JSON value) that starts at `position`. */
+function skipValue(bytes: Buffer, position: number): number {
+  const first = bytes[position];
+  if (first === QUOTE) return skipString(bytes, position);
+  if (first !== OPEN_BRACE && first !== OPEN_BRACKET) {
+    // A number, true, false or null: it runs to the next delimiter.
+    while (position < bytes.length) {
+      const byte = bytes[position];
+      if (byte === COMMA || byte === CLOSE_BRACE || byte === CLOSE_BRACKET || isWhitespace(byte)) break;
+      position++;
+    }
+    return position;
+  }
+  // An object or a list: count brackets, skipping strings whole (they may hold brackets).
+  let depth = 0;
+  while (position < bytes.length) {
+    const byte = bytes[position];
+    if (byte === QUOTE) {
+      position = skipString(bytes, position);
+      continue;
+    }
+    if (byte === OPEN_BRACE || byte === OPEN_BRACKET) depth++;
+    else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+      depth--;
+      if (depth === 0) return position + 1;
+    }
+    position++;
+  }
+  return position;
+}
+
+/** Whether the key string at `start`…`end` (quotes included) says `messages`, however it is escaped. */
+function isMessagesKey(bytes: Buffer, start: number, end: number): boolean {
+  if (end - start === MESSAGES_KEY.length) return bytes.compare(MESSAGES_KEY, 0, MESSAGES_KEY.length, start, end) === 0;
+  // `"m\u0065ssages"` is the same key to JSON.parse: only an escaped key can be longer and still say it.
+  if (bytes.indexOf(BACKSLASH, start) >= end || bytes.indexOf(BACKSLASH, start) === -1) return false;
+  return JSON.parse(bytes.toString('utf8', start, end)) === 'messages';
+}
+
+/**
+ * The span of the value of the top-level `messages` key: the last one when
+ * the key appears twice, since that is the one `JSON.parse` kept. Keys of the
+ * same name inside other fields do not count. `undefined` when the body is
+ * not an object or has no such key.
+ *
+ * @example
+ * findMessagesSpan(Buffer.from('{"model":"m","messages":[1]}')) // → { start: 24, end: 27 }
+ */
+export function findMessagesSpan(bytes: Buffer): ByteSpan | undefined {
+  let position = skipWhitespace(bytes, 0);
+  if (bytes[position] !== OPEN_BRACE) return undefined;
+  let found: ByteSpan | undefined;
+  position = skipWhitespace(bytes, position + 1);
+  while (bytes[position] === QUOTE) {
+    const keyStart = position;
+    position = skipString(bytes, position);
+    const isMessages = isMessagesKey(bytes, keyStart, position);
+    position = skipWhitespace(bytes, position);
+    if (bytes[position] !== COLON) return found;
+    position = skipWhitespace(bytes, position + 1);
+    const valueStart = position;
+    position = skipValue(bytes, position);
+    if (isMessages) found = { start: valueStart, end: position };
+    position = skipWhitespace(bytes, position);
+    if (bytes[position] !== COMMA) break;
+    position = skipWhitespace(bytes, position + 1);
+  }
+  return found;
+}
+
+/**
+ * The client's body with the value of its top-level `messages` replaced by
+ * `messages`, serialized; every other byte as it was.
+ *
+ * @example
+ * spliceMessages(Buffer.from('{"seed":18446744073709551615, "messages":[]}'), [{ role: 'user', content: 'hi' }]).toString()
+ * // → '{"seed":18446744073709551615, "messages":[{"role":"user","content":"hi"}]}'
+ */
+export function spliceMessages(raw: Buffer, messages: unknown): Buffer {
+  const span = findMessagesSpan(raw);
+  // A validated chat body always has a top-level `messages`: not finding it is a bug here.
+  if (span === undefined) throw new Error('spliceMessages: the body has no top-level "messages"');
+  const replacement = Buffer.from(JSON.stringify(messages));
+  return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
+}
