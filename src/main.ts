@@ -115,6 +115,7 @@ async function main(): Promise<void> {
     app.log.fatal({ err: error }, 'cannot listen');
     process.exit(1);
   }
+  for (const notice of loaded.notices) app.log.warn(notice);
   const upstreamUrl = displayUrl(config.upstream.url);
   app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
   logInspection(app.log, upstreamUrl, await inspectUpstream(app.compactor.upstream));

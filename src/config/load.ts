@@ -94,6 +94,8 @@ export type LoadConfigResult =
       readonly help: boolean;
       readonly version: boolean;
       readonly printConfig: boolean;
+      /** What was taken differently from how it was written, for a warning at start. */
+      readonly notices: readonly string[];
     }
   | { readonly ok: false; readonly errors: string[] };
 
@@ -204,7 +206,7 @@ function editDistance(a: string, b: string): number {
  *
  * @example
  * loadConfig({ argv: ['--port', '9000'], env: {} })
- * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false, version: false, printConfig: false }
+ * // → { ok: true, config: { listen: { host: '127.0.0.1', port: 9000 }, … }, file: null, help: false, version: false, printConfig: false, notices: [] }
  */
 export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   const { argv = [], env = {}, readFile = (path: string) => readFileSync(path, 'utf8') } = options;
@@ -258,7 +260,10 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   }
 
   const result = parseConfig(document);
-  if (result.ok) return { ok: true, config: result.config, file, help, version, printConfig };
+  if (result.ok) {
+    const { config, notices } = withoutApiSuffix(result.config);
+    return { ok: true, config, file, help, version, printConfig, notices };
+  }
   const errors = result.errors.map((error) => {
     const path = error.slice(0, error.indexOf(':'));
     const source = sources.get(path);
@@ -266,6 +271,36 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     return file === null ? error : `${file}: ${error}`;
   });
   return { ok: false, errors };
+}
+
+/** `/v1` at the end of a base path, as other gateways' configurations write the upstream. */
+const API_SUFFIX = /\/v1\/?$/;
+
+/**
+ * Upstream URLs without a trailing `/v1`: compactor forwards the client's
+ * whole path (`/v1/chat/completions`), so a base URL ending in `/v1`, the
+ * habit of other gateways' configurations, made every request
+ * `/v1/v1/chat/completions`, a 404 with nothing in the log. It is taken off,
+ * and said at start.
+ */
+function withoutApiSuffix(config: Config): { config: Config; notices: string[] } {
+  const notices: string[] = [];
+  const strip = (key: string, url: string): string => {
+    const parsed = new URL(url);
+    if (!API_SUFFIX.test(parsed.pathname)) return url;
+    parsed.pathname = parsed.pathname.replace(API_SUFFIX, '') || '/';
+    const fixed = parsed.toString().replace(/\/$/, '');
+    notices.push(`${key} ends in /v1, but clients' paths already start with /v1: forwarding to ${maskUrl(fixed)} instead (write it so to silence this)`);
+    return fixed;
+  };
+  const url = strip('upstream.url', config.upstream.url);
+  const summaryUpstream = config.compaction.summary.upstream;
+  const summary = summaryUpstream === null ? null : strip('compaction.summary.upstream', summaryUpstream);
+  if (notices.length === 0) return { config, notices };
+  return {
+    config: { ...config, upstream: { ...config.upstream, url }, compaction: { ...config.compaction, summary: { ...config.compaction.summary, upstream: summary } } },
+    notices,
+  };
 }
 
 const MASK = '***';

@@ -214,6 +214,28 @@ describe('loadConfig', () => {
   });
 });
 
+describe('an upstream URL that ends in /v1', () => {
+  it('is forwarded to without it, and said so: clients\' paths already start with /v1', () => {
+    const loaded = loadConfig({ env: { COMPACTOR_UPSTREAM_URL: 'http://127.0.0.1:8080/v1', COMPACTOR_SUMMARY_UPSTREAM: 'http://gpu:9000/llama/v1/' } });
+    expect(loaded.ok).toBe(true);
+    if (!loaded.ok) return;
+    expect(loaded.config.upstream.url).toBe('http://127.0.0.1:8080');
+    expect(loaded.config.compaction.summary.upstream).toBe('http://gpu:9000/llama');
+    expect(loaded.notices).toEqual([
+      'upstream.url ends in /v1, but clients\' paths already start with /v1: forwarding to http://127.0.0.1:8080 instead (write it so to silence this)',
+      'compaction.summary.upstream ends in /v1, but clients\' paths already start with /v1: forwarding to http://gpu:9000/llama instead (write it so to silence this)',
+    ]);
+  });
+
+  it('leaves other base paths alone, and masks a password in what it says', () => {
+    const other = loadConfig({ env: { COMPACTOR_UPSTREAM_URL: 'http://127.0.0.1:8080/v1beta' } });
+    expect(other.ok && other.config.upstream.url).toBe('http://127.0.0.1:8080/v1beta');
+    expect(other.ok && other.notices).toEqual([]);
+    const secret = loadConfig({ env: { COMPACTOR_UPSTREAM_URL: 'http://user:hunter2@127.0.0.1:8080/v1' } });
+    expect(secret.ok && secret.notices.join('')).not.toContain('hunter2');
+  });
+});
+
 describe('main', () => {
   it('exits with code 2 and lists the errors when the config is invalid', async () => {
     const path = file('upstream:\n  url: nope\nlisten:\n  port: -1\n');

@@ -57,4 +57,15 @@ describe('compactor (main.ts)', () => {
     main.child.kill('SIGTERM');
     expect(await main.exit).toBe(0);
   });
+
+  it('takes an upstream URL ending in /v1 without it, and warns at start', async () => {
+    const main = startMain(['--host', '127.0.0.1', '--port', '0'], { COMPACTOR_UPSTREAM_URL: `${upstream.url}/v1`, COMPACTOR_CONFIG: '' });
+    const url = await main.url;
+    expect((await send(`${url}/v1/models`)).status).toBe(200);
+    expect(upstream.requestsTo('/v1/models').length).toBeGreaterThan(0);
+    expect(upstream.requestsTo('/v1/v1/models')).toEqual([]);
+    expect(main.output()).toMatch(/"level":40,[^\n]*"msg":"upstream.url ends in \/v1[^"]*forwarding to http:\/\/127\.0\.0\.1:\d+ instead/);
+    main.child.kill('SIGTERM');
+    expect(await main.exit).toBe(0);
+  });
 });
