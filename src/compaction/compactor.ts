@@ -6,7 +6,7 @@ import { mark } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
 import { estimateMessageTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { ContextWindows } from './context-window.js';
-import { ContextLengthExceededError, SummaryFailedError } from '../errors.js';
+import { type AnswerReservation, ContextLengthExceededError, SummaryFailedError } from '../errors.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
@@ -119,8 +119,33 @@ export interface Prepared {
 interface Budget {
   readonly model: string;
   readonly window: number | null;
-  readonly reserve: number;
+  readonly reserve: AnswerReservation;
   readonly budget: number | null;
+}
+
+/**
+ * The most of the window a request's `max_tokens` may hold back for the answer.
+ * Agents send a ceiling whatever the window (8,000 qwen-code 0.15, 32,000
+ * qwen-code 0.24, 8,192 opencode), and llama-server stops the answer at the
+ * window anyway; reserving all 32,000 of a 32k window refused a 9k prompt that
+ * llama-server serves. A quarter leaves three quarters for the prompt.
+ */
+const MAX_REQUESTED_RESERVE_SHARE = 0.25;
+
+/**
+ * The room kept for the answer: `reserve_output_tokens`, or the request's
+ * `max_tokens` / `max_completion_tokens` when larger, but a request's number
+ * never counts for more than a quarter of the window.
+ */
+function answerReservation(body: Readonly<Record<string, unknown>>, configured: number, window: number | null): AnswerReservation {
+  const maxTokens = numberField(body['max_tokens']);
+  const maxCompletionTokens = numberField(body['max_completion_tokens']);
+  const source = maxCompletionTokens > maxTokens ? 'max_completion_tokens' : 'max_tokens';
+  const requested = Math.max(maxTokens, maxCompletionTokens);
+  const cap = window === null ? Number.POSITIVE_INFINITY : Math.floor(window * MAX_REQUESTED_RESERVE_SHARE);
+  const allowed = Math.min(requested, cap);
+  if (allowed <= configured) return { tokens: configured, source: 'reserve_output_tokens' };
+  return requested > cap ? { tokens: allowed, source, requested } : { tokens: allowed, source };
 }
 
 function numberField(value: unknown): number {
@@ -215,8 +240,8 @@ export class Compactor {
 
   async #budgetOf(model: string, body: Readonly<Record<string, unknown>>, headers: CallHeaders | undefined): Promise<Budget> {
     const window = await this.windows.get(model, headers);
-    const reserve = Math.max(numberField(body['max_tokens']), numberField(body['max_completion_tokens']), this.#modelConfig(model).reserve_output_tokens);
-    return { model, window, reserve, budget: window === null ? null : Math.max(0, window - reserve) };
+    const reserve = answerReservation(body, this.#modelConfig(model).reserve_output_tokens, window);
+    return { model, window, reserve, budget: window === null ? null : Math.max(0, window - reserve.tokens) };
   }
 
   /**
