@@ -80,7 +80,7 @@ export interface ChatPlan {
 
 /**
  * Plans the forwarded request. To refuse it, throw a `ProxyError` (from
- * `src/http/errors.ts`): its status and OpenAI-shaped body go to the client.
+ * `src/errors.ts`): its status and OpenAI-shaped body go to the client.
  */
 export type ChatPlanner = (context: ChatContext) => Promise<ChatPlan | undefined>;
 
