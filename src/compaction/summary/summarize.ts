@@ -1,15 +1,15 @@
-import { UpstreamStatusError } from '../errors.js';
-import type { ChatMessage } from '../transcript/message.js';
-import { contentText } from '../transcript/message.js';
-import { isMarked } from '../transcript/marks.js';
-import { renderTranscript } from '../transcript/render.js';
-import type { CallHeaders } from './upstream-json.js';
+import { UpstreamStatusError } from '../../errors.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { contentText } from '../../transcript/message.js';
+import { isMarked } from '../../transcript/marks.js';
+import { renderTranscript } from '../../transcript/render.js';
+import type { CallHeaders } from '../upstream-json.js';
 import {
   DEFAULT_SUMMARY_SYSTEM_PROMPT,
   openingWords,
   prependRequestText,
   suffixInstruction,
-} from './summary-prompt.js';
+} from './prompt.js';
 
 /**
  * Writing the notes that replace old messages.

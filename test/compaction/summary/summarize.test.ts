@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import type { ChatMessage } from '../../src/transcript/message.js';
-import { estimateMessageTokens, estimateTokens, estimateToolsTokens } from '../../src/transcript/tokens.js';
-import { mark } from '../../src/transcript/marks.js';
-import { renderTranscript } from '../../src/transcript/render.js';
+import type { ChatMessage } from '../../../src/transcript/message.js';
+import { estimateMessageTokens, estimateTokens, estimateToolsTokens } from '../../../src/transcript/tokens.js';
+import { mark } from '../../../src/transcript/marks.js';
+import { renderTranscript } from '../../../src/transcript/render.js';
 import {
   chunkTranscript,
   notesOf,
@@ -12,10 +12,10 @@ import {
   type ChatCall,
   type SummarizeRequest,
   type SummaryProgress,
-} from '../../src/compaction/summarize.js';
-import { DEFAULT_SUMMARY_SYSTEM_PROMPT, openingWords, suffixInstruction } from '../../src/compaction/summary-prompt.js';
-import { conversation } from '../support/conversation.js';
-import { hasLoneSurrogate, propertyParameters } from '../transcript/arbitraries.js';
+} from '../../../src/compaction/summary/summarize.js';
+import { DEFAULT_SUMMARY_SYSTEM_PROMPT, openingWords, suffixInstruction } from '../../../src/compaction/summary/prompt.js';
+import { conversation } from '../../support/conversation.js';
+import { hasLoneSurrogate, propertyParameters } from '../../transcript/arbitraries.js';
 
 const answer = (content: unknown, extra: Record<string, unknown> = {}) => ({
   choices: [{ index: 0, message: { role: 'assistant', content, ...extra }, finish_reason: 'stop' }],
