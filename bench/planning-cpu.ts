@@ -26,7 +26,7 @@ import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
 import { spliceMessages } from '../src/http/splice-messages.js';
 import { Compactor } from '../src/compaction/compactor.js';
 import { prefixHashes } from '../src/compaction/prefix-hash.js';
-import type { ChatCall } from '../src/compaction/summarize.js';
+import type { ChatCall } from '../src/compaction/summary/summarize.js';
 import type { UpstreamJson } from '../src/compaction/upstream-json.js';
 import { parseConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';

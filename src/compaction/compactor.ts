@@ -29,7 +29,7 @@ import { summaryPair, truncationNotice, truncationText } from './replacement.js'
 import { prunedLine, reusedLine, summarizedLine, truncatedLine } from './report.js';
 import { Semaphore } from './semaphore.js';
 import { SingleFlight } from './single-flight.js';
-import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summarize.js';
+import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
 import { TokenRatios } from './token-ratio.js';
 import type { CallHeaders, UpstreamJson } from './upstream-json.js';
 

@@ -1,3 +1,4 @@
+import secureJson from 'secure-json-parse';
 import type { z } from 'zod';
 import { describeType, formatPath } from '../issue-words.js';
 import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
@@ -10,32 +11,33 @@ import { isJsonMediaType, mediaTypeOf } from '../upstream/media-type.js';
  * validate it loosely. Step 2: tool-call pairs.
  */
 
-// Fast pre-checks on the text, as secure-json-parse does: only a body that
-// mentions a dangerous key is walked.
-const PROTO_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
-const CONSTRUCTOR_KEY = /"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)(?:t|\\u0074)(?:r|\\u0072)(?:u|\\u0075)(?:c|\\u0063)(?:t|\\u0074)(?:o|\\u006[Ff])(?:r|\\u0072)"\s*:/;
+/** What secure-json-parse (v4) throws for a `__proto__` key, or a `constructor` key holding a `prototype` key. */
+const FORBIDDEN_KEY_MESSAGE = 'Object contains forbidden prototype property';
 
 /**
- * Whether a parsed JSON value has a `__proto__` key, or a `constructor` key
- * holding a `prototype` key, at any depth: keys that pollute prototypes when
- * a later step merges objects.
+ * Parses the body, refusing keys that pollute prototypes when a later step
+ * merges objects, at any depth. secure-json-parse tests the text for such a
+ * key first (a regular expression, escaped spellings included) and walks the
+ * parsed value only when one is mentioned, so a body without one costs
+ * `JSON.parse` and two regular-expression tests.
  */
-function hasPollutingKey(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (typeof node !== 'object' || node === null) continue;
-    if (Array.isArray(node)) {
-      for (const item of node) stack.push(item);
-      continue;
+function parseBody(text: string): unknown {
+  // secure-json-parse skips a leading byte order mark; RFC 8259 lets a parser
+  // refuse one, and compactor does, since it may forward the raw bytes as they came.
+  if (text.charCodeAt(0) === 0xfeff) throw invalidJson();
+  try {
+    return secureJson.parse(text, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    if (error instanceof SyntaxError && error.message === FORBIDDEN_KEY_MESSAGE) {
+      throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")' });
     }
-    if (Object.hasOwn(node, '__proto__')) return true;
-    const record = node as Record<string, unknown>;
-    const constructorValue = Object.hasOwn(node, 'constructor') ? record['constructor'] : undefined;
-    if (typeof constructorValue === 'object' && constructorValue !== null && Object.hasOwn(constructorValue, 'prototype')) return true;
-    for (const key in record) stack.push(record[key]);
+    // The parser's message quotes the body, so it is not passed on (nor logged).
+    throw invalidJson();
   }
-  return false;
+}
+
+function invalidJson(): InvalidRequestError {
+  return new InvalidRequestError({ code: 'invalid_json', message: 'the request body is not valid JSON' });
 }
 
 /**
@@ -101,17 +103,7 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   if (!Buffer.isBuffer(raw) || raw.length === 0) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
   }
-  const text = raw.toString('utf8');
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // The parser's message quotes the body, so it is not passed on (nor logged).
-    throw new InvalidRequestError({ code: 'invalid_json', message: 'the request body is not valid JSON' });
-  }
-  if ((PROTO_KEY.test(text) || CONSTRUCTOR_KEY.test(text)) && hasPollutingKey(json)) {
-    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")' });
-  }
+  const json = parseBody(raw.toString('utf8'));
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
   }

@@ -1,4 +1,5 @@
 import { type ChatMessage } from './message.js';
+import { safeCutIndex, splitsSurrogatePair } from './text.js';
 import { utf8ByteLength } from './tokens.js';
 
 /**
@@ -25,24 +26,6 @@ export function elisionMarker(bytes: number): string {
 /** Length of the marker for a middle whose byte count has `digits` digits. */
 function markerLength(digits: number): number {
   return MARKER_BEFORE.length + digits + MARKER_AFTER.length;
-}
-
-function isHighSurrogate(code: number): boolean {
-  return code >= 0xd800 && code <= 0xdbff;
-}
-
-function isLowSurrogate(code: number): boolean {
-  return code >= 0xdc00 && code <= 0xdfff;
-}
-
-/** Whether cutting `text` at `index` would separate the two halves of a surrogate pair. */
-function splitsPair(text: string, index: number): boolean {
-  return (
-    index > 0 &&
-    index < text.length &&
-    isHighSurrogate(text.charCodeAt(index - 1)) &&
-    isLowSurrogate(text.charCodeAt(index))
-  );
 }
 
 function assertLimit(maxChars: number): void {
@@ -95,8 +78,8 @@ export function pruneText(text: string, maxChars: number): string {
     if (kept < 0) continue;
     let headEnd = Math.ceil(kept * HEAD_SHARE);
     let tailStart = text.length - (kept - headEnd);
-    if (splitsPair(text, headEnd)) headEnd--;
-    if (splitsPair(text, tailStart)) tailStart++;
+    headEnd = safeCutIndex(text, headEnd);
+    if (splitsSurrogatePair(text, tailStart)) tailStart++;
     const head = text.slice(0, headEnd);
     const tail = text.slice(tailStart);
     const elided = totalBytes - utf8ByteLength(head) - utf8ByteLength(tail);

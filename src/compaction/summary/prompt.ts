@@ -1,3 +1,5 @@
+import { safeCutIndex } from '../../transcript/text.js';
+
 /**
  * The words compactor says to the model when it asks for notes. They ask for
  * a handoff another model can continue from, and treat the conversation as
@@ -39,8 +41,7 @@ export function openingWords(text: string): string {
   // Cut at a word boundary when one is near, and never inside a surrogate pair.
   let end = oneLine.lastIndexOf(' ', QUOTE_CHARS);
   if (end < QUOTE_CHARS / 2) end = QUOTE_CHARS;
-  const code = oneLine.charCodeAt(end - 1);
-  if (code >= 0xd800 && code <= 0xdbff) end--;
+  end = safeCutIndex(oneLine, end);
   return `${oneLine.slice(0, end)}…`;
 }
 

@@ -5,8 +5,8 @@ import {
   openingWords,
   prependRequestText,
   suffixInstruction,
-} from '../../src/compaction/summary-prompt.js';
-import { hasLoneSurrogate, propertyParameters } from '../transcript/arbitraries.js';
+} from '../../../src/compaction/summary/prompt.js';
+import { hasLoneSurrogate, propertyParameters } from '../../transcript/arbitraries.js';
 
 const ELLIPSIS = '…';
 
