@@ -4,8 +4,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeUpstream, type FakeExchange } from '../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
+import { sseData } from '../support/sse.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
-import { sseEventData } from './sse-events.js';
 
 /**
  * Issue 7, the model-based test: random sequences of client sends and aborts,
@@ -426,7 +426,7 @@ function verdictFor(cause: Cause, tracked: Tracked): Verdict {
   const sent = Buffer.concat(side.written);
   const text = body.toString();
   const headersFirst = side.headersAt !== null;
-  const events = sseEventData(text);
+  const events = sseData(text);
   const lastCode = events.length > 0 ? errorCodeOf(events.at(-1)!) : undefined;
   /** A started stream that failed: the bytes so far, then one error event, no [DONE]. */
   const streamFailed = (code: string): Verdict =>
@@ -468,7 +468,7 @@ function checkRequest(tracked: Tracked, real: Real, settledAt: number): void {
   }
   // One terminal state at most in what the client read: [DONE] or an error event, last.
   if (tracked.stream && client.status === 200) {
-    const events = sseEventData(Buffer.concat(client.body).toString());
+    const events = sseData(Buffer.concat(client.body).toString());
     const terminals = events.filter((data) => data === '[DONE]' || errorCodeOf(data) !== undefined);
     expect(terminals.length, `${label}: terminal events`).toBeLessThanOrEqual(1);
     if (terminals.length === 1) expect(events.at(-1), `${label}: the terminal event comes last`).toBe(terminals[0]);
