@@ -6,7 +6,7 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
 import { agentLoop, agentStep, conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
-import { compactorWith, SummarizerDouble, UpstreamDouble } from './doubles.js';
+import { compactorWith, SummarizerDouble, UpstreamDouble } from '../support/compaction.js';
 
 /**
  * With the default 8k window (7168-token budget, threshold 6093), a scripted

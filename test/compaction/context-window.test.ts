@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { ContextWindows } from '../../src/compaction/context-window.js';
-import { FakeUpstream, manualClock } from './upstream-fake.js';
+import { FakeUpstream, manualClock } from '../support/json-upstream-double.js';
 
 const props = (nCtx: unknown) => ({ status: 200, body: { default_generation_settings: { n_ctx: nCtx } } });
 const models = (...data: unknown[]) => ({ status: 200, body: { object: 'list', data } });

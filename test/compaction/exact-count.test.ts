@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { ExactCounter } from '../../src/compaction/exact-count.js';
-import { FakeUpstream, manualClock } from './upstream-fake.js';
+import { FakeUpstream, manualClock } from '../support/json-upstream-double.js';
 
 const body = {
   model: 'm',

@@ -10,7 +10,7 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { SseTap } from '../../src/upstream/sse.js';
-import { compactorWith, UpstreamDouble } from '../compaction/doubles.js';
+import { compactorWith, UpstreamDouble } from '../support/compaction.js';
 import type { FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';

@@ -1,7 +1,7 @@
 import { parseConfig, type Config } from '../../src/config/schema.js';
 import { Compactor, type CompactorOptions } from '../../src/compaction/compactor.js';
 import type { JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
-import { FACT_PATTERN } from '../support/conversation.js';
+import { FACT_PATTERN } from './conversation.js';
 
 /** A configuration from partial raw YAML-like input; throws with every error when it does not validate. */
 export function configWith(raw: Record<string, unknown> = {}): Config {
