@@ -10,9 +10,10 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { SseTap } from '../../src/upstream/sse.js';
-import { compactorWith, UpstreamDouble } from '../support/compaction.js';
+import { compactorWith } from '../support/compaction.js';
 import type { FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
 import { parseSse, sseData } from '../support/sse.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
@@ -274,7 +275,7 @@ async function checkCompaction(testCase: CompactionCase): Promise<string> {
       models: { '*': { context_window: window, reserve_output_tokens: reserve } },
       compaction: { max_messages: maxMessages, on_summary_failure: onFailure, summary: { max_tokens: summaryMaxTokens } },
     },
-    { upstream: new UpstreamDouble(window) },
+    { upstream: JsonUpstreamDouble.llamaServer({ window }) },
   );
   summarizer.failures = failures;
   // Notes of any length the model may write, up to what max_tokens allows.

@@ -1,16 +1,41 @@
 import type { CallHeaders, JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
 
-/** What a fake route answers: a reply, an error to throw, or a function of the request body. */
-export type FakeRoute = JsonReply | Error | ((body: unknown) => JsonReply | Promise<JsonReply>);
+/** What a route answers: a reply, an error to throw, or a function of the request body. */
+export type JsonRoute = JsonReply | Error | ((body: unknown) => JsonReply | Promise<JsonReply>);
+
+export interface JsonCall {
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly body?: unknown;
+  readonly headers?: CallHeaders;
+}
 
 /**
- * A small scripted UpstreamJson: each `METHOD path` answers from `routes`
- * (404 for the others) and every call is recorded, so tests can count them.
+ * An in-process `UpstreamJson` (the JSON calls compaction makes: window,
+ * exact counts, summaries), for tests that need no socket; the loopback HTTP
+ * double is `FakeUpstream`. Each `METHOD path` answers from `routes` (404 for
+ * the others, as llama-server does) and every call is recorded, so tests can
+ * count them.
  */
-export class FakeUpstream implements UpstreamJson {
-  readonly calls: Array<{ method: 'GET' | 'POST'; path: string; body?: unknown; headers?: CallHeaders }> = [];
+export class JsonUpstreamDouble implements UpstreamJson {
+  readonly calls: JsonCall[] = [];
 
-  constructor(public routes: Record<string, FakeRoute> = {}) {}
+  constructor(public routes: Record<string, JsonRoute> = {}) {}
+
+  /**
+   * A llama-server as compaction sees it: `/props` answers `window` (no route
+   * when null); the exact-count endpoint answers `countTokens` of the body when
+   * given, else 404.
+   */
+  static llamaServer(options: { window?: number | null; countTokens?: (body: Record<string, unknown>) => number } = {}): JsonUpstreamDouble {
+    const { window = 8192, countTokens } = options;
+    const routes: Record<string, JsonRoute> = {};
+    if (window !== null) routes['GET /props'] = { status: 200, body: { default_generation_settings: { n_ctx: window } } };
+    if (countTokens !== undefined) {
+      routes['POST /v1/chat/completions/input_tokens'] = (body) => ({ status: 200, body: { input_tokens: countTokens(body as Record<string, unknown>) } });
+    }
+    return new JsonUpstreamDouble(routes);
+  }
 
   count(method: 'GET' | 'POST', path: string): number {
     return this.calls.filter((call) => call.method === method && call.path === path).length;
@@ -32,10 +57,4 @@ export class FakeUpstream implements UpstreamJson {
     if (answer instanceof Error) throw answer;
     return typeof answer === 'function' ? answer(body) : answer;
   }
-}
-
-/** A clock the test moves by hand. */
-export function manualClock(start = 1_000_000): { now: () => number; advance: (milliseconds: number) => void } {
-  let time = start;
-  return { now: () => time, advance: (milliseconds) => (time += milliseconds) };
 }
