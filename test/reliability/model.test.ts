@@ -471,7 +471,7 @@ function checkRequest(tracked: Tracked, real: Real, settledAt: number): void {
   if (tracked.afterShutdown) {
     seen.set('after shutdown', (seen.get('after shutdown') ?? 0) + 1);
     expect(side.exchange, `${label}: nothing upstream after the shutdown`).toBeNull();
-    expect(client.ending === 'aborted' || (client.status === 503 && errorCodeOf(Buffer.concat(client.body).toString()) === 'shutting_down'), `${label}: 503 while draining`).toBe(true);
+    expect(client.ending === 'aborted' || (client.status === 503 && errorCodeOf(Buffer.concat(client.body).toString()) === 'shutting_down'), `${label}: 503 while draining (got ${client.status} ${client.ending} ${Buffer.concat(client.body).toString().slice(0, 200)})`).toBe(true);
     return;
   }
   // One terminal state at most in what the client read: [DONE] or an error event, last.
