@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ContextLengthExceededError } from '../../src/errors.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
-import { compactorWith } from './doubles.js';
+import { compactorWith } from '../support/compaction.js';
 
 /**
  * A client's `max_tokens` is a ceiling, not a promise to fill it: agents send

@@ -6,7 +6,8 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
 import { agentLoop, agentStep, conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
-import { compactorWith, SummarizerDouble, UpstreamDouble } from './doubles.js';
+import { compactorWith, SummarizerDouble } from '../support/compaction.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 
 /**
  * With the default 8k window (7168-token budget, threshold 6093), a scripted
@@ -224,7 +225,7 @@ describe('Compactor.prepare', () => {
   });
 
   it('compacts on the message count alone when max_messages fires, keeping at most half of it', async () => {
-    const { compactor, summarizer } = compactorWith({ compaction: { max_messages: 40 } }, { upstream: new UpstreamDouble(null) });
+    const { compactor, summarizer } = compactorWith({ compaction: { max_messages: 40 } }, { upstream: JsonUpstreamDouble.llamaServer({ window: null }) });
     const messages = conversation({ turns: 8 });
     expect(messages.length).toBeGreaterThanOrEqual(40);
     const prepared = await prepare(compactor, messages);
@@ -234,19 +235,17 @@ describe('Compactor.prepare', () => {
 
   it('asks the upstream for the exact count near the threshold and compacts on it', async () => {
     // By bytes/4 × 1.25 the request sits under the threshold; the upstream counts 40% more.
-    const upstream = new UpstreamDouble(8192, (request) => Math.round(JSON.stringify(request['messages']).length / 4 * 1.6));
+    const upstream = JsonUpstreamDouble.llamaServer({ countTokens: (request) => Math.round(JSON.stringify(request['messages']).length / 4 * 1.6) });
     const { compactor, summarizer } = compactorWith({}, { upstream });
     const messages = conversation({ turns: 14 });
     const prepared = await prepare(compactor, messages);
-    expect(upstream.posts.some((post) => post.path === '/v1/chat/completions/input_tokens')).toBe(true);
+    expect(upstream.calls.some((call) => call.method === 'POST' && call.path === '/v1/chat/completions/input_tokens')).toBe(true);
     expect(summarizer.calls).toBe(1);
     expect(prepared.changed).toBe(true);
   });
 
   it('discovers the window from /v1/models meta when /props is missing', async () => {
-    const upstream = new UpstreamDouble(null);
-    upstream.getJson = async (path: string) =>
-      path === '/v1/models' ? { status: 200, body: { data: [{ id: 'm', meta: { n_ctx: 2048, n_ctx_train: 4096 } }] } } : { status: 404, body: undefined };
+    const upstream = new JsonUpstreamDouble({ 'GET /v1/models': { status: 200, body: { data: [{ id: 'm', meta: { n_ctx: 2048, n_ctx_train: 4096 } }] } } });
     const { compactor } = compactorWith({}, { upstream });
     expect(await compactor.windows.get('m')).toBe(2048);
   });

@@ -1,11 +1,12 @@
 import { describe, it, expect } from 'vitest';
 import { ContextWindows } from '../../src/compaction/context-window.js';
-import { FakeUpstream, manualClock } from './upstream-fake.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
+import { manualClock } from '../support/manual-clock.js';
 
 const props = (nCtx: unknown) => ({ status: 200, body: { default_generation_settings: { n_ctx: nCtx } } });
 const models = (...data: unknown[]) => ({ status: 200, body: { object: 'list', data } });
 
-function windows(upstream: FakeUpstream, options: { configured?: (model: string) => number | 'auto' } = {}) {
+function windows(upstream: JsonUpstreamDouble, options: { configured?: (model: string) => number | 'auto' } = {}) {
   const clock = manualClock();
   const unknown: string[] = [];
   const contextWindows = new ContextWindows({
@@ -19,7 +20,7 @@ function windows(upstream: FakeUpstream, options: { configured?: (model: string)
 
 describe('ContextWindows', () => {
   it('returns the configured window without asking the upstream', async () => {
-    const upstream = new FakeUpstream({ 'GET /props': props(4096) });
+    const upstream = new JsonUpstreamDouble({ 'GET /props': props(4096) });
     const { contextWindows } = windows(upstream, { configured: (model) => (model === 'big' ? 32_768 : 'auto') });
     await expect(contextWindows.get('big')).resolves.toBe(32_768);
     expect(upstream.calls).toHaveLength(0);
@@ -27,36 +28,36 @@ describe('ContextWindows', () => {
   });
 
   it("reads /props' default_generation_settings.n_ctx first", async () => {
-    const upstream = new FakeUpstream({ 'GET /props': props(8192), 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 99 } }) });
+    const upstream = new JsonUpstreamDouble({ 'GET /props': props(8192), 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 99 } }) });
     const { contextWindows } = windows(upstream);
     await expect(contextWindows.get('m')).resolves.toBe(8192);
     expect(upstream.calls.map((call) => call.path)).toEqual(['/props']);
   });
 
   it('falls back to /v1/models meta.n_ctx of the model, then its n_ctx_train', async () => {
-    const upstream = new FakeUpstream({
+    const upstream = new JsonUpstreamDouble({
       'GET /v1/models': models({ id: 'other', meta: { n_ctx: 1000 } }, { id: 'm', meta: { n_ctx: 16_384, n_ctx_train: 131_072 } }),
     });
     await expect(windows(upstream).contextWindows.get('m')).resolves.toBe(16_384);
-    const trainOnly = new FakeUpstream({ 'GET /v1/models': models({ id: 'm', meta: { n_ctx_train: 131_072 } }) });
+    const trainOnly = new JsonUpstreamDouble({ 'GET /v1/models': models({ id: 'm', meta: { n_ctx_train: 131_072 } }) });
     await expect(windows(trainOnly).contextWindows.get('m')).resolves.toBe(131_072);
     expect(trainOnly.calls.map((call) => call.path)).toEqual(['/props', '/v1/models']);
   });
 
   it('takes the first model of /v1/models when none has the id asked (llama-server serves one)', async () => {
-    const upstream = new FakeUpstream({ 'GET /v1/models': models({ id: 'model.gguf', meta: { n_ctx: 4096 } }) });
+    const upstream = new JsonUpstreamDouble({ 'GET /v1/models': models({ id: 'model.gguf', meta: { n_ctx: 4096 } }) });
     await expect(windows(upstream).contextWindows.get('gpt-4o')).resolves.toBe(4096);
   });
 
   it('ignores /props answers that are not a positive number, or not a 200', async () => {
     for (const answer of [props(0), props(-1), props('8192'), props(null), { status: 200, body: {} }, { status: 200, body: undefined }, { status: 503, body: props(8192).body }]) {
-      const upstream = new FakeUpstream({ 'GET /props': answer, 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
+      const upstream = new JsonUpstreamDouble({ 'GET /props': answer, 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
       await expect(windows(upstream).contextWindows.get('m')).resolves.toBe(2048);
     }
   });
 
   it('is null when nothing tells, and says so once per model', async () => {
-    const upstream = new FakeUpstream({ 'GET /v1/models': models() });
+    const upstream = new JsonUpstreamDouble({ 'GET /v1/models': models() });
     const { contextWindows, clock, unknown } = windows(upstream);
     await expect(contextWindows.get('m')).resolves.toBeNull();
     clock.advance(120_000);
@@ -68,7 +69,7 @@ describe('ContextWindows', () => {
   });
 
   it('is null, not an error, when the upstream cannot be reached', async () => {
-    const upstream = new FakeUpstream({ 'GET /props': new Error('ECONNREFUSED'), 'GET /v1/models': new Error('ECONNREFUSED') });
+    const upstream = new JsonUpstreamDouble({ 'GET /props': new Error('ECONNREFUSED'), 'GET /v1/models': new Error('ECONNREFUSED') });
     const { contextWindows, unknown } = windows(upstream);
     await expect(contextWindows.get('m')).resolves.toBeNull();
     expect(unknown).toEqual(['m']);
@@ -76,7 +77,7 @@ describe('ContextWindows', () => {
 
   it('caches a discovered window for a minute, then asks again', async () => {
     let nCtx = 8192;
-    const upstream = new FakeUpstream({ 'GET /props': () => props(nCtx) });
+    const upstream = new JsonUpstreamDouble({ 'GET /props': () => props(nCtx) });
     const { contextWindows, clock } = windows(upstream);
     await expect(contextWindows.get('m')).resolves.toBe(8192);
     nCtx = 4096; // llama-server restarted with another -c
@@ -92,7 +93,7 @@ describe('ContextWindows', () => {
   it('shares one discovery between concurrent gets', async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const upstream = new FakeUpstream({
+    const upstream = new JsonUpstreamDouble({
       'GET /props': async () => {
         await gate;
         return props(8192);
@@ -107,7 +108,7 @@ describe('ContextWindows', () => {
 
   it('asks the upstream once a minute at most, however many model names it is asked about (names come from requests)', async () => {
     // An upstream with no /props: each name would be looked up in /v1/models, which serves none of them.
-    const upstream = new FakeUpstream({ 'GET /v1/models': models({ id: 'served.gguf', meta: { n_ctx: 4096 } }) });
+    const upstream = new JsonUpstreamDouble({ 'GET /v1/models': models({ id: 'served.gguf', meta: { n_ctx: 4096 } }) });
     const { contextWindows, clock } = windows(upstream);
     for (let index = 0; index < 100; index++) await expect(contextWindows.get(`not-served-${index}`)).resolves.toBe(4096);
     expect(upstream.count('GET', '/props')).toBe(1);
@@ -122,7 +123,7 @@ describe('ContextWindows', () => {
   });
 
   it('remembers 256 models at most, so /readyz stays small', async () => {
-    const upstream = new FakeUpstream({ 'GET /props': props(8192) });
+    const upstream = new JsonUpstreamDouble({ 'GET /props': props(8192) });
     const { contextWindows } = windows(upstream);
     for (let index = 0; index < 1_000; index++) await contextWindows.get(`invented-${index}`);
     expect(contextWindows.size).toBe(256);
@@ -131,7 +132,7 @@ describe('ContextWindows', () => {
   });
 
   it("passes the caller's headers to the discovery calls", async () => {
-    const upstream = new FakeUpstream({ 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
+    const upstream = new JsonUpstreamDouble({ 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
     await windows(upstream).contextWindows.get('m', { authorization: 'Bearer client' });
     expect(upstream.calls.map((call) => call.headers)).toEqual([{ authorization: 'Bearer client' }, { authorization: 'Bearer client' }]);
   });

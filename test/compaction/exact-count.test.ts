@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { ExactCounter } from '../../src/compaction/exact-count.js';
-import { FakeUpstream, manualClock } from './upstream-fake.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
+import { manualClock } from '../support/manual-clock.js';
 
 const body = {
   model: 'm',
@@ -20,13 +21,13 @@ const tokenized = (count: number) => ({ status: 200, body: { tokens: Array.from(
 
 describe('ExactCounter', () => {
   it('asks /v1/chat/completions/input_tokens first, with the same body, not streamed', async () => {
-    const upstream = new FakeUpstream({ 'POST /v1/chat/completions/input_tokens': inputTokens(42) });
+    const upstream = new JsonUpstreamDouble({ 'POST /v1/chat/completions/input_tokens': inputTokens(42) });
     await expect(new ExactCounter(upstream).count(body)).resolves.toBe(42);
     expect(upstream.calls).toEqual([{ method: 'POST', path: '/v1/chat/completions/input_tokens', body: { ...body, stream: false } }]);
   });
 
   it('falls back on a 404 to /apply-template then /tokenize with add_special: true, and counts the tokens', async () => {
-    const upstream = new FakeUpstream({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(17) });
+    const upstream = new JsonUpstreamDouble({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(17) });
     await expect(new ExactCounter(upstream).count(body)).resolves.toBe(17);
     expect(upstream.calls.map((call) => call.path)).toEqual(['/v1/chat/completions/input_tokens', '/apply-template', '/tokenize']);
     expect(upstream.calls[1]!.body).toEqual({ messages: body.messages, tools: body.tools, chat_template_kwargs: body.chat_template_kwargs });
@@ -34,14 +35,14 @@ describe('ExactCounter', () => {
   });
 
   it('sends only what the template reads to /apply-template', async () => {
-    const upstream = new FakeUpstream({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(3) });
+    const upstream = new JsonUpstreamDouble({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(3) });
     await new ExactCounter(upstream).count({ model: 'm', messages: body.messages });
     expect(upstream.calls[1]!.body).toEqual({ messages: body.messages });
   });
 
   it('does not ask an unsupported endpoint again within its retry time, then asks again', async () => {
     const clock = manualClock();
-    const upstream = new FakeUpstream({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(5) });
+    const upstream = new JsonUpstreamDouble({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(5) });
     const counter = new ExactCounter(upstream, clock.now);
     await counter.count(body);
     clock.advance(TEN_MINUTES - 1);
@@ -56,7 +57,7 @@ describe('ExactCounter', () => {
 
   it('leaves /apply-template alone for a while too, when it is missing', async () => {
     const clock = manualClock();
-    const upstream = new FakeUpstream();
+    const upstream = new JsonUpstreamDouble();
     const counter = new ExactCounter(upstream, clock.now);
     await expect(counter.count(body)).resolves.toBeNull();
     await expect(counter.count(body)).resolves.toBeNull();
@@ -68,13 +69,13 @@ describe('ExactCounter', () => {
 
   it('treats 405 and 501 as unsupported, and keeps asking after other errors', async () => {
     for (const status of [405, 501]) {
-      const upstream = new FakeUpstream({ 'POST /v1/chat/completions/input_tokens': { status, body: {} }, 'POST /apply-template': applied, 'POST /tokenize': tokenized(2) });
+      const upstream = new JsonUpstreamDouble({ 'POST /v1/chat/completions/input_tokens': { status, body: {} }, 'POST /apply-template': applied, 'POST /tokenize': tokenized(2) });
       const counter = new ExactCounter(upstream, manualClock().now);
       await counter.count(body);
       await counter.count(body);
       expect(upstream.count('POST', '/v1/chat/completions/input_tokens')).toBe(1);
     }
-    const busy = new FakeUpstream({ 'POST /v1/chat/completions/input_tokens': { status: 503, body: {} }, 'POST /apply-template': applied, 'POST /tokenize': tokenized(2) });
+    const busy = new JsonUpstreamDouble({ 'POST /v1/chat/completions/input_tokens': { status: 503, body: {} }, 'POST /apply-template': applied, 'POST /tokenize': tokenized(2) });
     const counter = new ExactCounter(busy, manualClock().now);
     await expect(counter.count(body)).resolves.toBe(2);
     await counter.count(body);
@@ -82,18 +83,18 @@ describe('ExactCounter', () => {
   });
 
   it('is null when nothing works', async () => {
-    await expect(new ExactCounter(new FakeUpstream()).count(body)).resolves.toBeNull();
-    const noTokenize = new FakeUpstream({ 'POST /apply-template': applied });
+    await expect(new ExactCounter(new JsonUpstreamDouble()).count(body)).resolves.toBeNull();
+    const noTokenize = new JsonUpstreamDouble({ 'POST /apply-template': applied });
     await expect(new ExactCounter(noTokenize).count(body)).resolves.toBeNull();
-    const badTemplate = new FakeUpstream({ 'POST /apply-template': { status: 200, body: { prompt: 42 } }, 'POST /tokenize': tokenized(1) });
+    const badTemplate = new JsonUpstreamDouble({ 'POST /apply-template': { status: 200, body: { prompt: 42 } }, 'POST /tokenize': tokenized(1) });
     await expect(new ExactCounter(badTemplate).count(body)).resolves.toBeNull();
     expect(badTemplate.count('POST', '/tokenize')).toBe(0);
-    const badTokens = new FakeUpstream({ 'POST /apply-template': applied, 'POST /tokenize': { status: 200, body: { tokens: 'many' } } });
+    const badTokens = new JsonUpstreamDouble({ 'POST /apply-template': applied, 'POST /tokenize': { status: 200, body: { tokens: 'many' } } });
     await expect(new ExactCounter(badTokens).count(body)).resolves.toBeNull();
   });
 
   it('falls back when input_tokens answers without a number', async () => {
-    const upstream = new FakeUpstream({
+    const upstream = new JsonUpstreamDouble({
       'POST /v1/chat/completions/input_tokens': { status: 200, body: { input_tokens: 'ten' } },
       'POST /apply-template': applied,
       'POST /tokenize': tokenized(10),
@@ -102,13 +103,13 @@ describe('ExactCounter', () => {
   });
 
   it('turns exceptions into null (and the next way is still tried)', async () => {
-    const thrown = new FakeUpstream({
+    const thrown = new JsonUpstreamDouble({
       'POST /v1/chat/completions/input_tokens': new Error('socket hang up'),
       'POST /apply-template': new Error('socket hang up'),
     });
     await expect(new ExactCounter(thrown).count(body)).resolves.toBeNull();
     expect(thrown.calls.map((call) => call.path)).toEqual(['/v1/chat/completions/input_tokens', '/apply-template']);
-    const recovered = new FakeUpstream({
+    const recovered = new JsonUpstreamDouble({
       'POST /v1/chat/completions/input_tokens': new Error('socket hang up'),
       'POST /apply-template': applied,
       'POST /tokenize': tokenized(8),
@@ -117,7 +118,7 @@ describe('ExactCounter', () => {
   });
 
   it("passes the caller's headers to every call", async () => {
-    const upstream = new FakeUpstream({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(1) });
+    const upstream = new JsonUpstreamDouble({ 'POST /apply-template': applied, 'POST /tokenize': tokenized(1) });
     await new ExactCounter(upstream).count(body, undefined, { authorization: 'Bearer client' });
     for (const call of upstream.calls) expect(call.headers).toEqual({ authorization: 'Bearer client' });
   });

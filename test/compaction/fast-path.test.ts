@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as prefixHash from '../../src/compaction/prefix-hash.js';
 import { conversation } from '../support/conversation.js';
-import { compactorWith } from './doubles.js';
+import { compactorWith } from '../support/compaction.js';
 
 vi.mock('../../src/compaction/prefix-hash.js', async (importOriginal) => {
   const actual = await importOriginal<typeof import('../../src/compaction/prefix-hash.js')>();

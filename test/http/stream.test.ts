@@ -3,9 +3,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
-import { loadFixture, sseEvents } from '../support/fixtures.js';
+import { loadFixture } from '../support/fixtures.js';
 import { postJson } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
+import { parseSse } from '../support/sse.js';
 
 const CHAT = '/v1/chat/completions';
 const streamBody = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }], stream: true, stream_options: { include_usage: true } };
@@ -20,9 +21,9 @@ afterEach(() => {
   upstream.reset();
 });
 
-function lastEvent(body: Buffer): string {
-  const events = sseEvents(body);
-  return events[events.length - 1] ?? '';
+/** The data of the last event of a body ('' when there is none). */
+function lastEventData(body: Buffer): string {
+  return parseSse(body).at(-1)?.data ?? '';
 }
 
 describe('streaming', () => {
@@ -160,9 +161,9 @@ describe('an upstream that fails mid-stream', () => {
     expect(answer.status).toBe(200);
     expect(answer.ending).toBe('ended');
     const text = answer.body.toString();
-    expect(text.startsWith(sseEvents(loadFixture('chat_stream').body).slice(0, 3).join(''))).toBe(true);
+    expect(text.startsWith(parseSse(loadFixture('chat_stream').body).slice(0, 3).map((event) => event.raw).join(''))).toBe(true);
     expect(text).not.toContain('[DONE]');
-    expect(JSON.parse(lastEvent(answer.body).slice('data: '.length))).toEqual({
+    expect(JSON.parse(lastEventData(answer.body))).toEqual({
       error: { message: expect.stringContaining('broke off'), type: 'server_error', param: null, code: 'upstream_stream_failed' },
     });
   });
@@ -194,14 +195,14 @@ describe('an upstream that fails mid-stream', () => {
     const answer = await postJson(proxy.url + CHAT, streamBody);
     expect(answer.ending).toBe('ended');
     expect(answer.body.toString()).not.toContain('[DONE]');
-    expect(lastEvent(answer.body)).toContain('"code":"upstream_timeout"');
+    expect(lastEventData(answer.body)).toContain('"code":"upstream_timeout"');
     await upstream.waitFor(() => upstream.requestsTo(CHAT)[0]?.abortedAt !== null, { what: 'the stalled request to be closed' });
   });
 
   it('a stream that ends without [DONE] is not passed off as complete', async () => {
     upstream.script(CHAT, replies.sse(chatStreamEvents().slice(0, -1)));
     const answer = await postJson(proxy.url + CHAT, streamBody);
-    expect(lastEvent(answer.body)).toContain('"code":"upstream_stream_incomplete"');
+    expect(lastEventData(answer.body)).toContain('"code":"upstream_stream_incomplete"');
   });
 
   it('a JSON answer cut short breaks the client connection instead of ending cleanly', async () => {

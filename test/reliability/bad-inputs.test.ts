@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
+import { parseSse } from '../support/sse.js';
 import { rawRequest } from './raw-http.js';
 
 /**
@@ -251,13 +252,13 @@ describe('text of every kind', () => {
     upstream.script(CHAT, replies.sse(chatStreamEvents({ content: [evil, evil] })));
     const answer = await postJson(proxy.url + CHAT, { ...simple, messages: [{ role: 'user', content: evil }], stream: true });
     const text = answer.body.toString();
-    const events = text.split('\n\n').filter((event) => event !== '');
-    // Every event is one data line of JSON, and [DONE] comes once, last.
-    expect(events.at(-1)).toBe('data: [DONE]');
+    const events = parseSse(text, { dispatchAtEnd: true });
+    // Every event is one data line of JSON ended by LF LF, and [DONE] comes once, last.
+    expect(events.at(-1)?.raw).toBe('data: [DONE]\n\n');
     for (const event of events.slice(0, -1)) {
-      expect(event.startsWith('data: {')).toBe(true);
-      expect(event.includes('\n')).toBe(false);
-      const delta = (JSON.parse(event.slice(6)) as { choices: Array<{ delta?: { content?: string } }> }).choices[0]?.delta;
+      expect(event.raw).toBe(`${event.lines[0]}\n\n`);
+      expect(event.lines[0]?.startsWith('data: {')).toBe(true);
+      const delta = (JSON.parse(event.data!) as { choices: Array<{ delta?: { content?: string } }> }).choices[0]?.delta;
       if (delta?.content !== undefined && delta.content !== null) expect(delta.content).toBe(evil);
     }
     expect(upstream.requestsTo(CHAT)[0]!.json).toMatchObject({ messages: [{ content: evil }] });

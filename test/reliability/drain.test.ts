@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { type RawExchange, postJson, send } from '../support/http-client.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
-import { sseEventData } from './sse-events.js';
 import { spawnOwned } from '../support/child-processes.js';
+import { sseData } from '../support/sse.js';
 
 /**
  * Issue 7, "SIGTERM with 50 live streams": new requests get 503 +
@@ -107,7 +107,7 @@ describe('SIGTERM with 50 live streams (main.ts)', () => {
     for (const answer of answers) {
       expect(answer.status).toBe(200);
       expect(answer.ending).toBe('ended');
-      expect(sseEventData(answer.body.toString()).at(-1)).toBe('[DONE]');
+      expect(sseData(answer.body.toString()).at(-1)).toBe('[DONE]');
     }
     expect(await exited).toBe(0);
     expect(upstream.requestsTo(CHAT)).toHaveLength(STREAMS);
@@ -145,7 +145,7 @@ describe('the grace period running out (in process, as main.ts does it)', () => 
     for (const answer of answers) {
       expect(answer.status).toBe(200);
       expect(answer.ending).toBe('ended');
-      const events = sseEventData(answer.body.toString());
+      const events = sseData(answer.body.toString());
       expect(events).toHaveLength(3);
       expect(JSON.parse(events.at(-1)!)).toMatchObject({ error: { code: 'shutting_down', type: 'server_error' } });
       expect(answer.body.toString()).not.toContain('[DONE]');

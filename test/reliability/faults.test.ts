@@ -3,14 +3,14 @@ import { type Server, type Socket, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/schema.js';
-import { compactorWith } from '../compaction/doubles.js';
-import { manualClock } from '../compaction/upstream-fake.js';
+import { compactorWith } from '../support/compaction.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream, chatStreamEvents, floodingStream, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
+import { manualClock } from '../support/manual-clock.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
-import { sseEventData } from './sse-events.js';
+import { sseData } from '../support/sse.js';
 
 /**
  * Issue 7, "Faults": each request ends in exactly one terminal state, and
@@ -49,7 +49,7 @@ function errorOf(body: Buffer): { code: string; message: string; type: string } 
 
 /** The data of each SSE event of a body, as a lenient client decodes it. */
 function dataEvents(text: string): string[] {
-  return sseEventData(text, { dispatchAtEnd: true });
+  return sseData(text, { dispatchAtEnd: true });
 }
 
 describe('an upstream that cannot be reached', () => {
@@ -293,7 +293,7 @@ describe('SSE as any server may frame it', () => {
       expect(answer.body.toString()).toBe(body);
       // Strict clients and lenient ones (which dispatch an event the stream did not end) alike.
       for (const dispatchAtEnd of [false, true]) {
-        expect(sseEventData(answer.body.toString(), { dispatchAtEnd })).toEqual(sseEventData(body, { dispatchAtEnd }));
+        expect(sseData(answer.body.toString(), { dispatchAtEnd })).toEqual(sseData(body, { dispatchAtEnd }));
       }
       expect(dataEvents(body)).toHaveLength(payloads.length);
     });

@@ -10,12 +10,13 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { SseTap } from '../../src/upstream/sse.js';
-import { compactorWith, UpstreamDouble } from '../compaction/doubles.js';
+import { compactorWith } from '../support/compaction.js';
 import type { FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
+import { parseSse, sseData } from '../support/sse.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
-import { sseEventData } from './sse-events.js';
 
 /**
  * Issue 7, "Invariants under fast-check". 100 runs per property in CI;
@@ -102,12 +103,15 @@ function tapOf(chunks: readonly Buffer[]): { sawDone: boolean; sawError: boolean
   return { sawDone: tap.sawDone, sawError: tap.sawError, closing: tap.closingBytes(), usage: tap.usage };
 }
 
-/** Whether a line of the stream ends it in its own terms ([DONE] or an error event): then nothing is appended. */
+/**
+ * Whether a data line of the stream ends it in its own terms ([DONE] or an
+ * error event), as the tap reads it: line by line, ended or not. Then nothing
+ * is appended.
+ */
 function endsItself(bytes: Buffer): boolean {
-  return bytes
-    .toString('latin1')
-    .split(/\r\n|\r|\n/)
-    .some((line) => /^data: ?\[DONE\]$/.test(line) || /^data: ?\{\s*"error"\s*:/.test(line));
+  return parseSse(bytes.toString('latin1'), { dispatchAtEnd: true }).some((event) =>
+    event.dataFields.some((data) => data === '[DONE]' || /^\{\s*"error"\s*:/.test(data)),
+  );
 }
 
 describe('any byte partition of an upstream SSE stream', () => {
@@ -151,8 +155,8 @@ describe('any byte partition of an upstream SSE stream', () => {
         return;
       }
       // Strictly decoded, the client sees every event the upstream sent (the last one ended for it), then the error.
-      const received = sseEventData(answer.body.toString('utf8'));
-      const sent = sseEventData(bytes.toString('utf8'), { dispatchAtEnd: true });
+      const received = sseData(answer.body.toString('utf8'));
+      const sent = sseData(bytes.toString('utf8'), { dispatchAtEnd: true });
       expect(received.slice(0, -1)).toEqual(sent);
       expect(JSON.parse(received.at(-1)!)).toMatchObject({ error: { code: 'upstream_stream_incomplete' } });
     }
@@ -271,7 +275,7 @@ async function checkCompaction(testCase: CompactionCase): Promise<string> {
       models: { '*': { context_window: window, reserve_output_tokens: reserve } },
       compaction: { max_messages: maxMessages, on_summary_failure: onFailure, summary: { max_tokens: summaryMaxTokens } },
     },
-    { upstream: new UpstreamDouble(window) },
+    { upstream: JsonUpstreamDouble.llamaServer({ window }) },
   );
   summarizer.failures = failures;
   // Notes of any length the model may write, up to what max_tokens allows.

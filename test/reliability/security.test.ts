@@ -9,6 +9,7 @@ import { FakeUpstream, type FakeExchange, replies } from '../support/fake-upstre
 import { type RawExchange, postJson, send } from '../support/http-client.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
+import { parseSse } from '../support/sse.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 import { rawRequest } from './raw-http.js';
 
@@ -31,8 +32,8 @@ function compactorsOwnWords(answer: RawExchange): string {
   if (typeof report === 'string') parts.push(report);
   const text = answer.body.toString();
   if (answer.headers['content-type']?.startsWith('text/event-stream') === true) {
-    for (const line of text.split(/\r?\n/)) {
-      if (line.startsWith(':') || line.startsWith('data: {"error"')) parts.push(line);
+    for (const event of parseSse(text, { dispatchAtEnd: true })) {
+      parts.push(...event.comments, ...event.dataFields.filter((data) => data.startsWith('{"error"')));
     }
   } else if (answer.status >= 400) {
     parts.push(text);

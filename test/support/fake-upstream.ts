@@ -1,7 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadFixture, sseEvents } from './fixtures.js';
+import { loadFixture } from './fixtures.js';
+import { parseSse } from './sse.js';
 
 /**
  * A loopback llama-server double. It serves the recorded shapes of
@@ -261,6 +262,11 @@ async function writeChunks(exchange: FakeExchange, chunks: readonly (string | Bu
 }
 
 /** Splits a body into pieces of `size` bytes, cutting through multi-byte characters on purpose. */
+/** A recorded SSE body as the events it was written in, every byte kept. */
+function rawEvents(body: Buffer): string[] {
+  return parseSse(body, { dispatchAtEnd: true }).map((event) => event.raw);
+}
+
 function splitBytes(body: Buffer, size: number): Buffer[] {
   const pieces: Buffer[] = [];
   for (let start = 0; start < body.length; start += size) pieces.push(body.subarray(start, start + size));
@@ -346,7 +352,7 @@ export const replies = {
       writeHead(exchange.response, recorded.status, recorded.headers);
       const isStream = recorded.headers.some(([key, value]) => key.toLowerCase() === 'content-type' && value.startsWith('text/event-stream'));
       if (isStream) {
-        if (await writeChunks(exchange, sseEvents(recorded.body), 0)) exchange.response.end();
+        if (await writeChunks(exchange, rawEvents(recorded.body), 0)) exchange.response.end();
       } else {
         exchange.response.end(recorded.body);
       }
@@ -393,7 +399,7 @@ export const replies = {
 
   /** Writes `eventsBefore` events of the recorded stream, then resets the connection. */
   resetMidStream(options: { eventsBefore?: number; events?: readonly string[] } = {}): FakeReply {
-    const { eventsBefore = 3, events = sseEvents(loadFixture('chat_stream').body) } = options;
+    const { eventsBefore = 3, events = rawEvents(loadFixture('chat_stream').body) } = options;
     return async (exchange) => {
       exchange.response.writeHead(200, { 'content-type': 'text/event-stream' });
       exchange.response.flushHeaders();
@@ -409,7 +415,7 @@ export const replies = {
     return async (exchange) => {
       exchange.response.writeHead(200, { 'content-type': 'text/event-stream' });
       exchange.response.flushHeaders();
-      await writeChunks(exchange, sseEvents(loadFixture('chat_stream').body).slice(0, eventsBefore), 0);
+      await writeChunks(exchange, rawEvents(loadFixture('chat_stream').body).slice(0, eventsBefore), 0);
       await waitForAbort(exchange.signal);
     };
   },

@@ -59,12 +59,3 @@ export function loadFixture(name: string): RecordedExchange {
   );
   return { name, status: Number(status[1]), headers: fixed, body: bytes };
 }
-
-/** The events of an SSE body, each with its terminating blank line. */
-export function sseEvents(body: Buffer | string): string[] {
-  const text = typeof body === 'string' ? body : body.toString('utf8');
-  return text
-    .split('\n\n')
-    .filter((event) => event.trim() !== '')
-    .map((event) => `${event}\n\n`);
-}

@@ -6,9 +6,18 @@ import type { ChatMessage, ContentPart, ToolCall } from '../../src/transcript/me
  * right after its block) and corrupted ones (results dropped, duplicated,
  * moved, invented; calls dropped; messages wedged into a block).
  *
- * `FC_RUNS=10000 npx vitest run test/transcript` runs every property longer.
+ * `FC_RUNS=10000 npx vitest run test/transcript` runs every property longer;
+ * `FC_SEED=<seed> FC_PATH=<path>` replays the counterexample a failure printed.
  */
-export const propertyParameters: fc.Parameters<unknown> = { numRuns: Number(process.env['FC_RUNS'] ?? 100) };
+export const propertyParameters: fc.Parameters<unknown> = {
+  numRuns: Number(process.env['FC_RUNS'] ?? 100),
+  ...replayed(process.env['FC_SEED'], process.env['FC_PATH']),
+};
+
+function replayed(seed: string | undefined, path: string | undefined): Pick<fc.Parameters<unknown>, 'seed' | 'path'> {
+  if (seed === undefined) return {};
+  return path === undefined ? { seed: Number(seed) } : { seed: Number(seed), path };
+}
 
 /** Text of every kind: ASCII, accents, CJK, emoji (astral, surrogate pairs), combining marks. */
 export const textArbitrary = fc.string({ unit: 'grapheme', maxLength: 40 });

@@ -1,38 +1,18 @@
 import { parseConfig, type Config } from '../../src/config/schema.js';
 import { Compactor, type CompactorOptions } from '../../src/compaction/compactor.js';
-import type { JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
-import { FACT_PATTERN } from '../support/conversation.js';
+import { FACT_PATTERN } from './conversation.js';
+import { JsonUpstreamDouble } from './json-upstream-double.js';
+
+/**
+ * A compaction engine on in-process doubles (an upstream and a summarizer),
+ * for the compaction tests and the reliability properties alike.
+ */
 
 /** A configuration from partial raw YAML-like input; throws with every error when it does not validate. */
 export function configWith(raw: Record<string, unknown> = {}): Config {
   const result = parseConfig(raw);
   if (!result.ok) throw new Error(result.errors.join('\n'));
   return result.config;
-}
-
-/** An in-process upstream: `/props` answers the window; the exact-count endpoints answer 404 unless given a counter. */
-export class UpstreamDouble implements UpstreamJson {
-  readonly gets: string[] = [];
-  readonly posts: Array<{ path: string; body: unknown }> = [];
-
-  constructor(
-    public window: number | null = 8192,
-    public countTokens: ((body: Record<string, unknown>) => number) | null = null,
-  ) {}
-
-  async getJson(path: string): Promise<JsonReply> {
-    this.gets.push(path);
-    if (path === '/props' && this.window !== null) return { status: 200, body: { default_generation_settings: { n_ctx: this.window } } };
-    return { status: 404, body: { error: { message: 'File Not Found' } } };
-  }
-
-  async postJson(path: string, body: unknown): Promise<JsonReply> {
-    this.posts.push({ path, body });
-    if (path === '/v1/chat/completions/input_tokens' && this.countTokens !== null) {
-      return { status: 200, body: { input_tokens: this.countTokens(body as Record<string, unknown>) } };
-    }
-    return { status: 404, body: { error: { message: 'File Not Found' } } };
-  }
 }
 
 /**
@@ -73,11 +53,12 @@ export class SummarizerDouble {
   }
 }
 
+/** A compactor built from partial raw config, on the doubles given or fresh ones. */
 export function compactorWith(
   raw: Record<string, unknown> = {},
-  options: { upstream?: UpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactorOptions> = {},
-): { compactor: Compactor; upstream: UpstreamDouble; summarizer: SummarizerDouble } {
-  const upstream = options.upstream ?? new UpstreamDouble();
+  options: { upstream?: JsonUpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactorOptions> = {},
+): { compactor: Compactor; upstream: JsonUpstreamDouble; summarizer: SummarizerDouble } {
+  const upstream = options.upstream ?? JsonUpstreamDouble.llamaServer();
   const summarizer = options.summarizer ?? new SummarizerDouble();
   const compactor = new Compactor({ ...options, config: configWith(raw), upstream, chat: summarizer.call });
   return { compactor, upstream, summarizer };
