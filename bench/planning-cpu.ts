@@ -21,7 +21,7 @@
  */
 import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
 import { Compactor } from '../src/compaction/compactor.js';
-import { prefixHashes } from '../src/compaction/prefix-hash.js';
+import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summarize.js';
 import type { UpstreamJson } from '../src/compaction/upstream-json.js';
 import { parseConfig } from '../src/config/schema.js';

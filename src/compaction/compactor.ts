@@ -7,7 +7,7 @@ import { pruneToolResults } from '../transcript/prune.js';
 import { estimateMessageTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { ContextWindows } from './context-window.js';
 import { ContextLengthExceededError, SummaryFailedError } from '../errors.js';
-import { type Epoch, type EpochStore, MemoryEpochStore } from './epoch-store.js';
+import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import {
@@ -24,11 +24,11 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan, withNotes } from './plan-steps.js';
-import { prefixHashes } from './prefix-hash.js';
+import { prefixHashes } from './epochs/prefix-hash.js';
 import { summaryPair, truncationNotice, truncationText } from './replacement.js';
 import { prunedLine, reusedLine, summarizedLine, truncatedLine } from './report.js';
 import { Semaphore } from './semaphore.js';
-import { SingleFlight } from './single-flight.js';
+import { SingleFlight } from './epochs/single-flight.js';
 import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summarize.js';
 import { TokenRatios } from './token-ratio.js';
 import type { CallHeaders, UpstreamJson } from './upstream-json.js';

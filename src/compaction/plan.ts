@@ -2,7 +2,7 @@ import type { ChatMessage } from '../transcript/message.js';
 import { headLength, turnRanges, balanceCut } from '../transcript/groups.js';
 import { isMarked } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
-import type { Epoch } from './epoch-store.js';
+import type { Epoch } from './epochs/epoch-store.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes

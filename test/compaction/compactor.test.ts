@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
-import { MemoryEpochStore } from '../../src/compaction/epoch-store.js';
-import { prefixHashes } from '../../src/compaction/prefix-hash.js';
+import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
+import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';

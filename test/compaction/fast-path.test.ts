@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import * as prefixHash from '../../src/compaction/prefix-hash.js';
+import * as prefixHash from '../../src/compaction/epochs/prefix-hash.js';
 import { conversation } from '../support/conversation.js';
 import { compactorWith } from './doubles.js';
 
 vi.mock('../../src/compaction/prefix-hash.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../../src/compaction/prefix-hash.js')>();
+  const actual = await importOriginal<typeof import('../../src/compaction/epochs/prefix-hash.js')>();
   return { ...actual, prefixHashes: vi.fn(actual.prefixHashes) };
 });
 

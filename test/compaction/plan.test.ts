@@ -17,7 +17,7 @@ import {
   type CompactionSettings,
   type Sizes,
 } from '../../src/compaction/plan.js';
-import type { Epoch } from '../../src/compaction/epoch-store.js';
+import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 
 const settings: CompactionSettings = {

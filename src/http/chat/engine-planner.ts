@@ -2,7 +2,7 @@ import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from './pla
 import { bearerToken } from '../auth.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Compactor, Prepared, PrepareInput } from '../../compaction/compactor.js';
-import { tenantOf } from '../../compaction/prefix-hash.js';
+import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
 import type { CallHeaders } from '../../compaction/upstream-json.js';
 
 /**

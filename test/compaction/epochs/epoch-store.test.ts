@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { MemoryEpochStore, type Epoch } from '../../src/compaction/epoch-store.js';
+import { MemoryEpochStore, type Epoch } from '../../../src/compaction/epochs/epoch-store.js';
 
 const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   key,

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ChatMessage } from '../transcript/message.js';
+import type { ChatMessage } from '../../transcript/message.js';
 
 /**
  * The prefix hash chain that names a conversation's history:

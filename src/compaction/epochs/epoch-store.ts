@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../transcript/message.js';
+import type { ChatMessage } from '../../transcript/message.js';
 
 /** How the history before an epoch's cut is forwarded (see DESIGN.md, vocabulary). */
 export type EpochStrategy = 'summary' | 'steps' | 'pruned' | 'truncated';
