@@ -88,7 +88,7 @@ const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly oldCount: number }
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number }
   | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
   | { readonly tier: 'too-large'; readonly needed: number };
 
@@ -185,7 +185,7 @@ export function planCompaction(
   // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
   const gains = trigger === 'size' ? size < total : cut - head > 2;
   if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
-  return { tier: 'summary', cut, size, oldCount: cut - head };
+  return { tier: 'summary', cut, size };
 }
 
 /**

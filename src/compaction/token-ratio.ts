@@ -35,11 +35,6 @@ export class TokenRatios {
     return this.#ratios.get(model) ?? INITIAL_TOKEN_RATIO;
   }
 
-  /** Whether a real measure was taken for this model yet. */
-  has(model: string): boolean {
-    return this.#ratios.has(model);
-  }
-
   /**
    * Takes one measure: the upstream counted `realTokens` for what we estimated
    * at `estimate`. The first measure replaces the initial guess outright.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { canonicalJson, canonicalText } from '../../../src/compaction/epochs/prefix-hash.js';
+import { canonicalText } from '../../../src/compaction/epochs/prefix-hash.js';
+import { canonicalJson } from './canonical-json.js';
 import { reverseKeys } from '../../support/json.js';
 import { propertyParameters } from '../../transcript/arbitraries.js';
 
