@@ -8,7 +8,7 @@
  *
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
  * the prototype-key check and validation (`readChatRequest`), pair repair
- * (`applyPairMode`), `Compactor.prepare()` (size estimate, prefix hash chain,
+ * (`applyPairMode`), `CompactionEngine.prepare()` (size estimate, prefix hash chain,
  * epoch lookup, decision) and `JSON.stringify` + `Buffer.from` of the
  * forwarded body. Three cases:
  * - cached epoch: an earlier request compacted this history (an in-process
@@ -20,7 +20,7 @@
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
 import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
-import { Compactor } from '../src/compaction/compactor.js';
+import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summarize.js';
 import type { UpstreamJson } from '../src/compaction/upstream-json.js';
@@ -112,7 +112,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const signal = new AbortController().signal;
 
   // The route's planning, as routes/chat.ts does it with a planner (chat-hooks.ts).
-  const plan = async (compactor: Compactor): Promise<{ forwarded: number }> => {
+  const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');
     const result = await compactor.prepare({ body: pairs.body, messages: pairs.body.messages, tenant: 'tenant', signal });
@@ -121,12 +121,12 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   };
 
   // 1 MB is ~330k tokens at the initial ratio: a 128k window compacts it; a 1M window leaves it under the soft threshold.
-  const cached = new Compactor({ config: configWith(131_072), upstream: noUpstream, chat: notes });
+  const cached = new CompactionEngine({ config: configWith(131_072), upstream: noUpstream, chat: notes });
   const first = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
   if (!first.changed || cached.epochCount !== 1) throw new Error('the history did not compact into one epoch');
   const again = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
   if (again.report === null || !again.report.startsWith('epoch reused')) throw new Error(`the epoch was not reused: ${again.report}`);
-  const large = new Compactor({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
+  const large = new CompactionEngine({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
 
   const parseStringifyMs = await time(() => JSON.stringify(JSON.parse(raw.toString('utf8'))), count);
   const cachedEpochMs = await time(() => plan(cached), count);

@@ -10,6 +10,9 @@ import type { Epoch } from './epochs/epoch-store.js';
  * and exact counts.
  */
 
+/** What a compaction did: no model call, a summary of old turns, or a summary of old steps of one turn. */
+export type Tier = 'prune' | 'summary' | 'steps';
+
 export interface CompactionSettings {
   /** Fraction of the budget at which a request is compacted before it is forwarded. */
   readonly threshold: number;

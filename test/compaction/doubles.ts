@@ -1,5 +1,5 @@
 import { parseConfig, type Config } from '../../src/config/schema.js';
-import { Compactor, type CompactorOptions } from '../../src/compaction/compactor.js';
+import { CompactionEngine, type CompactionEngineOptions } from '../../src/compaction/engine.js';
 import type { JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
 import { FACT_PATTERN } from '../support/conversation.js';
 
@@ -75,10 +75,10 @@ export class SummarizerDouble {
 
 export function compactorWith(
   raw: Record<string, unknown> = {},
-  options: { upstream?: UpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactorOptions> = {},
-): { compactor: Compactor; upstream: UpstreamDouble; summarizer: SummarizerDouble } {
+  options: { upstream?: UpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactionEngineOptions> = {},
+): { compactor: CompactionEngine; upstream: UpstreamDouble; summarizer: SummarizerDouble } {
   const upstream = options.upstream ?? new UpstreamDouble();
   const summarizer = options.summarizer ?? new SummarizerDouble();
-  const compactor = new Compactor({ ...options, config: configWith(raw), upstream, chat: summarizer.call });
+  const compactor = new CompactionEngine({ ...options, config: configWith(raw), upstream, chat: summarizer.call });
   return { compactor, upstream, summarizer };
 }

@@ -1,8 +1,9 @@
 import { LRUCache } from 'lru-cache';
 import type { ChatMessage } from '../../transcript/message.js';
+import type { Tier } from '../plan.js';
 
-/** How the history before an epoch's cut is forwarded (see DESIGN.md, vocabulary). */
-export type EpochStrategy = 'summary' | 'steps' | 'pruned' | 'truncated';
+/** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
+export type EpochStrategy = Tier | 'truncated';
 
 /**
  * "The first `sourceLength` original messages of this conversation, whose
@@ -13,7 +14,7 @@ export interface Epoch {
   readonly sourceLength: number;
   readonly replacement: readonly ChatMessage[];
   /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
-  readonly summary: string | null;
+  readonly notes: string | null;
   readonly strategy: EpochStrategy;
   /** The line that reported the compaction that made this epoch. */
   readonly report: string;

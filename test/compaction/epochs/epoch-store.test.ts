@@ -5,7 +5,7 @@ const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   key,
   sourceLength: 3,
   replacement: [{ role: 'system', content: 'x' }],
-  summary: null,
+  notes: null,
   strategy: 'summary',
   report: 'summarized',
   ...extra,
