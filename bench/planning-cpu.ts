@@ -8,7 +8,7 @@
  *
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
  * the prototype-key check and validation (`readChatRequest`), pair repair
- * (`applyPairMode`), `Compactor.prepare()` (size estimate, prefix hash chain,
+ * (`applyPairMode`), `CompactionEngine.prepare()` (size estimate, prefix hash chain,
  * epoch lookup, decision) and the forwarded body: the new `messages`
  * serialized and spliced into the client's bytes (`spliceMessages`). Three cases:
  * - cached epoch: an earlier request compacted this history (an in-process
@@ -24,8 +24,8 @@
  */
 import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
 import { spliceMessages } from '../src/http/splice-messages.js';
-import { Compactor } from '../src/compaction/compactor.js';
-import { prefixHashes } from '../src/compaction/prefix-hash.js';
+import { CompactionEngine } from '../src/compaction/engine.js';
+import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summary/summarize.js';
 import type { UpstreamJson } from '../src/compaction/upstream-json.js';
 import { parseConfig } from '../src/config/schema.js';
@@ -122,7 +122,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const signal = new AbortController().signal;
 
   // The route's planning, as routes/chat.ts does it with a planner (chat-hooks.ts).
-  const plan = async (compactor: Compactor): Promise<{ forwarded: number }> => {
+  const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');
     const result = await compactor.prepare({ body: pairs.body, messages: pairs.body.messages, tenant: 'tenant', signal });
@@ -131,12 +131,12 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   };
 
   // 1 MB is ~330k tokens at the initial ratio: a 128k window compacts it; a 1M window leaves it under the soft threshold.
-  const cached = new Compactor({ config: configWith(131_072), upstream: noUpstream, chat: notes });
+  const cached = new CompactionEngine({ config: configWith(131_072), upstream: noUpstream, chat: notes });
   const first = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
   if (!first.changed || cached.epochCount !== 1) throw new Error('the history did not compact into one epoch');
   const again = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
   if (again.report === null || !again.report.startsWith('epoch reused')) throw new Error(`the epoch was not reused: ${again.report}`);
-  const large = new Compactor({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
+  const large = new CompactionEngine({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
 
   const parseStringifyMs = await time(() => JSON.stringify(JSON.parse(raw.toString('utf8'))), count);
   const cachedEpochMs = await time(() => plan(cached), count);

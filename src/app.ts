@@ -24,7 +24,7 @@ import { Shutdown } from './http/shutdown.js';
 import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
-import { Compactor } from './compaction/compactor.js';
+import { CompactionEngine } from './compaction/engine.js';
 import { type UpstreamJson, chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
 
 export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat/planner.js';
@@ -42,7 +42,7 @@ export interface AppDeps {
    * The compaction engine; by default one is built from `config.compaction`
    * (none when `planner` is given, which replaces it).
    */
-  readonly compactor?: Compactor;
+  readonly compactor?: CompactionEngine;
   /** The summary system prompt (the contents of `compaction.summary.prompt_file`, read by `main.ts`). */
   readonly summaryPrompt?: string;
 }
@@ -50,7 +50,7 @@ export interface AppDeps {
 export interface CompactorHandle {
   readonly upstream: UpstreamClient;
   /** The compaction engine, when the chat route uses compactor's own. */
-  readonly engine: Compactor | null;
+  readonly engine: CompactionEngine | null;
   /** This app's Prometheus metrics (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Whether the app is draining: new requests get 503 + `Retry-After`. */
@@ -132,7 +132,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     deps.planner !== undefined
       ? null
       : (deps.compactor ??
-        new Compactor({
+        new CompactionEngine({
           config,
           upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
           chat: chatCallOf(summaryUpstream),
@@ -286,7 +286,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
  * listed model is looked up, so a fresh compactor shows the window it will
  * work with.
  */
-async function knownWindows(engine: Compactor, upstream: UpstreamJson, config: Config): Promise<Record<string, number | null>> {
+async function knownWindows(engine: CompactionEngine, upstream: UpstreamJson, config: Config): Promise<Record<string, number | null>> {
   const windows: Record<string, number | null> = engine.windows.snapshot();
   if (Object.keys(windows).length === 0) {
     try {

@@ -1,4 +1,4 @@
-import { LruMap, MODELS_REMEMBERED } from './lru-map.js';
+import { MODELS_REMEMBERED, perModel } from './per-model.js';
 import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
 
 /**
@@ -53,11 +53,14 @@ class RecentAnswer<T> {
   }
 }
 
+/** A window asked for and not found (lru-cache holds no null). */
+const UNKNOWN = 'unknown';
+
 export class ContextWindows {
   readonly #options: ContextWindowsOptions;
   /** The windows found, by model: for `/readyz` and the warning, not for the upstream's sake. */
-  readonly #known = new LruMap<string, number | null>(MODELS_REMEMBERED);
-  readonly #warned = new LruMap<string, true>(MODELS_REMEMBERED);
+  readonly #known = perModel<number | typeof UNKNOWN>();
+  readonly #warned = perModel<true>();
   readonly #props: RecentAnswer<number | null>;
   readonly #models: RecentAnswer<readonly ListedModel[]>;
 
@@ -70,7 +73,10 @@ export class ContextWindows {
 
   /** The windows found so far, by model (for `/readyz`), {@link MODELS_REMEMBERED} at most. */
   snapshot(): Record<string, number | null> {
-    return Object.fromEntries(this.#known.entries());
+    const windows: Record<string, number | null> = {};
+    // Least recently used first, as the snapshot always listed them.
+    this.#known.rforEach((window, model) => (windows[model] = window === UNKNOWN ? null : window));
+    return windows;
   }
 
   /** How many models the snapshot holds. */
@@ -83,7 +89,7 @@ export class ContextWindows {
     const configured = this.#options.configured(model);
     if (configured !== 'auto') return configured;
     const window = (await this.#props.get(() => this.#fromProps(headers))) ?? windowOf(await this.#models.get(() => this.#fromModels(headers)), model);
-    this.#known.set(model, window);
+    this.#known.set(model, window ?? UNKNOWN);
     if (window === null && !this.#warned.has(model)) {
       this.#warned.set(model, true);
       this.#options.onUnknown?.(model);

@@ -5,17 +5,18 @@
  * must not throw.
  */
 
-/** The tier a compaction used; `none` when even the last turn could not fit. */
-export type CompactionTier = 'prune' | 'summary' | 'steps' | 'none';
+import type { Tier } from './plan.js';
+
+export type { Tier };
 
 /**
  * How it ended: `compacted` (a new epoch, applied now), `prepared` (a new
  * epoch computed in the background, pending), `truncated`, `forwarded` (the
  * summary failed and the history went as it was), `failed` (the summary
  * failed: an error for the client, or a background epoch not made),
- * `too_large` (400 `context_length_exceeded`).
+ * `too-large` (400 `context_length_exceeded`).
  */
-export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too_large';
+export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too-large';
 
 /**
  * One compaction, counted once where its work was done (never by each request
@@ -24,7 +25,8 @@ export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwar
 export interface CompactionEvent {
   /** The model of the request (as the client named it). */
   readonly model: string;
-  readonly tier: CompactionTier;
+  /** The tier tried; null when none could be (`too-large`: even the last turn cannot fit). */
+  readonly tier: Tier | null;
   readonly outcome: CompactionOutcome;
   /** The size of the history as the client sent it (tokens, with the learned ratio). */
   readonly tokensBefore: number;

@@ -2,13 +2,16 @@ import type { ChatMessage } from '../transcript/message.js';
 import { headLength, turnRanges, balanceCut } from '../transcript/groups.js';
 import { isMarked } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
-import type { Epoch } from './epoch-store.js';
+import type { Epoch } from './epochs/epoch-store.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
  * come in through a function so the caller owns estimates, learned ratios
  * and exact counts.
  */
+
+/** What a compaction did: no model call, a summary of old turns, or a summary of old steps of one turn. */
+export type Tier = 'prune' | 'summary' | 'steps';
 
 export interface CompactionSettings {
   /** Fraction of the budget at which a request is compacted before it is forwarded. */
@@ -88,7 +91,7 @@ const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly oldCount: number }
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number }
   | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
   | { readonly tier: 'too-large'; readonly needed: number };
 
@@ -185,7 +188,7 @@ export function planCompaction(
   // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
   const gains = trigger === 'size' ? size < total : cut - head > 2;
   if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
-  return { tier: 'summary', cut, size, oldCount: cut - head };
+  return { tier: 'summary', cut, size };
 }
 
 /**

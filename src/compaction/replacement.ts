@@ -1,5 +1,7 @@
 import type { ChatMessage } from '../transcript/message.js';
+import { headLength } from '../transcript/groups.js';
 import { mark } from '../transcript/marks.js';
+import { withNotes } from './plan-steps.js';
 
 /**
  * The messages compactor writes in place of what it compacts: the summary
@@ -30,4 +32,26 @@ export function truncationText(dropped: number, tier: 'summary' | 'steps', earli
   const what = tier === 'steps' ? `${dropped} earlier messages of this task` : `${dropped} earlier messages`;
   const notes = earlierNotes === null ? '' : `\n\nNotes from before them:\n${earlierNotes}`;
   return `${what} were omitted here because they could not be summarized.${notes}`;
+}
+
+/**
+ * What a summary or steps plan forwards in place of the candidate up to its
+ * boundary: the head, then the notes (a summary pair, or a truncation notice
+ * when the summary failed), then the kept messages up to `candidateEnd`. For
+ * steps, the task anchor stays and the notes lead the first kept step.
+ */
+export function replacementOf(
+  messages: readonly ChatMessage[],
+  plan: { readonly tier: 'summary'; readonly cut: number } | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
+  candidateEnd: number,
+  notes: string,
+  strategy: 'summary' | 'truncated',
+): ChatMessage[] {
+  const head = messages.slice(0, headLength(messages));
+  if (plan.tier === 'summary') {
+    const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
+    return [...head, ...pair, ...messages.slice(plan.cut, candidateEnd)];
+  }
+  const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
+  return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];
 }

@@ -37,8 +37,3 @@ export function truncatedLine(options: { dropped: number; kept: number; before: 
 export function reusedLine(options: { before: number; after: number }): string {
   return `epoch reused (${sizes(options.before, options.after)})`;
 }
-
-/** Header values carry no control characters and no non-ASCII text. */
-export function asHeaderValue(line: string): string {
-  return line.replace(/[^\x20-\x7e]/g, '?');
-}

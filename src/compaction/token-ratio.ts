@@ -1,4 +1,4 @@
-import { LruMap, MODELS_REMEMBERED } from './lru-map.js';
+import { MODELS_REMEMBERED, perModel } from './per-model.js';
 
 /**
  * Per model, how many real tokens the upstream counts for one token of our
@@ -23,7 +23,7 @@ const MIN_ESTIMATE_TO_LEARN = 64;
 const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
 export class TokenRatios {
-  readonly #ratios = new LruMap<string, number>(MODELS_REMEMBERED);
+  readonly #ratios = perModel<number>();
 
   /** Models with a measure (at most {@link MODELS_REMEMBERED}: a forgotten one starts over from the initial guess). */
   get size(): number {
@@ -33,11 +33,6 @@ export class TokenRatios {
   /** The ratio for a model: learned, or {@link INITIAL_TOKEN_RATIO} before any measure. */
   get(model: string): number {
     return this.#ratios.get(model) ?? INITIAL_TOKEN_RATIO;
-  }
-
-  /** Whether a real measure was taken for this model yet. */
-  has(model: string): boolean {
-    return this.#ratios.has(model);
   }
 
   /**

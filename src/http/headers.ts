@@ -108,3 +108,8 @@ export const SSE_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache',
   'x-accel-buffering': 'no',
 };
+
+/** A header value as ASCII on one line: every control or non-ASCII character becomes `?` (same length). */
+export function headerText(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?');
+}

@@ -54,6 +54,15 @@ export class ModelLabels {
   }
 }
 
+/**
+ * The engine's words as metric labels. The labels were published before the
+ * engine's words settled (README.md § Metrics), so two differ: no tier is
+ * `none`, and `too-large` is `too_large`.
+ */
+function compactionLabels(event: CompactionEvent): { tier: string; outcome: string } {
+  return { tier: event.tier ?? 'none', outcome: event.outcome === 'too-large' ? 'too_large' : event.outcome };
+}
+
 /** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
 const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
 
@@ -252,7 +261,7 @@ export class Metrics implements CompactionObserver {
   }
 
   compaction(event: CompactionEvent): void {
-    this.#compactions.inc({ model: this.#models.of(event.model), tier: event.tier, outcome: event.outcome });
+    this.#compactions.inc({ model: this.#models.of(event.model), ...compactionLabels(event) });
     if (!MADE_AN_EPOCH.has(event.outcome)) return;
     this.#compactionTokens.observe({ stage: 'before' }, event.tokensBefore);
     this.#compactionTokens.observe({ stage: 'after' }, event.tokensAfter);

@@ -1,40 +1,39 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import * as prefixHash from '../../src/compaction/prefix-hash.js';
+import { describe, expect, it } from 'vitest';
+import { budgetOf } from '../../src/compaction/budget.js';
+import { skipsLookup } from '../../src/compaction/decide.js';
+import { INITIAL_TOKEN_RATIO } from '../../src/compaction/token-ratio.js';
+import type { ChatMessage } from '../../src/transcript/message.js';
+import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { conversation } from '../support/conversation.js';
-import { compactorWith } from '../support/compaction.js';
-
-vi.mock('../../src/compaction/prefix-hash.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../../src/compaction/prefix-hash.js')>();
-  return { ...actual, prefixHashes: vi.fn(actual.prefixHashes) };
-});
+import { compactorWith, configWith } from '../support/compaction.js';
 
 const signal = new AbortController().signal;
 
-afterEach(() => {
-  vi.mocked(prefixHash.prefixHashes).mockClear();
-});
+/** The doubles' 8k window with the default configuration: a 7168-token budget, soft threshold 0.6, max_messages off. */
+const { compaction, models } = configWith();
+const budget = budgetOf(8192, {}, models['*']?.reserve_output_tokens ?? 1024);
+const settings = { softThreshold: compaction.soft_threshold, maxMessages: compaction.max_messages };
 
-describe('Compactor.prepare fast path', () => {
+/** The size the engine checks the fast path with: the estimate at the initial ratio (nothing learned yet). */
+const sizeOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) * INITIAL_TOKEN_RATIO;
+
+describe('CompactionEngine.prepare fast path', () => {
   it('hashes nothing while the raw estimate is under the soft threshold', async () => {
-    const { compactor } = compactorWith();
     const messages = conversation({ turns: 3 });
+    expect(skipsLookup(sizeOf(messages), messages.length, budget, settings)).toBe(true);
+    const { compactor } = compactorWith();
     const prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal });
     expect(prepared.messages).toBe(messages);
-    expect(prefixHash.prefixHashes).not.toHaveBeenCalled();
   });
 
-  it('hashes the history once it is over the soft threshold', async () => {
+  it('hashes the history once it is over the soft threshold', () => {
     // 14 turns: above the soft threshold (0.6 × 7168) and under the threshold (0.85 × 7168).
-    const { compactor } = compactorWith();
     const messages = conversation({ turns: 14 });
-    await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal });
-    expect(prefixHash.prefixHashes).toHaveBeenCalledTimes(1);
+    expect(skipsLookup(sizeOf(messages), messages.length, budget, settings)).toBe(false);
   });
 
-  it('hashes a history under the soft threshold when max_messages counts it over', async () => {
-    const { compactor } = compactorWith({ compaction: { max_messages: 4 } });
+  it('hashes a history under the soft threshold when max_messages counts it over', () => {
     const messages = conversation({ turns: 3 });
-    await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal });
-    expect(prefixHash.prefixHashes).toHaveBeenCalled();
+    expect(skipsLookup(sizeOf(messages), messages.length, budget, { ...settings, maxMessages: 4 })).toBe(false);
   });
 });

@@ -17,7 +17,7 @@ import {
   type CompactionSettings,
   type Sizes,
 } from '../../src/compaction/plan.js';
-import type { Epoch } from '../../src/compaction/epoch-store.js';
+import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 
 const settings: CompactionSettings = {
@@ -65,7 +65,7 @@ describe('candidateOf', () => {
   it("is the epoch's replacement followed by what it does not cover", () => {
     const messages = conversationOf(3);
     const replacement = [system, ...summaryPair('notes')];
-    const epoch: Epoch = { key: 'k', sourceLength: 5, replacement, summary: 'notes', strategy: 'summary', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
     const built = candidateOf(messages, epoch);
     expect(built.messages).toEqual([...replacement, ...messages.slice(5)]);
     expect(built.replacementLength).toBe(3);
@@ -198,7 +198,6 @@ describe('planCompaction', () => {
     const plan = planCompaction(candidate(messages), sizes, budget, 'size', settings, sizeOf);
     expect(plan.tier).toBe('summary');
     if (plan.tier !== 'summary') return;
-    expect(plan.oldCount).toBe(plan.cut - 1);
     expect(plan.size).toBe(totalSize(sizes, 0, 1) + summaryPairTokens(settings.summaryMaxTokens) + totalSize(sizes, plan.cut));
     expect(isRealUserMessage(messages[plan.cut]!)).toBe(true);
   });
@@ -259,7 +258,7 @@ describe('planCompaction', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1), ...turn(2)];
     // Old messages worth more than a summary pair (6 × 40 tokens against 100 + 64), so summarizing gains.
     const plan = planCompaction(candidate(messages), flatSizes(messages, 40), 600, 'size', settings, sizeOf);
-    expect(plan).toMatchObject({ tier: 'summary', cut: 7, oldCount: 6 });
+    expect(plan).toMatchObject({ tier: 'summary', cut: 7 });
   });
 
   it('is nothing when the old part is no larger than a summary pair may be and the history fits as it is', () => {
@@ -281,7 +280,7 @@ describe('epochBoundary', () => {
     key: 'k',
     sourceLength,
     replacement,
-    summary: 'notes',
+    notes: 'notes',
     strategy: 'summary',
     report: '',
   });
@@ -342,7 +341,6 @@ describe('planCompaction properties', () => {
         expect(plan.cut).toBeLessThanOrEqual(anchor);
         expect(turnRanges(messages).map((range) => range.start)).toContain(plan.cut);
         expect(messages[plan.cut]!.role).not.toBe('tool');
-        expect(plan.oldCount).toBe(plan.cut - head);
         if (budget !== null) expect(plan.size).toBeLessThanOrEqual(budget);
 
         // Notes as long as the summary may be: summaryMaxTokens tokens of text.

@@ -1,7 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
 import {
-  asHeaderValue,
   formatTokens,
   prunedLine,
   reusedLine,
@@ -63,32 +62,6 @@ describe('report lines', () => {
           expect(line).toMatch(PRINTABLE_ASCII);
           expect(line).toContain(' -> ');
         }
-      }),
-      propertyParameters,
-    );
-  });
-});
-
-describe('asHeaderValue', () => {
-  it('replaces non-ASCII and control characters', () => {
-    expect(asHeaderValue('61.2k → 9.1k')).toBe('61.2k ? 9.1k');
-    expect(asHeaderValue('line\r\nbreak\ttab')).toBe('line??break?tab');
-    expect(asHeaderValue('summarized 3 messages -> 1 summary')).toBe('summarized 3 messages -> 1 summary');
-  });
-
-  it('carries a truncation reason with non-ASCII words as ASCII', () => {
-    const line = truncatedLine({ dropped: 2, kept: 1, before: 10, after: 5, reason: 'upstream said «Modèle indisponible» 😀' });
-    expect(line).not.toMatch(PRINTABLE_ASCII);
-    expect(asHeaderValue(line)).toMatch(PRINTABLE_ASCII);
-  });
-
-  it('property: printable ASCII out, same length, printable ASCII in stays as it is', () => {
-    fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 60 }), fc.string({ maxLength: 60 }), (anything, ascii) => {
-        const value = asHeaderValue(anything);
-        expect(value).toMatch(PRINTABLE_ASCII);
-        expect(value).toHaveLength(anything.length);
-        expect(asHeaderValue(ascii)).toBe(ascii);
       }),
       propertyParameters,
     );

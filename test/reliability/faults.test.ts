@@ -442,10 +442,10 @@ describe('a summarizer down for long', () => {
       return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
     };
     for (let agent = 0; agent < 50; agent++) expect((await prepare(agent)).report).toMatch(/^truncated /);
-    expect(compactor.failingConversations).toBe(50);
+    expect(compactor.backoff.size).toBe(50);
     clock.advance(61_000);
     await prepare(1_000);
-    expect(compactor.failingConversations).toBe(1);
+    expect(compactor.backoff.size).toBe(1);
   });
 });
 

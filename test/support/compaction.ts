@@ -1,5 +1,5 @@
 import { parseConfig, type Config } from '../../src/config/schema.js';
-import { Compactor, type CompactorOptions } from '../../src/compaction/compactor.js';
+import { CompactionEngine, type CompactionEngineOptions } from '../../src/compaction/engine.js';
 import { FACT_PATTERN } from './conversation.js';
 import { JsonUpstreamDouble } from './json-upstream-double.js';
 
@@ -56,10 +56,10 @@ export class SummarizerDouble {
 /** A compactor built from partial raw config, on the doubles given or fresh ones. */
 export function compactorWith(
   raw: Record<string, unknown> = {},
-  options: { upstream?: JsonUpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactorOptions> = {},
-): { compactor: Compactor; upstream: JsonUpstreamDouble; summarizer: SummarizerDouble } {
+  options: { upstream?: JsonUpstreamDouble; summarizer?: SummarizerDouble; now?: () => number } & Partial<CompactionEngineOptions> = {},
+): { compactor: CompactionEngine; upstream: JsonUpstreamDouble; summarizer: SummarizerDouble } {
   const upstream = options.upstream ?? JsonUpstreamDouble.llamaServer();
   const summarizer = options.summarizer ?? new SummarizerDouble();
-  const compactor = new Compactor({ ...options, config: configWith(raw), upstream, chat: summarizer.call });
+  const compactor = new CompactionEngine({ ...options, config: configWith(raw), upstream, chat: summarizer.call });
   return { compactor, upstream, summarizer };
 }

@@ -1,8 +1,8 @@
 import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from './planner.js';
 import { bearerToken } from '../auth.js';
 import type { UpstreamClient } from '../../upstream/client.js';
-import type { Compactor, Prepared, PrepareInput } from '../../compaction/compactor.js';
-import { tenantOf } from '../../compaction/prefix-hash.js';
+import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
+import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
 import type { CallHeaders } from '../../compaction/upstream-json.js';
 
 /**
@@ -63,7 +63,7 @@ class EngineRequest implements PrepareInput {
   }
 }
 
-export function compactionHooks(compactor: Compactor, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
+export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
     let ticker: NodeJS.Timeout | undefined;

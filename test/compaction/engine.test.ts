@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
-import { MemoryEpochStore } from '../../src/compaction/epoch-store.js';
-import { prefixHashes } from '../../src/compaction/prefix-hash.js';
+import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
+import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
 import { isMarked } from '../../src/transcript/marks.js';
@@ -28,7 +28,7 @@ function nextRequest(messages: ChatMessage[], turn: number): ChatMessage[] {
   return [...messages, ...full.slice(1), turnMessages(turn, { turns: turn })[0]!];
 }
 
-describe('Compactor.prepare', () => {
+describe('CompactionEngine.prepare', () => {
   it('forwards a short conversation unchanged, as the same array, without a report or any upstream call', async () => {
     const { compactor, summarizer } = compactorWith();
     const messages = conversation({ turns: 3 });
@@ -251,7 +251,7 @@ describe('Compactor.prepare', () => {
   });
 });
 
-describe('Compactor.prepare on one long agent turn (steps tier)', () => {
+describe('CompactionEngine.prepare on one long agent turn (steps tier)', () => {
   it('runs a 150-step single-turn loop on a 16k window: anchor verbatim, pairs valid, old facts kept, nothing added', async () => {
     const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: 16384 } } });
     const messages = agentLoop(0);
@@ -278,7 +278,7 @@ describe('Compactor.prepare on one long agent turn (steps tier)', () => {
   });
 });
 
-describe('Compactor background epochs', () => {
+describe('CompactionEngine background epochs', () => {
   it('drops a stale pending epoch (one a later compaction overtook) instead of letting it block the next one', async () => {
     const store = new MemoryEpochStore();
     const { compactor, summarizer } = compactorWith({}, { store });
@@ -288,7 +288,7 @@ describe('Compactor background epochs', () => {
     expect(summarizer.calls).toBe(1);
     // A pending epoch over a shorter prefix than the one in use: stale.
     const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
-    store.set({ key: hashes[5]!, sourceLength: 5, replacement: messages.slice(0, 5), summary: null, strategy: 'summary', report: 'stale', pending: true });
+    store.set({ key: hashes[5]!, sourceLength: 5, replacement: messages.slice(0, 5), notes: null, strategy: 'summary', report: 'stale', pending: true });
     // Grow into the soft zone on top of the epoch: the next background epoch starts.
     let turn = CROSSING_TURNS;
     let background: (() => void) | undefined;

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ChatMessage } from '../transcript/message.js';
+import type { ChatMessage } from '../../transcript/message.js';
 
 /**
  * The prefix hash chain that names a conversation's history:
@@ -8,18 +8,9 @@ import type { ChatMessage } from '../transcript/message.js';
  * the first `i` messages, whatever the key order of their JSON.
  */
 
-/** JSON with object keys sorted at every depth: a text of a value that key order never changes. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort();
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
-}
-
 /**
- * The canonical text a message is hashed as: like {@link canonicalJson}, object
- * keys sorted at every depth and `undefined` fields left out, but each string
+ * The canonical text a message is hashed as: like JSON with object keys
+ * sorted at every depth and `undefined` fields left out, but each string
  * and key is written as its length and its characters instead of being
  * escaped: `{"role":"user","content":"hi"}` is `o7:contents2:hi4:roles4:user;`.
  * Every value's text ends where its own prefix says, so different values

@@ -1,7 +1,9 @@
-import type { ChatMessage } from '../transcript/message.js';
+import { LRUCache } from 'lru-cache';
+import type { ChatMessage } from '../../transcript/message.js';
+import type { Tier } from '../plan.js';
 
-/** How the history before an epoch's cut is forwarded (see DESIGN.md, vocabulary). */
-export type EpochStrategy = 'summary' | 'steps' | 'pruned' | 'truncated';
+/** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
+export type EpochStrategy = Tier | 'truncated';
 
 /**
  * "The first `sourceLength` original messages of this conversation, whose
@@ -12,7 +14,7 @@ export interface Epoch {
   readonly sourceLength: number;
   readonly replacement: readonly ChatMessage[];
   /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
-  readonly summary: string | null;
+  readonly notes: string | null;
   readonly strategy: EpochStrategy;
   /** The line that reported the compaction that made this epoch. */
   readonly report: string;
@@ -40,25 +42,28 @@ export interface MemoryEpochStoreOptions {
   readonly now?: () => number;
 }
 
-interface Entry {
-  readonly epoch: Epoch;
-  readonly expiresAt: number;
-}
-
 /**
- * An LRU map with a time to live. A `Map` keeps insertion order, so moving an
- * entry to the end on every read makes the first key the least recently used.
+ * Epochs in memory: least recently used first out beyond `maxEntries`, and
+ * dropped `ttlMs` after they were set (a read does not extend it; a
+ * truncation's `expiresAt` ends it sooner). The LRU and the expiry are
+ * lru-cache's.
  */
 export class MemoryEpochStore implements EpochStore {
-  readonly #entries = new Map<string, Entry>();
-  readonly #maxEntries: number;
+  readonly #entries: LRUCache<string, Epoch>;
   readonly #ttlMs: number;
   readonly #now: () => number;
 
   constructor({ maxEntries = 10_000, ttlMs = 86_400_000, now = Date.now }: MemoryEpochStoreOptions = {}) {
-    this.#maxEntries = maxEntries;
     this.#ttlMs = ttlMs;
     this.#now = now;
+    this.#entries = new LRUCache<string, Epoch>({
+      max: maxEntries,
+      // lru-cache keeps an entry while its age is at most `ttl`; an epoch is gone once its age reaches `ttlMs`.
+      ttl: Math.max(1, ttlMs - 1),
+      // Read the clock on every check: the default caches it for 1 ms with a timer per read, which an injected clock cannot follow.
+      ttlResolution: 0,
+      perf: { now },
+    });
   }
 
   get size(): number {
@@ -66,26 +71,17 @@ export class MemoryEpochStore implements EpochStore {
   }
 
   get(key: string): Epoch | undefined {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
-    if (entry.expiresAt <= this.#now()) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    this.#entries.delete(key);
-    this.#entries.set(key, entry);
-    return entry.epoch;
+    return this.#entries.get(key);
   }
 
   set(epoch: Epoch): void {
-    const expiresAt = Math.min(this.#now() + this.#ttlMs, epoch.expiresAt ?? Number.POSITIVE_INFINITY);
-    this.#entries.delete(epoch.key);
-    this.#entries.set(epoch.key, { epoch, expiresAt });
-    while (this.#entries.size > this.#maxEntries) {
-      const oldest = this.#entries.keys().next();
-      if (oldest.done === true) break;
-      this.#entries.delete(oldest.value);
+    const ttl = epoch.expiresAt === undefined ? this.#ttlMs : Math.min(this.#ttlMs, epoch.expiresAt - this.#now());
+    // An epoch already expired is not stored at all (lru-cache reads a ttl of 0 as "no expiry").
+    if (ttl <= 0) {
+      this.#entries.delete(epoch.key);
+      return;
     }
+    this.#entries.set(epoch.key, epoch, { ttl: Math.max(1, ttl - 1) });
   }
 
   delete(key: string): void {

@@ -1,9 +1,10 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import type { ChatMessage } from '../../src/transcript/message.js';
-import { canonicalJson, prefixHashes, tenantOf } from '../../src/compaction/prefix-hash.js';
-import { reverseKeys } from '../support/json.js';
-import { anyTranscriptArbitrary, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
+import type { ChatMessage } from '../../../src/transcript/message.js';
+import { prefixHashes, tenantOf } from '../../../src/compaction/epochs/prefix-hash.js';
+import { canonicalJson } from './canonical-json.js';
+import { reverseKeys } from '../../support/json.js';
+import { anyTranscriptArbitrary, propertyParameters, validTranscriptArbitrary } from '../../transcript/arbitraries.js';
 
 const system: ChatMessage = { role: 'system', content: 'Be brief.' };
 const user: ChatMessage = { role: 'user', content: 'hi' };

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { SingleFlight } from '../../src/compaction/single-flight.js';
+import { SingleFlight } from '../../../src/compaction/epochs/single-flight.js';
 
 /** A promise settled by hand. */
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { canonicalJson, canonicalText } from '../../src/compaction/prefix-hash.js';
-import { reverseKeys } from '../support/json.js';
-import { propertyParameters } from '../transcript/arbitraries.js';
+import { canonicalText } from '../../../src/compaction/epochs/prefix-hash.js';
+import { canonicalJson } from './canonical-json.js';
+import { reverseKeys } from '../../support/json.js';
+import { propertyParameters } from '../../transcript/arbitraries.js';
 
 describe('canonicalText', () => {
   it('@example: sorted keys, strings and keys as length and characters', () => {

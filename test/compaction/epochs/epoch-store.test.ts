@@ -1,11 +1,11 @@
 import { describe, it, expect } from 'vitest';
-import { MemoryEpochStore, type Epoch } from '../../src/compaction/epoch-store.js';
+import { MemoryEpochStore, type Epoch } from '../../../src/compaction/epochs/epoch-store.js';
 
 const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   key,
   sourceLength: 3,
   replacement: [{ role: 'system', content: 'x' }],
-  summary: null,
+  notes: null,
   strategy: 'summary',
   report: 'summarized',
   ...extra,

@@ -1,0 +1,298 @@
+import type { Config, ModelConfig } from '../config/schema.js';
+import type { ChatMessage } from '../transcript/message.js';
+import { estimateRequestTokens, estimateToolsTokens } from '../transcript/tokens.js';
+import { ContextLengthExceededError } from '../errors.js';
+import { SummaryBackoff } from './backoff.js';
+import { type Budget, budgetOf } from './budget.js';
+import { ContextWindows } from './context-window.js';
+import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
+import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
+import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
+import { prefixHashes } from './epochs/prefix-hash.js';
+import { SingleFlight } from './epochs/single-flight.js';
+import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
+import { ExactCounter } from './exact-count.js';
+import type { CompactionObserver } from './observer.js';
+import { type Candidate, candidateOf, totalSize } from './plan.js';
+import { pruneOversizedResults, prunedReport } from './oversized.js';
+import { prunedLine, reusedLine } from './report.js';
+import { isNear, scaledTo, sizesOf } from './sizing.js';
+import { yieldOnLongHistory } from './long-history.js';
+import type { ChatCall } from './summary/summarize.js';
+import { TokenRatios } from './token-ratio.js';
+import type { CallHeaders, UpstreamJson } from './upstream-json.js';
+
+export type { CompactionLogger } from './epoch-writer.js';
+
+/**
+ * The compaction engine: per chat request, gathers what {@link decide} needs
+ * (the window, the learned ratio, prefix hashes, epochs, exact counts near a
+ * threshold), and performs what it decides: forward, apply an epoch, wait for
+ * a running summary, prune, summarize (through {@link EpochWriter}), refuse.
+ *
+ * It is stateless towards the client (which keeps sending its whole history)
+ * and remembers, per conversation prefix, what it replaced that prefix with
+ * (an epoch), so the same history is always rewritten the same way: one
+ * summary per epoch, and a forwarded prompt whose beginning stays
+ * byte-identical from request to request.
+ */
+
+export interface CompactionEngineOptions {
+  readonly config: Config;
+  /** The upstream's JSON surface: window discovery and exact counts. */
+  readonly upstream: UpstreamJson;
+  /** One non-streamed chat completion for summaries (the summary upstream, when configured). */
+  readonly chat: ChatCall;
+  readonly store?: EpochStore;
+  readonly now?: () => number;
+  readonly logger?: CompactionLogger;
+  /** The summary system prompt (the contents of `summary.prompt_file`), when replaced. */
+  readonly summaryPrompt?: string;
+  /** Told of each compaction, summary and epoch lookup (the metrics). */
+  readonly observer?: CompactionObserver;
+}
+
+export interface PrepareInput {
+  /** The parsed request body. */
+  readonly body: Readonly<Record<string, unknown>>;
+  /** The history after pair handling. */
+  readonly messages: ChatMessage[];
+  /** Names the client's credential; epochs are never shared across tenants. */
+  readonly tenant: string;
+  /** Aborts when the client goes away. */
+  readonly signal: AbortSignal;
+  /** Told while the request waits for a summary (`compacting 84 messages (chunk 2/3)`). */
+  readonly onProgress?: (line: string) => void;
+  /** Headers for the upstream calls made for this request (the client's credential when no upstream key is set). */
+  readonly upstreamHeaders?: CallHeaders | undefined;
+}
+
+export interface Prepared {
+  /** What to forward: the input array itself when nothing changed. */
+  readonly messages: ChatMessage[];
+  readonly changed: boolean;
+  /** The compaction line for logs and the `x-compactor` header, or null. */
+  readonly report: string | null;
+  /** The bytes/4 estimate of the forwarded prompt, before any ratio: what the upstream's count is learned against. */
+  readonly estimate: number;
+  /** Work to start once the answer has been streamed (the next epoch, prepared in the background). */
+  readonly afterResponse?: () => void;
+}
+
+export class CompactionEngine {
+  readonly windows: ContextWindows;
+  readonly ratios = new TokenRatios();
+  /** Conversations whose summary failed within the last minute. */
+  readonly backoff: SummaryBackoff;
+  readonly #config: Config;
+  readonly #settings: DecisionSettings;
+  readonly #store: EpochStore;
+  readonly #counter: ExactCounter;
+  readonly #logger: CompactionLogger | undefined;
+  readonly #observer: CompactionObserver | undefined;
+  readonly #flights = new SingleFlight<Epoch | null>();
+  readonly #writer: EpochWriter;
+
+  constructor(options: CompactionEngineOptions) {
+    const { config, now = Date.now } = options;
+    this.#config = config;
+    const compaction = config.compaction;
+    this.#settings = decisionSettingsOf(compaction);
+    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, ttlMs: config.cache.ttl_s * 1000, now });
+    this.#counter = new ExactCounter(options.upstream, now);
+    this.#logger = options.logger;
+    this.#observer = options.observer;
+    this.backoff = new SummaryBackoff(now);
+    this.#writer = new EpochWriter({
+      config: compaction,
+      chat: options.chat,
+      store: this.#store,
+      ratios: this.ratios,
+      backoff: this.backoff,
+      now,
+      logger: options.logger,
+      observer: options.observer,
+      summaryPrompt: options.summaryPrompt,
+    });
+    this.windows = new ContextWindows({
+      configured: (model) => this.#modelConfig(model).context_window,
+      upstream: options.upstream,
+      now,
+      onUnknown: (model) =>
+        this.#logger?.warn({ model }, 'the context window of this model is unknown: only compaction.max_messages can trigger a compaction'),
+    });
+  }
+
+  /** Summary computations running now (for metrics and tests). */
+  get runningSummaries(): number {
+    return this.#flights.size;
+  }
+
+  get epochCount(): number {
+    return this.#store.size;
+  }
+
+  /** Takes the upstream's real prompt size for a forwarded request. */
+  learn(model: string, promptTokens: number, estimate: number): void {
+    this.ratios.learn(model, promptTokens, estimate);
+  }
+
+  #modelConfig(model: string): ModelConfig {
+    const models = this.#config.models;
+    return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? { context_window: 'auto', reserve_output_tokens: 1024 };
+  }
+
+  /**
+   * What to forward for one chat request: the history as it came, or with an
+   * epoch applied, or compacted now (which makes a new epoch).
+   *
+   * Throws {@link ContextLengthExceededError} when even the last turn cannot
+   * fit, and `SummaryFailedError` when a summary fails and
+   * `on_summary_failure` is `error`.
+   */
+  async prepare(input: PrepareInput): Promise<Prepared> {
+    const { body } = input;
+    const model = typeof body['model'] === 'string' ? body['model'] : '';
+    // Stringified once: an agent's tool definitions run to tens of kilobytes.
+    const toolsEstimate = estimateToolsTokens(body['tools']);
+    const estimateOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) + toolsEstimate;
+    const forwardAs = (messages: ChatMessage[], report: string | null, estimate = estimateOf(messages), afterResponse?: () => void): Prepared => ({
+      messages,
+      changed: messages !== input.messages,
+      report,
+      estimate,
+      ...(afterResponse === undefined ? {} : { afterResponse }),
+    });
+    if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
+
+    const window = await this.windows.get(model, input.upstreamHeaders);
+    const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens);
+    const ratio = this.ratios.get(model);
+    const messages = pruneOversizedResults(input.messages, budget.tokens);
+    const estimate = estimateOf(messages);
+    const originalSize = estimate * ratio;
+
+    // Fast path: well under the soft threshold nothing is hashed or looked up.
+    if (skipsLookup(originalSize, messages.length, budget, this.#settings)) {
+      return forwardAs(messages, messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio), estimate);
+    }
+
+    // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
+    await yieldOnLongHistory(messages.length);
+    const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
+    await yieldOnLongHistory(messages.length);
+    const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    for (let attempt = 0; ; attempt++) {
+      const { inUse, pending } = lookupEpochs(this.#store, hashes);
+      const candidate = candidateOf(messages, inUse);
+      if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
+      let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
+      if (budget.tokens !== null && isNear(totalSize(sizes), this.#settings.threshold * budget.tokens)) {
+        sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
+      }
+      const running = this.#runningFor(hashes);
+      const decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      switch (decision.kind) {
+        case 'forward': {
+          const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
+          // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
+          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes) : undefined;
+          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background);
+        }
+        case 'apply-pending':
+          this.#store.set({ ...decision.epoch, pending: false });
+          continue;
+        case 'wait':
+          input.onProgress?.(`compacting (waiting for the summary already running)`);
+          await this.#flights.wait(running!, input.signal).catch((error: unknown) => {
+            if (input.signal.aborted) throw error;
+          });
+          continue;
+        case 'too-large':
+          throw this.#tooLarge(decision.needed, budget, request, decision.summaryTokens);
+        case 'prune': {
+          const { plan, boundary } = decision;
+          const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
+          const epoch: Epoch = {
+            key: hashes[boundary.sourceLength]!,
+            sourceLength: boundary.sourceLength,
+            replacement: plan.messages.slice(0, boundary.candidateEnd),
+            notes: candidate.epoch?.notes ?? null,
+            strategy: 'prune',
+            report,
+          };
+          this.#store.set(epoch);
+          this.#logger?.info({ model, tier: 'prune' }, report);
+          this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
+          return this.#forward(epoch, input, request);
+        }
+        case 'summarize':
+        case 'steps': {
+          const epoch = await this.#flights.run(
+            hashes[decision.boundary.sourceLength]!,
+            (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
+            input.signal,
+          );
+          // Counted where the summary was tried, once, not by each request that waited for it.
+          if (epoch === null) return forwardAs([...candidate.messages], null);
+          return this.#forward(epoch, input, request);
+        }
+      }
+    }
+  }
+
+  /** The 400 for a history that cannot fit even compacted, counted. */
+  #tooLarge(needed: number, budget: Budget, request: CompactionRequest, summaryTokens: number): ContextLengthExceededError {
+    this.#observer?.compaction({ model: request.model, tier: null, outcome: 'too-large', tokensBefore: request.originalSize, tokensAfter: needed + summaryTokens, pending: false });
+    return new ContextLengthExceededError(needed, budget.window ?? 0, budget.reserve, summaryTokens);
+  }
+
+  /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
+  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes): void {
+    if (pendingBeyond(this.#store, request.hashes, candidate.sourceStart) !== null || this.#runningFor(request.hashes) !== undefined) return;
+    // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
+    if (this.backoff.has(this.#writer.conversationOf(request))) return;
+    const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
+    if (decision === null) return;
+    this.#flights
+      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
+      .catch((error: unknown) => {
+        this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
+      });
+  }
+
+  /** Forwards `epoch` applied to the history, after checking that it leaves room for the answer. */
+  async #forward(epoch: Epoch, input: PrepareInput, request: CompactionRequest): Promise<Prepared> {
+    const forwarded = [...epoch.replacement, ...request.messages.slice(epoch.sourceLength)];
+    const estimate = estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate;
+    const { budget } = request;
+    if (budget.tokens !== null) {
+      let size = estimate * this.ratios.get(request.model);
+      if (isNear(size, budget.tokens)) {
+        const exact = await this.#counter.count({ ...request.body, messages: forwarded }, input.signal, request.headers);
+        if (exact !== null) {
+          this.ratios.learn(request.model, exact, estimate);
+          size = exact;
+        }
+      }
+      if (size > budget.tokens) throw this.#tooLarge(size, budget, request, 0);
+    }
+    return { messages: forwarded, changed: true, report: epoch.report, estimate };
+  }
+
+  /** Sizes scaled to the upstream's exact count of the candidate, when it gives one. */
+  async #measured(request: CompactionRequest, messages: readonly ChatMessage[], sizes: CandidateSizes, signal: AbortSignal): Promise<CandidateSizes> {
+    const exact = await this.#counter.count({ ...request.body, messages }, signal, request.headers);
+    if (exact === null) return sizes;
+    this.ratios.learn(request.model, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
+    return { ...scaledTo(sizes, exact), ratio: sizes.ratio };
+  }
+
+  /** The key of the summary running for a prefix of this history, if any. */
+  #runningFor(hashes: readonly string[]): string | undefined {
+    if (this.#flights.size === 0) return undefined;
+    for (let index = hashes.length - 1; index >= 0; index--) if (this.#flights.has(hashes[index]!)) return hashes[index];
+    return undefined;
+  }
+
+}

@@ -1,0 +1,189 @@
+import type { Config } from '../config/schema.js';
+import type { ChatMessage } from '../transcript/message.js';
+import { headLength } from '../transcript/groups.js';
+import { estimateRequestTokens } from '../transcript/tokens.js';
+import { SummaryFailedError } from '../errors.js';
+import type { SummaryBackoff } from './backoff.js';
+import type { Budget } from './budget.js';
+import type { Decision } from './decide.js';
+import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import type { CompactionObserver } from './observer.js';
+import type { Candidate } from './plan.js';
+import { replacementOf, truncationText } from './replacement.js';
+import { summarizedLine, truncatedLine } from './report.js';
+import { yieldOnLongHistory } from './long-history.js';
+import { Semaphore } from './semaphore.js';
+import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
+import type { TokenRatios } from './token-ratio.js';
+import type { CallHeaders } from './upstream-json.js';
+
+/**
+ * Writes the epoch a summary or steps decision makes: the summary call (at
+ * most `summary.concurrency` at a time, with its timeout), the replacement,
+ * the report, and the failure policy (`on_summary_failure`: a truncation
+ * epoch, forward as is, or an error), with the back-off of a failing
+ * conversation.
+ */
+
+/** A truncation stands for this long, then the summary is tried again. */
+const TRUNCATION_TTL_MS = 5 * 60_000;
+
+export interface CompactionLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+/** What a compaction needs to know of its request. */
+export interface CompactionRequest {
+  /** The prefix hash chain of the history as the client sent it. */
+  readonly hashes: readonly string[];
+  /** The history after oversized results were pruned. */
+  readonly messages: ChatMessage[];
+  readonly body: Readonly<Record<string, unknown>>;
+  readonly model: string;
+  readonly budget: Budget;
+  /** The bytes/4 estimate of the request's tool definitions. */
+  readonly toolsEstimate: number;
+  /** The size of the history as the client sent it (tokens, with the learned ratio). */
+  readonly originalSize: number;
+  readonly headers: CallHeaders | undefined;
+}
+
+export type SummaryDecision = Extract<Decision, { kind: 'summarize' | 'steps' }>;
+
+export interface EpochWriterOptions {
+  readonly config: Config['compaction'];
+  readonly chat: ChatCall;
+  readonly store: EpochStore;
+  readonly ratios: TokenRatios;
+  readonly backoff: SummaryBackoff;
+  readonly now: () => number;
+  readonly logger: CompactionLogger | undefined;
+  readonly observer: CompactionObserver | undefined;
+  readonly summaryPrompt: string | undefined;
+}
+
+export interface WriteOptions {
+  readonly signal: AbortSignal;
+  readonly onProgress: ((line: string) => void) | undefined;
+  /** Computed in the background: stored pending, and a failure leaves nothing behind. */
+  readonly pending: boolean;
+}
+
+export class EpochWriter {
+  readonly #options: EpochWriterOptions;
+  readonly #summaryCalls: Semaphore;
+
+  constructor(options: EpochWriterOptions) {
+    this.#options = options;
+    this.#summaryCalls = new Semaphore(options.config.summary.concurrency);
+  }
+
+  /** Names a conversation by its prefix up to the first turn after the head: what a summary failure's back-off is kept by. */
+  conversationOf(request: Pick<CompactionRequest, 'hashes' | 'messages'>): string {
+    return request.hashes[Math.min(headLength(request.messages) + 1, request.messages.length)]!;
+  }
+
+  /**
+   * Writes the notes for a summary or steps decision and stores the epoch they
+   * make (pending when computed in the background). On failure it falls back
+   * as `on_summary_failure` says: a truncation epoch, null (forward as is), or
+   * a {@link SummaryFailedError}.
+   */
+  async write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+    const { chat, store, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
+    const { plan, boundary, counts } = decision;
+    const { signal, onProgress, pending } = options;
+    // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
+    const ratio = ratios.get(request.model);
+    const key = request.hashes[boundary.sourceLength]!;
+    const conversation = this.conversationOf(request);
+    const started = now();
+    const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
+      (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio;
+    const rest = candidate.messages.slice(boundary.candidateEnd);
+    const earlierNotes = candidate.epoch?.notes ?? null;
+    const stored = (epoch: Epoch): Epoch => {
+      store.set(pending ? { ...epoch, pending: true } : epoch);
+      return epoch;
+    };
+
+    onProgress?.(`compacting ${counts.old} messages`);
+    await yieldOnLongHistory(candidate.messages.length);
+    let failure: string;
+    let timedOut = false;
+    // A request within a failure's back-off tries no summary: it is no compaction of its own, unless it makes a truncation.
+    const tried = !backoff.has(conversation);
+    if (!tried) {
+      failure = 'the summary failed less than a minute ago';
+    } else {
+      const timeout = AbortSignal.timeout(config.summary.timeout_ms);
+      try {
+        const result = await this.#summaryCalls.use(() =>
+          summarize(
+            {
+              body: request.body,
+              candidate: candidate.messages,
+              head: headLength(candidate.messages),
+              cut: plan.cut,
+              earlierNotes,
+              window: request.budget.window,
+              sizeOfMessages,
+              model: config.summary.model ?? request.model,
+              maxTokens: config.summary.max_tokens,
+              ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
+              signal: AbortSignal.any([signal, timeout]),
+              onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
+            },
+            (body, callSignal) => chat(body, callSignal, request.headers),
+          ),
+        );
+        backoff.forget(conversation);
+        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
+        const after = sizeOfMessages([...replacement, ...rest], true);
+        const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
+        logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
+        observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: result.notes, strategy: plan.tier, report });
+      } catch (error) {
+        if (signal.aborted && !timeout.aborted) throw error;
+        timedOut = timeout.aborted;
+        failure = timedOut ? `the summary timed out after ${config.summary.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
+        backoff.note(conversation);
+        logger?.warn({ model: request.model, reason: failure }, 'summary failed');
+        observer?.summary({ milliseconds: now() - started, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
+      }
+    }
+
+    // A background epoch that failed leaves nothing behind: the request that crosses the threshold decides.
+    const counted = (outcome: 'failed' | 'forwarded'): void => {
+      if (tried) observer?.compaction({ model: request.model, tier: plan.tier, outcome, tokensBefore: request.originalSize, tokensAfter: request.originalSize, pending });
+    };
+    if (pending) {
+      counted('failed');
+      return null;
+    }
+    switch (config.on_summary_failure) {
+      case 'forward':
+        counted('forwarded');
+        return null;
+      case 'error':
+        counted('failed');
+        throw new SummaryFailedError(failure, timedOut);
+      case 'truncate': {
+        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, truncationText(counts.old, plan.tier, earlierNotes), 'truncated');
+        const after = sizeOfMessages([...replacement, ...rest], true);
+        const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
+        logger?.info({ model: request.model, outcome: 'truncated' }, report);
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
+        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+      }
+    }
+  }
+}
+
+function progressLine(progress: SummaryProgress): string {
+  const chunk = progress.chunks > 1 ? ` (chunk ${progress.chunk}/${progress.chunks})` : '';
+  return `compacting ${progress.messages} messages${chunk}`;
+}
