@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { MODELS_REMEMBERED, perModel } from './per-model.js';
 import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
 
@@ -11,6 +12,12 @@ import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.j
  * names come from requests, and each new one cost a `/props` call (and a
  * `/v1/models` one on a server without `/props`), so a client inventing
  * names made compactor ask the upstream once per request.
+ *
+ * Only answers are kept, never failures: a lookup that could not be made
+ * (connection refused, a 401 from a server with `--api-key` to one client's
+ * credential, a 5xx) was cached for a minute as "unknown", which switched
+ * compaction off for every client. It is asked again on the next request,
+ * with that request's credential.
  */
 
 /**
@@ -26,7 +33,22 @@ export interface ContextWindowsOptions {
   readonly now?: () => number;
   /** Told once per model when no window can be found (only `max_messages` can trigger then). */
   readonly onUnknown?: (model: string) => void;
+  /** Told when a lookup failed, with why; at most once a minute for the same reason. */
+  readonly onLookupFailed?: (model: string, reason: string) => void;
 }
+
+/** A lookup that got no answer to keep: asked again next time. */
+class LookupFailed extends Error {}
+
+/** What a failed discovery call says in the warning: the status or the error, never a body. */
+function lookupFailure(path: string, reply: { status: number } | Error): LookupFailed {
+  const wantsKey = !(reply instanceof Error) && (reply.status === 401 || reply.status === 403);
+  const what = reply instanceof Error ? reply.message : `answered ${reply.status}${wantsKey ? ' (it wants a key: set upstream.api_key, or send one)' : ''}`;
+  return new LookupFailed(`${path}: ${what}`);
+}
+
+/** Statuses that answer "is there a window here?" with "no": the server has no such route. */
+const NOT_SERVED: ReadonlySet<number> = new Set([404, 405, 501]);
 
 /** A `/v1/models` entry, as far as windows go. */
 interface ListedModel {
@@ -63,10 +85,18 @@ export class ContextWindows {
   readonly #warned = perModel<true>();
   readonly #props: RecentAnswer<number | null>;
   readonly #models: RecentAnswer<readonly ListedModel[]>;
+  /** Windows the upstream's own refusals showed to be smaller than planned (`n_ctx` of `exceed_context_size_error`). */
+  readonly #refused: LRUCache<string, number>;
+  /** The last failure warned about, so a down upstream is not reported on every request. */
+  #lastWarning: { readonly reason: string; readonly at: number } | undefined;
+  readonly #now: () => number;
 
   constructor(options: ContextWindowsOptions) {
     this.#options = options;
     const now = options.now ?? Date.now;
+    this.#now = now;
+    // ttlResolution 0: the default caches the clock behind a timer an injected clock cannot move.
+    this.#refused = new LRUCache({ max: MODELS_REMEMBERED, ttl: WINDOW_TTL_MS, ttlResolution: 0, perf: { now } });
     this.#props = new RecentAnswer(now);
     this.#models = new RecentAnswer(now);
   }
@@ -86,9 +116,18 @@ export class ContextWindows {
 
   /** The window of `model`; `headers` go with the discovery calls (a client's credential for an upstream that wants one). */
   async get(model: string, headers?: CallHeaders): Promise<number | null> {
+    const refused = this.#refused.get(model) ?? null;
     const configured = this.#options.configured(model);
-    if (configured !== 'auto') return configured;
-    const window = (await this.#props.get(() => this.#fromProps(headers))) ?? windowOf(await this.#models.get(() => this.#fromModels(headers)), model);
+    if (configured !== 'auto') return refused === null ? configured : Math.min(refused, configured);
+    let window: number | null;
+    try {
+      window = (await this.#props.get(() => this.#fromProps(headers))) ?? windowOf(await this.#models.get(() => this.#fromModels(headers)), model);
+    } catch (error) {
+      if (!(error instanceof LookupFailed)) throw error;
+      this.#warnFailure(model, error.message);
+      return refused;
+    }
+    if (refused !== null) window = window === null ? refused : Math.min(window, refused);
     this.#known.set(model, window ?? UNKNOWN);
     if (window === null && !this.#warned.has(model)) {
       this.#warned.set(model, true);
@@ -97,29 +136,47 @@ export class ContextWindows {
     return window;
   }
 
-  async #fromProps(headers: CallHeaders | undefined): Promise<number | null> {
-    try {
-      const reply = await this.#options.upstream.getJson('/props', undefined, headers);
-      if (reply.status !== 200) return null;
-      return positive(numberAt(reply.body, 'default_generation_settings', 'n_ctx'));
-    } catch {
-      return null;
-    }
+  /**
+   * Takes the window the upstream itself reported when it refused a prompt
+   * (llama-server's 400 `exceed_context_size_error` carries `n_ctx`): a
+   * `context_window` configured too large, or a server restarted with a
+   * smaller `-c`. It stands for a minute over what is configured or found,
+   * then `/props` is trusted again.
+   */
+  learnRefusal(model: string, window: number): void {
+    if (window > 0) this.#refused.set(model, window);
   }
 
+  #warnFailure(model: string, reason: string): void {
+    const last = this.#lastWarning;
+    if (last !== undefined && last.reason === reason && this.#now() - last.at < WINDOW_TTL_MS) return;
+    this.#lastWarning = { reason, at: this.#now() };
+    this.#options.onLookupFailed?.(model, reason);
+  }
+
+  /** `/props`' window per slot; null when the server has no `/props` or reports none. Throws {@link LookupFailed}. */
+  async #fromProps(headers: CallHeaders | undefined): Promise<number | null> {
+    const reply = await this.#options.upstream.getJson('/props', undefined, headers).catch((error: unknown) => {
+      throw lookupFailure('/props', error instanceof Error ? error : new Error(String(error)));
+    });
+    if (NOT_SERVED.has(reply.status)) return null;
+    if (reply.status !== 200) throw lookupFailure('/props', reply);
+    return positive(numberAt(reply.body, 'default_generation_settings', 'n_ctx'));
+  }
+
+  /** The models `/v1/models` lists with their windows; empty when the server lists none. Throws {@link LookupFailed}. */
   async #fromModels(headers: CallHeaders | undefined): Promise<readonly ListedModel[]> {
-    try {
-      const reply = await this.#options.upstream.getJson('/v1/models', undefined, headers);
-      if (reply.status !== 200) return [];
-      const data = (reply.body as { data?: unknown } | undefined)?.data;
-      if (!Array.isArray(data)) return [];
-      return data.map((entry: unknown) => ({
-        id: (entry as { id?: unknown } | null)?.id,
-        window: positive(numberAt(entry, 'meta', 'n_ctx')) ?? positive(numberAt(entry, 'meta', 'n_ctx_train')),
-      }));
-    } catch {
-      return [];
-    }
+    const reply = await this.#options.upstream.getJson('/v1/models', undefined, headers).catch((error: unknown) => {
+      throw lookupFailure('/v1/models', error instanceof Error ? error : new Error(String(error)));
+    });
+    if (NOT_SERVED.has(reply.status)) return [];
+    if (reply.status !== 200) throw lookupFailure('/v1/models', reply);
+    const data = (reply.body as { data?: unknown } | undefined)?.data;
+    if (!Array.isArray(data)) return [];
+    return data.map((entry: unknown) => ({
+      id: (entry as { id?: unknown } | null)?.id,
+      window: positive(numberAt(entry, 'meta', 'n_ctx')) ?? positive(numberAt(entry, 'meta', 'n_ctx_train')),
+    }));
   }
 }
 

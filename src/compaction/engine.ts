@@ -120,6 +120,8 @@ export class CompactionEngine {
       now,
       onUnknown: (model) =>
         this.#logger?.warn({ model }, 'the context window of this model is unknown: only compaction.max_messages can trigger a compaction'),
+      onLookupFailed: (model, reason) =>
+        this.#logger?.warn({ model, reason }, 'the context window lookup failed: this request is forwarded uncompacted, and the next one asks again'),
     });
   }
 

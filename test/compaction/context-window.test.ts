@@ -9,13 +9,15 @@ const models = (...data: unknown[]) => ({ status: 200, body: { object: 'list', d
 function windows(upstream: JsonUpstreamDouble, options: { configured?: (model: string) => number | 'auto' } = {}) {
   const clock = manualClock();
   const unknown: string[] = [];
+  const failures: string[] = [];
   const contextWindows = new ContextWindows({
     configured: options.configured ?? (() => 'auto'),
     upstream,
     now: clock.now,
     onUnknown: (model) => unknown.push(model),
+    onLookupFailed: (model, reason) => failures.push(`${model}: ${reason}`),
   });
-  return { contextWindows, clock, unknown };
+  return { contextWindows, clock, unknown, failures };
 }
 
 describe('ContextWindows', () => {
@@ -50,7 +52,8 @@ describe('ContextWindows', () => {
   });
 
   it('ignores /props answers that are not a positive number, or not a 200', async () => {
-    for (const answer of [props(0), props(-1), props('8192'), props(null), { status: 200, body: {} }, { status: 200, body: undefined }, { status: 503, body: props(8192).body }]) {
+    // (A 503 is not an answer but a failed lookup: see 'a failed window lookup is not cached'.)
+    for (const answer of [props(0), props(-1), props('8192'), props(null), { status: 200, body: {} }, { status: 200, body: undefined }, { status: 404, body: {} }]) {
       const upstream = new JsonUpstreamDouble({ 'GET /props': answer, 'GET /v1/models': models({ id: 'm', meta: { n_ctx: 2048 } }) });
       await expect(windows(upstream).contextWindows.get('m')).resolves.toBe(2048);
     }
@@ -68,11 +71,59 @@ describe('ContextWindows', () => {
     expect(contextWindows.snapshot()).toEqual({ m: null, n: null });
   });
 
-  it('is null, not an error, when the upstream cannot be reached', async () => {
-    const upstream = new JsonUpstreamDouble({ 'GET /props': new Error('ECONNREFUSED'), 'GET /v1/models': new Error('ECONNREFUSED') });
-    const { contextWindows, unknown } = windows(upstream);
+  it('is null, not an error, when the upstream cannot be reached, and says why (not "unknown")', async () => {
+    const upstream = new JsonUpstreamDouble({ 'GET /props': new Error('connection refused'), 'GET /v1/models': new Error('connection refused') });
+    const { contextWindows, unknown, failures } = windows(upstream);
     await expect(contextWindows.get('m')).resolves.toBeNull();
-    expect(unknown).toEqual(['m']);
+    expect(unknown).toEqual([]);
+    expect(failures).toEqual(['m: /props: connection refused']);
+  });
+
+  describe('a failed window lookup is not cached (issue 12, item 4)', () => {
+    it('asks again on the next request, which finds the window once the upstream is back', async () => {
+      const upstream = new JsonUpstreamDouble({ 'GET /props': new Error('connection refused') });
+      const { contextWindows, failures } = windows(upstream);
+      await expect(contextWindows.get('m')).resolves.toBeNull();
+      upstream.routes['GET /props'] = props(8192);
+      await expect(contextWindows.get('m')).resolves.toBe(8192);
+      expect(upstream.count('GET', '/props')).toBe(2);
+      expect(failures).toHaveLength(1);
+    });
+
+    it("a 401 to one client's credential does not change what another client gets", async () => {
+      const upstream = new JsonUpstreamDouble({
+        'GET /props': (_body, headers) => (headers?.['authorization'] === 'Bearer good' ? props(16_384) : { status: 401, body: { error: { message: 'Invalid API Key' } } }),
+      });
+      const { contextWindows, failures } = windows(upstream);
+      await expect(contextWindows.get('m', { authorization: 'Bearer wrong' })).resolves.toBeNull();
+      await expect(contextWindows.get('m', { authorization: 'Bearer good' })).resolves.toBe(16_384);
+      expect(failures).toEqual(['m: /props: answered 401 (it wants a key: set upstream.api_key, or send one)']);
+    });
+
+    it('a 5xx is a failure too; the warning is given once a minute for the same reason', async () => {
+      const upstream = new JsonUpstreamDouble({ 'GET /props': { status: 503, body: { error: { message: 'Loading model' } } } });
+      const { contextWindows, clock, failures } = windows(upstream);
+      for (let request = 0; request < 5; request++) await expect(contextWindows.get('m')).resolves.toBeNull();
+      expect(upstream.count('GET', '/props')).toBe(5);
+      expect(failures).toEqual(['m: /props: answered 503']);
+      clock.advance(60_000);
+      await contextWindows.get('m');
+      expect(failures).toHaveLength(2);
+    });
+  });
+
+  describe("the upstream's own refusal names a smaller window (issue 12, item 3)", () => {
+    it('stands over a configured or discovered window for a minute, then /props is trusted again', async () => {
+      const upstream = new JsonUpstreamDouble({ 'GET /props': props(32_768) });
+      const { contextWindows, clock } = windows(upstream, { configured: (model) => (model === 'fixed' ? 65_536 : 'auto') });
+      contextWindows.learnRefusal('m', 8192);
+      contextWindows.learnRefusal('fixed', 16_384);
+      await expect(contextWindows.get('m')).resolves.toBe(8192);
+      await expect(contextWindows.get('fixed')).resolves.toBe(16_384);
+      clock.advance(60_001);
+      await expect(contextWindows.get('m')).resolves.toBe(32_768);
+      await expect(contextWindows.get('fixed')).resolves.toBe(65_536);
+    });
   });
 
   it('caches a discovered window for a minute, then asks again', async () => {

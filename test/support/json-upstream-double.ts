@@ -1,7 +1,7 @@
 import type { CallHeaders, JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
 
-/** What a route answers: a reply, an error to throw, or a function of the request body. */
-export type JsonRoute = JsonReply | Error | ((body: unknown) => JsonReply | Promise<JsonReply>);
+/** What a route answers: a reply, an error to throw, or a function of the request body (and headers). */
+export type JsonRoute = JsonReply | Error | ((body: unknown, headers: CallHeaders | undefined) => JsonReply | Promise<JsonReply>);
 
 export interface JsonCall {
   readonly method: 'GET' | 'POST';
@@ -43,18 +43,18 @@ export class JsonUpstreamDouble implements UpstreamJson {
 
   getJson(path: string, _signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply> {
     this.calls.push({ method: 'GET', path, ...(headers === undefined ? {} : { headers }) });
-    return this.#answer(`GET ${path}`, undefined);
+    return this.#answer(`GET ${path}`, undefined, headers);
   }
 
   postJson(path: string, body: unknown, _signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply> {
     this.calls.push({ method: 'POST', path, body, ...(headers === undefined ? {} : { headers }) });
-    return this.#answer(`POST ${path}`, body);
+    return this.#answer(`POST ${path}`, body, headers);
   }
 
-  async #answer(route: string, body: unknown): Promise<JsonReply> {
+  async #answer(route: string, body: unknown, headers: CallHeaders | undefined): Promise<JsonReply> {
     const answer = this.routes[route];
     if (answer === undefined) return { status: 404, body: { error: { message: 'File Not Found' } } };
     if (answer instanceof Error) throw answer;
-    return typeof answer === 'function' ? answer(body) : answer;
+    return typeof answer === 'function' ? answer(body, headers) : answer;
   }
 }
