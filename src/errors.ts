@@ -197,12 +197,14 @@ export class InternalError extends ProxyError {
 export interface AnswerReservation {
   readonly tokens: number;
   readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens';
-  /** The request's number before the quarter-of-the-window cap, when the cap applied. */
+  /** The number asked for (the request's, or `reserve_output_tokens`) before the quarter-of-the-window cap, when the cap applied. */
   readonly requested?: number;
 }
 
 function reservationText(reservation: AnswerReservation): string {
-  if (reservation.source === 'reserve_output_tokens') return 'reserve_output_tokens';
+  if (reservation.source === 'reserve_output_tokens') {
+    return reservation.requested === undefined ? 'reserve_output_tokens' : `reserve_output_tokens of ${reservation.requested}, capped at a quarter of the window`;
+  }
   return reservation.requested === undefined
     ? `the request's ${reservation.source}`
     : `the request's ${reservation.source} of ${reservation.requested}, capped at a quarter of the window`;

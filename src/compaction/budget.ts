@@ -12,6 +12,8 @@ export interface Budget {
   readonly reserve: AnswerReservation;
   /** `window − reserve`, or null without a window. */
   readonly tokens: number | null;
+  /** What a summary may cost: `summary.max_tokens`, but never more than {@link MAX_SUMMARY_SHARE} of the window. */
+  readonly summaryTokens: number;
 }
 
 function positiveNumber(value: unknown): number {
@@ -19,39 +21,49 @@ function positiveNumber(value: unknown): number {
 }
 
 /**
- * A request's `max_tokens` is a ceiling, not a promise to fill it: agents send
- * 8,000–32,000 whatever the window, and llama-server stops an answer at the
- * window. So a request's number never reserves more than this share of it.
+ * The most of the window kept for the answer. A request's `max_tokens` is a
+ * ceiling, not a promise to fill it: agents send 8,000–32,000 whatever the
+ * window, and llama-server stops an answer at the window. On a small slot
+ * (`-c 8192 -np 4`: 2,048 tokens) the default 1,024 would be half of it, so
+ * `reserve_output_tokens` is capped the same way.
  */
-const MAX_REQUESTED_RESERVE_SHARE = 0.25;
+const MAX_RESERVE_SHARE = 0.25;
+
+/**
+ * The most of the window a summary's notes are planned at: 1,024 notes on a
+ * 2,048-token slot left nothing for the turns they stand for (an eighth: 256
+ * there, and the configured 1,024 from an 8k window up).
+ */
+export const MAX_SUMMARY_SHARE = 0.125;
 
 /**
  * The room kept for the answer: `reserve_output_tokens`, or the request's
- * `max_tokens` / `max_completion_tokens` when larger, but a request's number
- * never counts for more than a quarter of the window. A configured reserve
- * above the quarter is kept: the operator asked for it.
+ * `max_tokens` / `max_completion_tokens` when larger, but never more than a
+ * quarter of the window.
  *
  * @example
  * answerReservation({ max_tokens: 32000 }, 1024, 32768) // → { tokens: 8192, source: 'max_tokens', requested: 32000 }
+ * answerReservation({}, 1024, 2048)                     // → { tokens: 512, source: 'reserve_output_tokens', requested: 1024 }
  */
 export function answerReservation(body: Readonly<Record<string, unknown>>, configured: number, window: number | null): AnswerReservation {
   const maxTokens = positiveNumber(body['max_tokens']);
   const maxCompletionTokens = positiveNumber(body['max_completion_tokens']);
-  const source = maxCompletionTokens > maxTokens ? 'max_completion_tokens' : 'max_tokens';
   const requested = Math.max(maxTokens, maxCompletionTokens);
-  const cap = window === null ? Number.POSITIVE_INFINITY : Math.floor(window * MAX_REQUESTED_RESERVE_SHARE);
-  const allowed = Math.min(requested, cap);
-  if (allowed <= configured) return { tokens: configured, source: 'reserve_output_tokens' };
-  return requested > cap ? { tokens: allowed, source, requested } : { tokens: allowed, source };
+  const source = requested <= configured ? 'reserve_output_tokens' : maxCompletionTokens > maxTokens ? 'max_completion_tokens' : 'max_tokens';
+  const wanted = Math.max(requested, configured);
+  const cap = window === null ? Number.POSITIVE_INFINITY : Math.floor(window * MAX_RESERVE_SHARE);
+  return wanted > cap ? { tokens: cap, source, requested: wanted } : { tokens: wanted, source };
 }
 
 /**
- * The budget of a request: the window less the {@link answerReservation}.
+ * The budget of a request: the window less the {@link answerReservation},
+ * and what a summary may cost in it.
  *
  * @example
- * budgetOf(8192, { max_tokens: 2048 }, 1024) // → { window: 8192, reserve: { tokens: 2048, source: 'max_tokens' }, tokens: 6144 }
+ * budgetOf(8192, { max_tokens: 2048 }, 1024, 1024) // → { window: 8192, reserve: { tokens: 2048, source: 'max_tokens' }, tokens: 6144, summaryTokens: 1024 }
  */
-export function budgetOf(window: number | null, body: Readonly<Record<string, unknown>>, configuredReserve: number): Budget {
+export function budgetOf(window: number | null, body: Readonly<Record<string, unknown>>, configuredReserve: number, summaryMaxTokens: number): Budget {
   const reserve = answerReservation(body, configuredReserve, window);
-  return { window, reserve, tokens: window === null ? null : Math.max(0, window - reserve.tokens) };
+  const summaryTokens = window === null ? summaryMaxTokens : Math.min(summaryMaxTokens, Math.floor(window * MAX_SUMMARY_SHARE));
+  return { window, reserve, tokens: window === null ? null : Math.max(0, window - reserve.tokens), summaryTokens };
 }

@@ -33,6 +33,8 @@ export interface ContextWindowsOptions {
   readonly now?: () => number;
   /** Told once per model when no window can be found (only `max_messages` can trigger then). */
   readonly onUnknown?: (model: string) => void;
+  /** Told when a model's window is found, or found to have changed. */
+  readonly onFound?: (model: string, window: number) => void;
   /** Told when a lookup failed, with why; at most once a minute for the same reason. */
   readonly onLookupFailed?: (model: string, reason: string) => void;
 }
@@ -128,6 +130,7 @@ export class ContextWindows {
       return refused;
     }
     if (refused !== null) window = window === null ? refused : Math.min(window, refused);
+    if (window !== null && this.#known.get(model) !== window) this.#options.onFound?.(model, window);
     this.#known.set(model, window ?? UNKNOWN);
     if (window === null && !this.#warned.has(model)) {
       this.#warned.set(model, true);

@@ -107,7 +107,7 @@ export interface CandidateSizes extends Sizes {
  * wait for a running summary, compact it by one of the tiers, or refuse it.
  *
  * @example
- * decide(candidate, sizes, { window: 8192, reserve: 1024, tokens: 7168 }, { pending: null, running: false, attempt: 0 }, settings)
+ * decide(candidate, sizes, budgetOf(8192, {}, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
  * // → { kind: 'forward', size: 3100, prepareNext: false } for a history of 3.1k tokens
  */
 export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, settings: DecisionSettings): Decision {
@@ -121,12 +121,12 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
   // Another request of this conversation is compacting it: wait for that epoch rather than start a second summary.
   if (epochs.running && epochs.attempt < MAX_WAITS) return { kind: 'wait' };
 
-  const plan = planTiers(candidate, sizes, budget.tokens, trigger, settings);
+  const plan = planTiers(candidate, sizes, budget.tokens, trigger, withSummaryOf(budget, settings));
   switch (plan.tier) {
     case 'nothing':
       return budget.tokens !== null && size > budget.tokens ? { kind: 'too-large', needed: size, summaryTokens: 0 } : { kind: 'forward', size, prepareNext: false };
     case 'too-large':
-      return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(settings.summaryMaxTokens) };
+      return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(budget.summaryTokens) };
     case 'prune':
       return { kind: 'prune', plan, boundary: epochBoundary(candidate, plan.cut) };
     case 'summary':
@@ -149,11 +149,16 @@ export function decideAhead(
   budget: Budget,
   settings: DecisionSettings,
 ): Extract<Decision, { kind: 'summarize' | 'steps' }> | null {
-  const ahead = { ...settings, keepRecent: Math.max(0, settings.keepRecent - (settings.threshold - settings.softThreshold)) };
+  const ahead = { ...withSummaryOf(budget, settings), keepRecent: Math.max(0, settings.keepRecent - (settings.threshold - settings.softThreshold)) };
   const plan = planTiers(candidate, sizes, budget.tokens, 'size', ahead);
   if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   return null;
+}
+
+/** The settings with the summary planned at what this budget allows it (less than configured on a small window). */
+function withSummaryOf<T extends CompactionSettings>(budget: Budget, settings: T): T {
+  return budget.summaryTokens === settings.summaryMaxTokens ? settings : { ...settings, summaryMaxTokens: budget.summaryTokens };
 }
 
 /** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */

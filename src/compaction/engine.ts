@@ -5,6 +5,7 @@ import { ContextLengthExceededError } from '../errors.js';
 import { SummaryBackoff } from './backoff.js';
 import { type Budget, budgetOf } from './budget.js';
 import { ContextWindows } from './context-window.js';
+import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
 import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
@@ -118,10 +119,7 @@ export class CompactionEngine {
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
       now,
-      onUnknown: (model) =>
-        this.#logger?.warn({ model }, 'the context window of this model is unknown: only compaction.max_messages can trigger a compaction'),
-      onLookupFailed: (model, reason) =>
-        this.#logger?.warn({ model, reason }, 'the context window lookup failed: this request is forwarded uncompacted, and the next one asks again'),
+      ...windowNotices(options.logger),
     });
   }
 
@@ -168,7 +166,7 @@ export class CompactionEngine {
     if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
 
     const window = await this.windows.get(model, input.upstreamHeaders);
-    const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens);
+    const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
     const ratio = this.ratios.get(model);
     const messages = pruneOversizedResults(input.messages, budget.tokens);
     const estimate = estimateOf(messages);

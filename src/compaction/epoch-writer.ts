@@ -130,7 +130,7 @@ export class EpochWriter {
               window: request.budget.window,
               sizeOfMessages,
               model: config.summary.model ?? request.model,
-              maxTokens: config.summary.max_tokens,
+              maxTokens: request.budget.summaryTokens,
               ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
               signal: AbortSignal.any([signal, timeout]),
               onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),

@@ -66,9 +66,12 @@ describe('the room reserved for the answer', () => {
     expect(smaller.message).not.toMatch(/lower max_tokens/i);
   });
 
-  it('keeps a configured reserve_output_tokens above the quarter: the operator asked for it', async () => {
+  it('caps a configured reserve_output_tokens at the quarter too, and says so (a 2k slot would keep half for the answer)', async () => {
     const error = await refusal(8_192, { max_tokens: 32_000 }, { reserve_output_tokens: 3_000 });
-    expect(error.reservedTokens).toBe(3_000);
-    expect(error.message).toContain('(reserve_output_tokens)');
+    expect(error.reservedTokens).toBe(2_048);
+    expect(error.message).toContain("(the request's max_tokens of 32000, capped at a quarter of the window)");
+    const configured = await refusal(8_192, {}, { reserve_output_tokens: 3_000 });
+    expect(configured.reservedTokens).toBe(2_048);
+    expect(configured.message).toContain('(reserve_output_tokens of 3000, capped at a quarter of the window)');
   });
 });

@@ -206,7 +206,7 @@ describe('CompactionEngine.prepare', () => {
   it('says when the last turn fits but the room for a summary does not (a small window)', async () => {
     const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: 2048 } } });
     const messages = conversation({ turns: 6 });
-    messages.push({ role: 'user', content: 'y '.repeat(800) });
+    messages.push({ role: 'user', content: 'y '.repeat(2240) });
     const error = await prepare(compactor, messages).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ContextLengthExceededError);
     expect((error as ContextLengthExceededError).message).toMatch(/its last turn fits, but not with a summary of the earlier turns \(up to \d+ more tokens, compaction.summary.max_tokens\)/);

@@ -11,7 +11,7 @@ const signal = new AbortController().signal;
 
 /** The doubles' 8k window with the default configuration: a 7168-token budget, soft threshold 0.6, max_messages off. */
 const { compaction, models } = configWith();
-const budget = budgetOf(8192, {}, models['*']?.reserve_output_tokens ?? 1024);
+const budget = budgetOf(8192, {}, models['*']?.reserve_output_tokens ?? 1024, 1024);
 const settings = { softThreshold: compaction.soft_threshold, maxMessages: compaction.max_messages };
 
 /** The size the engine checks the fast path with: the estimate at the initial ratio (nothing learned yet). */
