@@ -22,8 +22,8 @@
  * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
-import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
-import { spliceMessages } from '../src/http/splice-messages.js';
+import { applyPairMode, readChatRequest } from '../src/http/chat/request.js';
+import { spliceMessages } from '../src/http/chat/splice-messages.js';
 import { Compactor } from '../src/compaction/compactor.js';
 import { prefixHashes } from '../src/compaction/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summarize.js';

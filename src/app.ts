@@ -16,7 +16,7 @@ import {
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
 import { promptTokensOf } from './http/prompt-tokens.js';
-import { type RequestState, sendError } from './http/request-state.js';
+import { type RequestState, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';

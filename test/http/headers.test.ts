@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
 import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/headers.js';
 import { mediaTypeOf } from '../../src/upstream/media-type.js';
-import { targetPath } from '../../src/http/request-state.js';
+import { targetPath } from '../../src/http/request-record.js';
 
 describe('forwardRequestHeaders', () => {
   it('removes hop-by-hop headers, those named in Connection, and the ones compactor sets itself', () => {

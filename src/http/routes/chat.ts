@@ -6,14 +6,14 @@ import { SseTap, sseComment } from '../../upstream/sse.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChatContext, ChatHooks, ChatPlan, UsageHook } from '../chat/planner.js';
-import { applyPairMode, readChatRequest } from '../chat-request.js';
+import { applyPairMode, readChatRequest } from '../chat/request.js';
 import { InternalError, ProxyError, UpstreamBadResponseError, UpstreamStatusError, sseErrorEvent } from '../../errors.js';
 import { SSE_RESPONSE_HEADERS, forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../headers.js';
 import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
-import { spliceMessages } from '../splice-messages.js';
-import { sendError, targetPath } from '../request-state.js';
+import { spliceMessages } from '../chat/splice-messages.js';
+import { sendError, targetPath } from '../request-record.js';
 import type { Shutdown } from '../shutdown.js';
 
 /**

@@ -6,7 +6,7 @@ import { InvalidRequestError } from '../../errors.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
-import { targetPath } from '../request-state.js';
+import { targetPath } from '../request-record.js';
 import { resolveDotSegments } from '../request-target.js';
 import type { Shutdown } from '../shutdown.js';
 
