@@ -34,6 +34,7 @@ import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus } from 'node:os';
+import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { chatBody, runLoad } from './load-client.js';
@@ -88,9 +89,10 @@ function launch(cpu: string, command: string[], options: { env?: NodeJS.ProcessE
 }
 
 // The servers run compiled, on node alone, as compactor runs in production (bench/servers/tsconfig.json).
-const BUILD = 'node_modules/.cache/compactor-bench';
+// One directory per checkout: worktrees may share one node_modules (a symlink), and a build must not land on another's.
+const BUILD = `node_modules/.cache/compactor-bench-${basename(process.cwd())}`;
 function compileServers(): void {
-  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json'], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
 }
 
 /** A server of bench/servers/ that reports `{ port }` over IPC once it listens. */
