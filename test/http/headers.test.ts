@@ -25,6 +25,12 @@ describe('forwardRequestHeaders', () => {
     ).toEqual({ accept: '*/*', authorization: 'Bearer client' });
   });
 
+  it('reads a bare Connection: keep-alive or close as any other list (a header named close is dropped)', () => {
+    expect(forwardRequestHeaders({ connection: 'Keep-Alive', 'keep-alive': 'timeout=5', accept: '*/*' })).toEqual({ accept: '*/*' });
+    expect(forwardRequestHeaders({ connection: 'CLOSE', close: 'x', accept: '*/*' })).toEqual({ accept: '*/*' });
+    expect(forwardRequestHeaders({ connection: 'x-named', 'x-named': '1', accept: '*/*' })).toEqual({ accept: '*/*' });
+  });
+
   it('replaces Authorization with the upstream key, drops Accept-Encoding when asked, keeps Content-Length when asked', () => {
     const headers = { authorization: 'Bearer client', 'accept-encoding': 'gzip', 'content-length': '3' };
     expect(forwardRequestHeaders(headers, { apiKey: 'k', dropAcceptEncoding: true })).toEqual({ authorization: 'Bearer k' });
