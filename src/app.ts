@@ -35,7 +35,7 @@ export interface AppDeps {
   readonly logStream?: DestinationStream;
   /** The upstream client; by default one is built from `config.upstream` and closed with the app. */
   readonly upstream?: UpstreamClient;
-  /** The compaction step of the chat route (see `src/http/chat-pipeline.ts`). */
+  /** The compaction step of the chat route (see `src/http/chat/planner.ts`). */
   readonly planner?: ChatPlanner;
   /** Receives each chat answer's `usage` / `timings`. */
   readonly onUsage?: UsageHook;
