@@ -34,6 +34,7 @@ import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus } from 'node:os';
+import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { chatBody, runLoad } from './load-client.js';
@@ -88,9 +89,10 @@ function launch(cpu: string, command: string[], options: { env?: NodeJS.ProcessE
 }
 
 // The servers run compiled, on node alone, as compactor runs in production (bench/servers/tsconfig.json).
-const BUILD = 'node_modules/.cache/compactor-bench';
+// One directory per checkout: worktrees may share one node_modules (a symlink), and a build must not land on another's.
+const BUILD = `node_modules/.cache/compactor-bench-${basename(process.cwd())}`;
 function compileServers(): void {
-  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json'], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
 }
 
 /** A server of bench/servers/ that reports `{ port }` over IPC once it listens. */
@@ -339,6 +341,7 @@ async function main(): Promise<void> {
   const upstream = await startScript('upstream', LOAD_CPU, 'bench/servers/upstream.ts', ['0']);
   const bare = await startScript('bare', PROXY_CPU, 'bench/servers/bare-proxy.ts', [upstream.origin]);
   const parsing = await startScript('bare-parse', PROXY_CPU, 'bench/servers/bare-proxy.ts', [upstream.origin, '--parse']);
+  const nodePipe = await startScript('node-pipe', PROXY_CPU, 'bench/servers/bare-proxy.ts', [upstream.origin, '--node-pipe']);
   const plain = await startCompactor('compactor', upstream, NOT_TRIGGERED);
   const epoch = await startCompactor('compactor-epoch', upstream, CACHED_EPOCH);
   const portkey = await startPortkey();
@@ -348,6 +351,7 @@ async function main(): Promise<void> {
     { name: 'direct (no proxy)', origin: upstream.origin, headers: baseHeaders },
     { name: 'bare undici proxy', origin: bare.origin, headers: baseHeaders, pid: bare.child.pid!, running: bare },
     { name: 'bare undici proxy + JSON.parse', origin: parsing.origin, headers: baseHeaders, pid: parsing.child.pid!, running: parsing },
+    { name: 'bare node:http pipe', origin: nodePipe.origin, headers: baseHeaders, pid: nodePipe.child.pid!, running: nodePipe },
     { name: 'compactor, not triggered', origin: plain.origin, headers: baseHeaders, pid: plain.child.pid!, running: plain },
     { name: 'compactor, cached epoch', origin: epoch.origin, headers: baseHeaders, pid: epoch.child.pid!, running: epoch },
     {
@@ -358,7 +362,7 @@ async function main(): Promise<void> {
       running: portkey,
     },
   ];
-  const [direct, bareTarget, parseTarget, plainTarget, epochTarget, portkeyTarget] = targets as [Target, Target, Target, Target, Target, Target];
+  const [direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget] = targets as [Target, Target, Target, Target, Target, Target, Target];
   const epochReport = await warmEpoch(epochTarget);
   log(`cached epoch: ${epochReport}`);
   const measured: Measured = { p50: new Map(), p99: new Map(), rates: new Map(), streams: new Map(), portkeyStream: undefined, idle: new Map(), growth: new Map(), planning: undefined };
@@ -436,7 +440,7 @@ async function main(): Promise<void> {
       measured.idle.set(target, await idleStreams(target, settings.idleStreams));
     }
   }
-  for (const running of [bare, parsing, portkey, plain, epoch]) await stop(running);
+  for (const running of [bare, parsing, nodePipe, portkey, plain, epoch]) await stop(running);
 
   // 5. Memory over sequential requests: fresh processes, heap after a full collection every fifth of the run.
   if (only.has('sequential')) {
@@ -472,7 +476,7 @@ async function main(): Promise<void> {
     measured.planning = JSON.parse(output.trim().split('\n').at(-1)!) as PlanningResult;
   }
   await stop(upstream);
-  console.log(report({ started, targets, direct, bareTarget, parseTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured }));
+  console.log(report({ started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured }));
 }
 
 function report(run: {
@@ -480,6 +484,7 @@ function report(run: {
   targets: Target[];
   direct: Target;
   bareTarget: Target;
+  pipeTarget: Target;
   parseTarget: Target;
   plainTarget: Target;
   epochTarget: Target;
@@ -487,7 +492,7 @@ function report(run: {
   epochReport: string;
   measured: Measured;
 }): string {
-  const { started, targets, direct, bareTarget, parseTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured } = run;
+  const { started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured } = run;
   const { p50, p99, streams, idle, growth, planning } = measured;
   const rate = (target: Target): number => median(measured.rates.get(target) ?? [Number.NaN]);
   const spread = (target: Target): string => {
@@ -524,15 +529,19 @@ function report(run: {
       goals.push([`added p50, 2 KB, c=1 (${label})`, '≤ 0.5 ms over direct', `${fixed(added(target))} ms`, added(target) <= 0.5]);
       const versusBare = added(target) / added(bareTarget);
       goals.push([`added p50 vs bare undici (${label})`, '≤ 1.5×', `${fixed(versusBare, 2)}× (${fixed(added(target))} / ${fixed(added(bareTarget))} ms)`, versusBare <= 1.5]);
+      const versusPipe = added(target) / added(pipeTarget);
+      goals.push([`added p50 vs bare node:http pipe (${label})`, '≤ 1.5×', `${fixed(versusPipe, 2)}× (${fixed(added(target))} / ${fixed(added(pipeTarget))} ms)`, versusPipe <= 1.5]);
     }
     if (measured.rates.size > 0) {
       const overBare = rate(target) / rate(bareTarget);
       const floor = rate(parseTarget) / rate(bareTarget);
+      // Issue 18's targets: the not-triggered path parses and logs; the cached epoch also hashes and re-serializes.
+      const wanted = target === plainTarget ? 0.75 : 0.6;
       goals.push([
         `throughput c=32 vs bare undici (${label})`,
-        '≥ 0.9×',
+        `≥ ${wanted}×`,
         `${fixed(overBare, 2)}× (${fixed(rate(target), 0)} / ${fixed(rate(bareTarget), 0)} req/s); bare undici + JSON.parse alone: ${fixed(floor, 2)}×`,
-        overBare >= 0.9,
+        overBare >= wanted,
       ]);
       const overPortkey = rate(target) / rate(portkeyTarget);
       goals.push([`throughput c=32 vs Portkey (${label})`, '≥ 3×', `${fixed(overPortkey, 2)}× (${fixed(rate(target), 0)} / ${fixed(rate(portkeyTarget), 0)} req/s)`, overPortkey >= 3]);

@@ -22,8 +22,8 @@
  * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
-import { applyPairMode, readChatRequest } from '../src/http/chat-request.js';
-import { spliceMessages } from '../src/http/splice-messages.js';
+import { applyPairMode, readChatRequest } from '../src/http/chat/request.js';
+import { spliceMessages } from '../src/http/chat/splice-messages.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summary/summarize.js';
@@ -121,7 +121,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const raw = Buffer.from(JSON.stringify({ model: 'bench', messages: history, max_tokens: 512, stream: true }));
   const signal = new AbortController().signal;
 
-  // The route's planning, as routes/chat.ts does it with a planner (chat-hooks.ts).
+  // The route's planning, as src/http/chat/prepare.ts does it with a planner (chat/engine-planner.ts).
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');

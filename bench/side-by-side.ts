@@ -15,7 +15,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatBody, type LoadResult, runLoad } from './load-client.js';
 
@@ -38,8 +38,10 @@ process.on('exit', () => {
 /** Compiles the working tree (`null`) or a git revision; returns the build's directory. */
 function build(revision: string | null): string {
   if (revision === null) {
-    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
-    return join(ROOT, 'node_modules/.cache/compactor-bench');
+    // One directory per checkout: worktrees may share one node_modules (a symlink), and a build must not land on another's.
+    const out = join(ROOT, `node_modules/.cache/compactor-bench-${basename(ROOT)}`);
+    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
+    return out;
   }
   const commit = execFileSync('git', ['rev-parse', '--short', revision], { cwd: ROOT, encoding: 'utf8' }).trim();
   const out = join(ROOT, `node_modules/.cache/compactor-${commit}`);

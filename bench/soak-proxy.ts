@@ -40,16 +40,16 @@ function measure(): Measured {
     heapUsed: process.memoryUsage().heapUsed,
     rss: process.memoryUsage().rss,
     fds: readdirSync('/proc/self/fd').length,
-    activeRequests: app.compactor.upstream.activeRequests,
-    epochs: app.compactor.engine?.epochCount ?? 0,
+    activeRequests: app.proxy.upstream.activeRequests,
+    epochs: app.proxy.engine?.epochCount ?? 0,
   };
 }
 
 process.on('message', (message: { kind: string }) => {
   if (message.kind === 'measure') process.send!(measure());
   if (message.kind === 'stop') {
-    app.compactor.startDraining();
-    void app.compactor
+    app.proxy.startDraining();
+    void app.proxy
       .whenIdle()
       .then(() => app.close())
       .then(() => {

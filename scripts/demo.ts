@@ -147,7 +147,7 @@ async function demo(): Promise<void> {
     );
   }
   // Background summaries started by the last answers finish before the table.
-  while (app.compactor.engine !== null && app.compactor.engine.runningSummaries > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  while (app.proxy.engine !== null && app.proxy.engine.runningSummaries > 0) await new Promise((resolve) => setTimeout(resolve, 10));
 
   const chats = llama.chatRecords;
   const forwardedTokens = chats.reduce((sum, record) => sum + record.promptTokens, 0);

@@ -1,22 +1,17 @@
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
 import { answerClientError } from './http/client-error.js';
 import type { ChatPlanner, UsageHook } from './http/chat/planner.js';
-import {
-  InternalError,
-  InvalidRequestError,
-  PayloadTooLargeError,
-  ProxyError,
-  ShuttingDownError,
-  UnauthorizedError,
-  UnsupportedMediaTypeError,
-} from './errors.js';
+import { InternalError, PayloadTooLargeError, ShuttingDownError, UnauthorizedError } from './errors.js';
+import { frameworkError, toProxyError } from './http/framework-errors.js';
+import { InFlight } from './http/in-flight.js';
+import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
-import { promptTokensOf } from './http/prompt-tokens.js';
-import { type RequestState, sendError } from './http/request-state.js';
+import { withPromptTokens } from './http/prompt-tokens.js';
+import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
@@ -25,7 +20,13 @@ import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
-import { type UpstreamJson, chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
+import { chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
+
+/**
+ * The wiring: the upstream clients, the compaction engine, the metrics, the
+ * logger and the routes, put together into one Fastify instance. What a
+ * request goes through is in src/http/ (in-flight.ts, the routes, chat/).
+ */
 
 export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat/planner.js';
 
@@ -34,7 +35,7 @@ export interface AppDeps {
   readonly logStream?: DestinationStream;
   /** The upstream client; by default one is built from `config.upstream` and closed with the app. */
   readonly upstream?: UpstreamClient;
-  /** The compaction step of the chat route (see `src/http/chat-pipeline.ts`). */
+  /** The compaction step of the chat route (see `src/http/chat/planner.ts`). */
   readonly planner?: ChatPlanner;
   /** Receives each chat answer's `usage` / `timings`. */
   readonly onUsage?: UsageHook;
@@ -47,7 +48,7 @@ export interface AppDeps {
   readonly summaryPrompt?: string;
 }
 
-export interface CompactorHandle {
+export interface ProxyHandle {
   readonly upstream: UpstreamClient;
   /** The compaction engine, when the chat route uses compactor's own. */
   readonly engine: CompactionEngine | null;
@@ -70,43 +71,18 @@ export interface CompactorHandle {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    compactor: CompactorHandle;
+    proxy: ProxyHandle;
   }
 }
 
 // Window discovery and exact counts are small JSON calls; a server that takes longer is busy, and the estimate will do.
 const UPSTREAM_LOOKUP_TIMEOUT_MS = 10_000;
 
-const NO_REPAIRS: readonly never[] = [];
-
 // Even 32 MiB over a slow link arrives well within this.
 const REQUEST_RECEIVE_TIMEOUT_MS = 300_000;
 
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
-
-function toProxyError(error: FastifyError, config: Config): ProxyError {
-  if (error instanceof ProxyError) return error;
-  switch (error.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new PayloadTooLargeError(config.limits.body_bytes);
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new UnsupportedMediaTypeError('(invalid)');
-    default:
-      if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-        return new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' });
-      }
-      return new InternalError(error);
-  }
-}
-
-/** What the router refuses before any hook runs: chiefly a path with a malformed percent-escape (`/%`, `/v1/models%zz`). */
-function frameworkError(error: FastifyError): ProxyError {
-  if (error.code === 'FST_ERR_BAD_URL') {
-    return new InvalidRequestError({ code: 'invalid_path', message: 'the request path is not a valid URL path: it has a malformed percent-escape' });
-  }
-  return new InvalidRequestError({ code: 'invalid_request', message: 'the request could not be read' });
-}
 
 /**
  * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
@@ -143,22 +119,12 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
-  let draining = false;
-  let inFlight = 0;
-  const idleWaiters: Array<() => void> = [];
   const shutdown = new Shutdown();
-  // Once draining and idle, every connection left is closed: server.close()
-  // only reaps idle keep-alive ones, and a socket a client opened without
-  // sending a request yet would hold the shutdown until its headers timeout.
-  const closeConnectionsWhenIdle = (): void => {
-    if (!draining || inFlight !== 0) return;
-    if (app.server.listening) app.server.closeAllConnections();
-    for (const resolve of idleWaiters.splice(0)) resolve();
-  };
+  const inFlight = new InFlight(metrics);
 
   const app = Fastify({
     loggerInstance: logger,
-    // One line per request is written below, with the fields that matter here.
+    // One line per request is written when its response closes (src/http/in-flight.ts, request-log.ts).
     logController: new LogController({ disableRequestLogging: true }),
     // Draining answers 503 in OpenAI's shape, with Retry-After (see onRequest).
     return503OnClosing: false,
@@ -176,66 +142,39 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   }) as unknown as FastifyInstance;
   routeEveryMethod(app);
 
-  app.decorate('compactor', {
+  inFlight.serve(app.server);
+
+  app.decorate('proxy', {
     upstream,
     engine,
     metrics,
     get draining() {
-      return draining;
+      return inFlight.draining;
     },
     startDraining() {
-      draining = true;
-      closeConnectionsWhenIdle();
+      inFlight.startDraining();
     },
     whenIdle() {
-      return new Promise<void>((resolve) => {
-        idleWaiters.push(resolve);
-        closeConnectionsWhenIdle();
-      });
+      return inFlight.whenIdle();
     },
     endInFlight() {
       shutdown.endAll(new ShuttingDownError(RETRY_AFTER_SECONDS));
     },
-  } satisfies CompactorHandle);
-  app.decorateRequest('compactor', null as unknown as RequestState);
+  } satisfies ProxyHandle);
+  app.decorateRequest('record', null as unknown as RequestRecord);
 
-  app.addHook('onRequest', async (request, reply) => {
-    const kind = request.routeOptions.config.kind ?? 'passthrough';
-    const state: RequestState = {
-      kind,
-      startedAt: performance.now(),
-      upstreamMs: null,
-      bytes: 0,
-      repairs: 0,
-      pairRepairs: NO_REPAIRS,
-      errorCode: null,
-      errorStatus: null,
-      report: null,
-      tenant: '',
-    };
-    request.compactor = state;
-    // Deferred a turn, so the route's own close handling has recorded how the request ended.
-    inFlight++;
-    reply.raw.once('close', () => {
-      const finished = reply.raw.writableEnded;
-      const totalMs = performance.now() - state.startedAt;
-      setImmediate(() => {
-        inFlight--;
-        logRequest(request, reply, finished, totalMs);
-        metrics.request(state.kind, state.errorStatus ?? reply.raw.statusCode, totalMs, state.upstreamMs);
-        if (state.pairRepairs.length > 0) metrics.pairRepairs(state.pairRepairs);
-        closeConnectionsWhenIdle();
-      });
-    });
-    if (kind === 'ops') return;
-    if (draining) return sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
+  // A callback hook, not an async one: no promise per request.
+  app.addHook('onRequest', (request, reply, done) => {
+    const record = inFlight.track(request, reply);
+    if (record.kind === 'ops') return done();
+    // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
+    if (inFlight.draining) return void sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
     if (keyCheck !== undefined) {
-      const authorization = request.headers.authorization;
-      const result = keyCheck(authorization);
-      if (!result.ok) return sendError(reply, new UnauthorizedError());
-      state.tenant = result.tenant;
+      const result = keyCheck(request.headers.authorization);
+      if (!result.ok) return void sendError(reply, new UnauthorizedError());
+      record.tenant = result.tenant;
     }
-    return;
+    done();
   });
 
   const discardBounds = discardBoundsFor(config.limits.body_bytes);
@@ -253,24 +192,25 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   const planner = deps.planner ?? engineHooks?.planner;
   const onUsage = withPromptTokens(deps.onUsage, metrics);
-  const options = {
+  const chatOptions = {
     config,
     upstream,
     hooks: { ...(planner ? { planner } : {}), onUsage },
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
+    shutdown,
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
       upstream,
-      isDraining: () => draining,
+      isDraining: () => inFlight.draining,
       retryAfterSeconds: RETRY_AFTER_SECONDS,
       metrics,
       // Windows matter to compaction only; with it off, readiness asks the upstream nothing more.
       ...(engine === null || !config.compaction.enabled ? {} : { windows: () => knownWindows(engine, upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS), config) }),
     }),
   );
-  app.register(async (scope) => chatRoutes(scope, { ...options, shutdown }));
+  app.register(async (scope) => chatRoutes(scope, chatOptions));
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {
@@ -278,72 +218,4 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     if (ownsUpstream) await upstream.close();
   });
   return app;
-}
-
-/**
- * The context window per model, for `/readyz`: those configured, and those
- * found so far. Before any chat request has asked, the upstream's first
- * listed model is looked up, so a fresh compactor shows the window it will
- * work with.
- */
-async function knownWindows(engine: CompactionEngine, upstream: UpstreamJson, config: Config): Promise<Record<string, number | null>> {
-  const windows: Record<string, number | null> = engine.windows.snapshot();
-  if (Object.keys(windows).length === 0) {
-    try {
-      const reply = await upstream.getJson('/v1/models');
-      const data = (reply.body as { data?: unknown } | undefined)?.data;
-      const id = Array.isArray(data) ? (data[0] as { id?: unknown } | undefined)?.id : undefined;
-      if (reply.status === 200 && typeof id === 'string') windows[id] = await engine.windows.get(id);
-    } catch {
-      // Readiness is the upstream's /health; the windows are information.
-    }
-  }
-  for (const [model, settings] of Object.entries(config.models)) if (settings.context_window !== 'auto') windows[model] = settings.context_window;
-  return windows;
-}
-
-/** The app's usage hook (if any), then the prompt-token counters, for every answered chat request. */
-function withPromptTokens(onUsage: UsageHook | undefined, metrics: Metrics): UsageHook {
-  return (observation) => {
-    onUsage?.(observation);
-    const tokens = promptTokensOf(observation);
-    if (tokens !== null) metrics.promptTokens(tokens);
-  };
-}
-
-/** How many of each kind of tool-pair repair (`{ orphan: 1, missing: 1 }`): kinds only, never ids or text. */
-function repairKinds(repairs: RequestState['pairRepairs']): Record<string, number> {
-  const kinds: Record<string, number> = {};
-  for (const repair of repairs) kinds[repair.kind] = (kinds[repair.kind] ?? 0) + 1;
-  return kinds;
-}
-
-/**
- * The one line per request: what happened, never what was said or who said it.
- * `status` is the error's when a started answer ended in one (`sentStatus` is
- * then the 200 that went out first); `compaction` is what the `x-compactor`
- * header said (counts and sizes only).
- */
-function logRequest(request: FastifyRequest, reply: FastifyReply, finished: boolean, totalMs: number): void {
-  const state = request.compactor;
-  const response = reply.raw;
-  const queryStart = request.url.indexOf('?');
-  const fields = {
-    method: request.method,
-    route: state.kind,
-    path: queryStart === -1 ? request.url : request.url.slice(0, queryStart),
-    status: state.errorStatus ?? response.statusCode,
-    ...(state.errorStatus === null ? {} : { sentStatus: response.statusCode }),
-    ms: Math.round(totalMs * 100) / 100,
-    upstreamMs: state.upstreamMs === null ? null : Math.round(state.upstreamMs * 100) / 100,
-    bytes: state.bytes > 0 ? state.bytes : Number(response.getHeader('content-length') ?? 0),
-    repairs: state.repairs,
-    ...(state.pairRepairs.length === 0 ? {} : { repairKinds: repairKinds(state.pairRepairs) }),
-    ...(state.report === null ? {} : { compaction: state.report }),
-    ...(state.errorCode === null ? {} : { error: state.errorCode }),
-    ...(finished ? {} : { aborted: true }),
-  };
-  // Probes hit the ops routes every few seconds; their lines would drown the rest.
-  if (state.kind === 'ops') request.log.debug(fields, 'request');
-  else request.log.info(fields, 'request');
 }

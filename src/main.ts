@@ -81,10 +81,10 @@ async function main(): Promise<void> {
     }
     stopping = true;
     app.log.info({ signal }, 'shutting down: draining requests in flight');
-    app.compactor.startDraining();
+    app.proxy.startDraining();
     const timer = setTimeout(() => {
       app.log.warn('requests still in flight after the grace period: ending them');
-      app.compactor.endInFlight();
+      app.proxy.endInFlight();
       setTimeout(() => {
         app.log.warn('requests still in flight after ending them: exiting');
         process.exit(1);
@@ -92,7 +92,7 @@ async function main(): Promise<void> {
     }, SHUTDOWN_GRACE_MS);
     timer.unref();
     // Still listening until then, so a new request gets its 503 rather than a refused connection.
-    void app.compactor
+    void app.proxy
       .whenIdle()
       .then(() => app.close())
       .then(
@@ -118,7 +118,7 @@ async function main(): Promise<void> {
   for (const notice of loaded.notices) app.log.warn(notice);
   const upstreamUrl = displayUrl(config.upstream.url);
   app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
-  logInspection(app.log, upstreamUrl, await inspectUpstream(app.compactor.upstream));
+  logInspection(app.log, upstreamUrl, await inspectUpstream(app.proxy.upstream));
 }
 
 /** One line on what the upstream is, found at start: a person reads it before sending anything. */

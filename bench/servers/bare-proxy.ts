@@ -2,14 +2,18 @@
  * The physical limit of a Node proxy: a bare undici pass-through, with none
  * of compactor's work (no parsing, no validation, no logging).
  *
- *   tsx bench/servers/bare-proxy.ts UPSTREAM_URL [PORT] [--parse]
+ *   tsx bench/servers/bare-proxy.ts UPSTREAM_URL [PORT] [--parse | --node-pipe]
  *
  * With `--parse`, the floor of any proxy that must look into a chat body
  * before forwarding it: the body is also decoded and `JSON.parse`d, and one
  * without a `messages` list gets a 400; nothing else (no validation of the
  * messages, no logging, the bytes forwarded as they came).
+ *
+ * With `--node-pipe`, the plainest Node proxy of all: `node:http` alone, a
+ * keep-alive `http.Agent`, the request piped into `http.request` and the
+ * answer piped back (issue 18's reference for the latency compactor adds).
  */
-import { createServer } from 'node:http';
+import { Agent, createServer, request as httpRequest } from 'node:http';
 import { Pool } from 'undici';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'te', 'trailer', 'upgrade', 'proxy-connection']);
@@ -26,7 +30,25 @@ function hasMessages(body: Buffer): boolean {
   }
 }
 
-const server = createServer(async (request, response) => {
+const nodePipe = process.argv.includes('--node-pipe');
+const upstreamUrl = new URL(process.argv[2]!);
+const agent = new Agent({ keepAlive: true });
+
+const pipeServer = createServer((request, response) => {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(request.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  const outgoing = httpRequest({ agent, hostname: upstreamUrl.hostname, port: upstreamUrl.port, method: request.method, path: request.url, headers }, (answer) => {
+    const answerHeaders: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) answerHeaders[name] = value;
+    response.writeHead(answer.statusCode ?? 502, answerHeaders);
+    answer.pipe(response);
+  });
+  outgoing.on('error', () => response.destroy());
+  response.once('close', () => outgoing.destroy());
+  request.pipe(outgoing);
+});
+
+const undiciServer = createServer(async (request, response) => {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
   // A chat body is small: read whole, it goes out as one write (undici streams a Readable body more slowly).
@@ -48,6 +70,7 @@ const server = createServer(async (request, response) => {
     response.writeHead(502).end();
   }
 });
+const server = nodePipe ? pipeServer : undiciServer;
 server.keepAliveTimeout = 120_000;
 server.listen(port, '127.0.0.1', () => {
   const address = server.address();

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
 import type { PairProblem } from '../transcript/pairs.js';
-import type { RouteKind } from './request-state.js';
+import type { RouteKind } from './request-record.js';
 
 /**
  * The Prometheus metrics of one app (`GET /metrics`), with prom-client.
@@ -90,9 +90,9 @@ function processMetrics(): Registry {
 
 /** What the gauges read at scrape time. */
 export interface MetricsSources {
-  /** Epochs in the cache (`Compactor.epochCount`). */
+  /** Epochs in the cache (`CompactionEngine.epochCount`). */
   readonly epochCount?: () => number;
-  /** Summary computations running (`Compactor.runningSummaries`). */
+  /** Summary computations running (`CompactionEngine.runningSummaries`). */
   readonly runningSummaries?: () => number;
 }
 

@@ -1,6 +1,6 @@
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { ChatMessage } from '../transcript/message.js';
-import type { UsageObservation } from './chat/planner.js';
+import type { UsageHook, UsageObservation } from './chat/planner.js';
 import type { PromptTokens } from './metrics.js';
 
 /**
@@ -32,4 +32,13 @@ export function promptTokensOf(observation: Pick<UsageObservation, 'context' | '
   });
   const clientEstimate = estimateRequestTokens({ messages: context.body.messages, tools: context.body['tools'] });
   return { model, sent: Math.round((forwarded * clientEstimate) / Math.max(1, forwardedEstimate)), forwarded, cached };
+}
+
+/** The app's usage hook (if any), then the prompt-token counters, for every answered chat request. */
+export function withPromptTokens(onUsage: UsageHook | undefined, metrics: { promptTokens(tokens: PromptTokens): void }): UsageHook {
+  return (observation) => {
+    onUsage?.(observation);
+    const tokens = promptTokensOf(observation);
+    if (tokens !== null) metrics.promptTokens(tokens);
+  };
 }

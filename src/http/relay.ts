@@ -11,11 +11,9 @@ export type RelayEnd =
   | { readonly kind: 'failed'; readonly bytes: number; readonly error: Error }
   | { readonly kind: 'client-closed'; readonly bytes: number };
 
-export interface RelayOptions {
-  readonly source: Readable;
-  readonly target: ServerResponse;
-  /** Sees each chunk after it was handed to the client (a tap; must not throw). */
-  readonly onChunk?: (chunk: Buffer) => void;
+/** Sees each chunk after it was handed to the client; must not throw. An object the caller has anyway (the SSE tap), not a closure per request. */
+export interface ChunkTap {
+  write(chunk: Buffer): void;
 }
 
 /**
@@ -26,8 +24,7 @@ export interface RelayOptions {
  */
 function ignore(): void {}
 
-export function relay(options: RelayOptions): Promise<RelayEnd> {
-  const { source, target, onChunk } = options;
+export function relay(source: Readable, target: ServerResponse, tap?: ChunkTap): Promise<RelayEnd> {
   return new Promise((resolve) => {
     let bytes = 0;
     let settled = false;
@@ -35,7 +32,7 @@ export function relay(options: RelayOptions): Promise<RelayEnd> {
     const onData = (chunk: Buffer): void => {
       bytes += chunk.length;
       if (!target.write(chunk)) source.pause();
-      onChunk?.(chunk);
+      tap?.write(chunk);
     };
     const onDrain = (): void => {
       source.resume();

@@ -1,21 +1,23 @@
 import type { Readable } from 'node:stream';
-import { Pool, buildConnector } from 'undici';
-import {
-  ProxyError,
-  UpstreamBadResponseError,
-  UpstreamStatusError,
-  UpstreamTimeoutError,
-  UpstreamUnreachableError,
-} from '../errors.js';
+import { type Dispatcher, Pool, buildConnector } from 'undici';
 import type { AbortEmitter } from './exchange-abort.js';
-import { isJsonMediaType, mediaTypeOf } from './media-type.js';
+import { toUpstreamError } from './failure.js';
+import { type Health, HEALTH_TIMEOUT_MS, checkHealth } from './health.js';
+import { type CallOptions, type JsonObject, type Sender, asCompletion, callJson } from './json-call.js';
 import { skipContinueResponses } from './skip-continue.js';
+
+export type { CallOptions, JsonObject } from './json-call.js';
 
 /**
  * The one way compactor talks to an upstream: a keep-alive undici pool bound
  * to the configured origin. Nothing in a request can choose another host.
  * There are no retries: once bytes reached the upstream, a retry could run a
  * prompt twice on a server that has one slot.
+ *
+ * This module is the pool and the forwarded request (`forward`, the proxy's
+ * hot path: no work beyond undici's). compactor's own JSON calls are in
+ * json-call.ts, the readiness probe in health.ts, what a failure means in
+ * failure.ts; the client lends them its pool (`send`).
  */
 
 export interface UpstreamTimeouts {
@@ -55,98 +57,7 @@ export interface UpstreamResponse {
   readonly body: Readable & { dump(options?: { limit?: number; signal?: AbortSignal }): Promise<void> };
 }
 
-export interface CallOptions {
-  /** Aborts the call; the promise then rejects with the signal's reason. */
-  readonly signal?: AbortSignal;
-  /** A deadline for the whole call; past it the call rejects with `UpstreamTimeoutError`. */
-  readonly timeoutMs?: number;
-  /** Extra request headers, such as the client's `authorization` when no `apiKey` is configured. */
-  readonly headers?: Readonly<Record<string, string>>;
-  /** Largest response body read; past it the call rejects with `UpstreamBadResponseError`. */
-  readonly maxBytes?: number;
-}
-
-export type JsonObject = Record<string, unknown>;
-
-// JSON answers compactor reads (completions, /props, token lists) are far below this;
-// a larger one is a misbehaving upstream, not something to hold in memory.
-const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
-
-// Enough for a loaded server to answer /health; a readiness probe must not hang.
-const HEALTH_TIMEOUT_MS = 2_000;
-
-const REASONS: Readonly<Record<string, string>> = {
-  ECONNREFUSED: 'connection refused',
-  ECONNRESET: 'connection reset',
-  EPIPE: 'connection reset',
-  UND_ERR_SOCKET: 'connection closed',
-  UND_ERR_CLOSED: 'connection closed',
-  ENOTFOUND: 'host not found',
-  EAI_AGAIN: 'host not found',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-};
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  if ('code' in error && typeof error.code === 'string') return error.code;
-  // Happy-eyeballs connects fail with an AggregateError of one error per address.
-  if (error instanceof AggregateError) return errorCode(error.errors[0]);
-  return undefined;
-}
-
-/** A few words on why a call failed (`connection refused`), naming no address. */
-export function failureReason(error: unknown): string {
-  const code = errorCode(error);
-  return (code !== undefined ? REASONS[code] : undefined) ?? 'request failed';
-}
-
-/**
- * What a failed undici call means to a client: a timeout (504) or an
- * unreachable upstream (502). Messages name no address.
- */
-export function toUpstreamError(error: unknown): ProxyError {
-  if (error instanceof ProxyError) return error;
-  const code = errorCode(error);
-  switch (code) {
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return new UpstreamTimeoutError({ phase: 'connect', cause: error });
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return new UpstreamTimeoutError({ phase: 'headers', cause: error });
-    case 'UND_ERR_BODY_TIMEOUT':
-      return new UpstreamTimeoutError({ phase: 'idle', cause: error });
-    default:
-      return new UpstreamUnreachableError({ reason: failureReason(error), cause: error });
-  }
-}
-
-function ignore(): void {}
-
-/**
- * Ends an upstream body that will not be read (its connection is closed).
- * undici emits an abort error when an unfinished body is destroyed; it is
- * expected here, so it is swallowed instead of crashing the process.
- */
-export function discardBody(body: Readable): void {
-  body.on('error', ignore);
-  body.destroy();
-}
-
-async function readBody(body: Readable, maxBytes: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    length += chunk.length;
-    if (length > maxBytes) {
-      discardBody(body);
-      throw new UpstreamBadResponseError({ message: `the upstream answer is larger than ${maxBytes} bytes` });
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, length);
-}
-
-export class UpstreamClient {
+export class UpstreamClient implements Sender {
   readonly #pool: Pool;
   readonly #basePath: string;
   readonly #apiKey: string | null;
@@ -209,83 +120,24 @@ export class UpstreamClient {
     }
   }
 
-  /**
-   * A JSON request whose JSON answer is read whole: for compactor's own calls
-   * (summaries, /props, /tokenize). Rejects with `UpstreamStatusError` for an
-   * error status, `UpstreamBadResponseError` for an answer that is not JSON,
-   * `UpstreamTimeoutError` / `UpstreamUnreachableError` when there is none.
-   */
-  async callJson(method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<unknown> {
-    const { signal, timeoutMs, headers = {}, maxBytes = DEFAULT_MAX_RESPONSE_BYTES } = options;
-    const deadline = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
-    const combined = signal !== undefined && deadline !== undefined ? AbortSignal.any([signal, deadline]) : (signal ?? deadline);
-    const requestHeaders: HeaderRecord = { accept: 'application/json' };
-    for (const [name, value] of Object.entries(headers)) requestHeaders[name.toLowerCase()] = value;
-    if (this.#apiKey !== null) requestHeaders['authorization'] = `Bearer ${this.#apiKey}`;
-    let payload: Buffer | null = null;
-    if (body !== undefined) {
-      payload = Buffer.from(JSON.stringify(body));
-      requestHeaders['content-type'] = 'application/json';
-    }
+  /** The pool with the base path, for json-call.ts and health.ts. */
+  send(options: Parameters<Sender['send']>[0]): Promise<Dispatcher.ResponseData> {
+    return this.#pool.request({ ...options, path: this.#basePath + options.path });
+  }
 
-    const fail = (error: unknown): never => {
-      if (signal?.aborted === true) throw signal.reason;
-      if (deadline?.aborted === true) throw new UpstreamTimeoutError({ phase: 'call', cause: error });
-      throw toUpstreamError(error);
-    };
-
-    let response;
-    try {
-      response = await this.#pool.request({
-        method,
-        path: this.#basePath + path,
-        headers: requestHeaders,
-        body: payload,
-        ...(combined === undefined ? {} : { signal: combined }),
-      });
-    } catch (error) {
-      return fail(error);
-    }
-    let bytes: Buffer;
-    try {
-      bytes = await readBody(response.body, maxBytes);
-    } catch (error) {
-      discardBody(response.body);
-      return fail(error);
-    }
-
-    const isJson = isJsonMediaType(mediaTypeOf(response.headers['content-type']));
-    let parsed: unknown;
-    let parseFailed = !isJson;
-    if (isJson) {
-      try {
-        parsed = JSON.parse(bytes.toString('utf8'));
-      } catch {
-        parseFailed = true;
-      }
-    }
-    if (response.statusCode >= 400) {
-      const retryAfter = response.headers['retry-after'];
-      throw new UpstreamStatusError({
-        status: response.statusCode,
-        body: parseFailed ? undefined : parsed,
-        ...(typeof retryAfter === 'string' ? { headers: { 'retry-after': retryAfter } } : {}),
-      });
-    }
-    if (parseFailed) {
-      throw new UpstreamBadResponseError({ message: `the upstream answered ${path} with a body that is not JSON` });
-    }
-    return parsed;
+  /** See json-call.ts: a JSON request whose JSON answer is read whole (summaries, /props, /tokenize). */
+  callJson(method: 'GET' | 'POST', path: string, body: unknown, options?: CallOptions): Promise<unknown> {
+    return callJson(this, method, path, body, options);
   }
 
   /** `GET path` with a JSON answer (`/props`, `/v1/models`). */
   getJson(path: string, options?: CallOptions): Promise<unknown> {
-    return this.callJson('GET', path, undefined, options);
+    return callJson(this, 'GET', path, undefined, options);
   }
 
   /** `POST path` with a JSON body and answer (`/tokenize`, `/apply-template`, `/v1/chat/completions/input_tokens`). */
   postJson(path: string, body: unknown, options?: CallOptions): Promise<unknown> {
-    return this.callJson('POST', path, body, options);
+    return callJson(this, 'POST', path, body, options);
   }
 
   /**
@@ -299,37 +151,12 @@ export class UpstreamClient {
    */
   async complete(body: Readonly<JsonObject>, options?: CallOptions): Promise<JsonObject> {
     const { stream_options: _streamOptions, ...rest } = body;
-    const answer = await this.postJson('/v1/chat/completions', { ...rest, stream: false }, options);
-    if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) {
-      throw new UpstreamBadResponseError({ message: 'the upstream answered a chat completion with something other than an object' });
-    }
-    return answer as JsonObject;
+    return asCompletion(await callJson(this, 'POST', '/v1/chat/completions', { ...rest, stream: false }, options));
   }
 
-  /**
-   * Whether the upstream is ready: llama-server's `/health` answers 200 once
-   * the model is loaded (503 before). Servers without `/health` are asked for
-   * `/v1/models` instead.
-   */
-  async health(options: { timeoutMs?: number } = {}): Promise<{ ready: boolean; status: number | null }> {
-    const { timeoutMs = HEALTH_TIMEOUT_MS } = options;
-    const probe = async (path: string): Promise<number | null> => {
-      try {
-        const response = await this.#pool.request({
-          method: 'GET',
-          path: this.#basePath + path,
-          headers: this.#apiKey === null ? {} : { authorization: `Bearer ${this.#apiKey}` },
-          signal: AbortSignal.timeout(timeoutMs),
-        });
-        await response.body.dump().catch(() => undefined);
-        return response.statusCode;
-      } catch {
-        return null;
-      }
-    };
-    let status = await probe('/health');
-    if (status === 404) status = await probe('/v1/models');
-    return { ready: status !== null && status >= 200 && status < 300, status };
+  /** See health.ts: whether the upstream is ready (`/health`, else `/v1/models`). */
+  health(options: { timeoutMs?: number } = {}): Promise<Health> {
+    return checkHealth(this, options.timeoutMs ?? HEALTH_TIMEOUT_MS);
   }
 
   /** Waits up to `graceMs` for requests in flight, then cuts them. */

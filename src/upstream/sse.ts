@@ -55,6 +55,11 @@ export class SseTap {
     this.#collectUsage = options.collectUsage ?? false;
   }
 
+  /** The last `usage` and `timings` seen (with `collectUsage`). */
+  usageFound(): { readonly usage: Usage | undefined; readonly timings: Timings | undefined } {
+    return this;
+  }
+
   /**
    * A `data: [DONE]` line went by. A stream may end with that line unended
    * (no line end, no blank line after it): it still said it was done, so that

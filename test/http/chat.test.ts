@@ -282,7 +282,7 @@ describe('draining and readiness', () => {
   it('answers 503 + Retry-After while draining, sends nothing upstream; /healthz stays 200', async () => {
     const { app } = await start();
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
-    app.compactor.startDraining();
+    app.proxy.startDraining();
     const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody });
     expect(response.statusCode).toBe(503);
     expect(response.headers['retry-after']).toBe('5');

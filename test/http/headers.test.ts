@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
 import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/headers.js';
 import { mediaTypeOf } from '../../src/upstream/media-type.js';
-import { targetPath } from '../../src/http/request-state.js';
+import { targetPath } from '../../src/http/request-record.js';
 
 describe('forwardRequestHeaders', () => {
   it('removes hop-by-hop headers, those named in Connection, and the ones compactor sets itself', () => {
@@ -23,6 +23,12 @@ describe('forwardRequestHeaders', () => {
         authorization: 'Bearer client',
       }),
     ).toEqual({ accept: '*/*', authorization: 'Bearer client' });
+  });
+
+  it('reads a bare Connection: keep-alive or close as any other list (a header named close is dropped)', () => {
+    expect(forwardRequestHeaders({ connection: 'Keep-Alive', 'keep-alive': 'timeout=5', accept: '*/*' })).toEqual({ accept: '*/*' });
+    expect(forwardRequestHeaders({ connection: 'CLOSE', close: 'x', accept: '*/*' })).toEqual({ accept: '*/*' });
+    expect(forwardRequestHeaders({ connection: 'x-named', 'x-named': '1', accept: '*/*' })).toEqual({ accept: '*/*' });
   });
 
   it('replaces Authorization with the upstream key, drops Accept-Encoding when asked, keeps Content-Length when asked', () => {

@@ -114,7 +114,7 @@ describe('GET /metrics', () => {
     expect(total(values, 'compactor_summary_calls_total')).toBe(llama.summaryRecords.length);
     expect(total(values, 'compactor_epoch_lookups_total', { result: 'hit' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_epoch_lookups_total', { result: 'miss' })).toBeGreaterThan(0);
-    expect(total(values, 'compactor_epoch_cache_entries')).toBe(proxy.app.compactor.engine!.epochCount);
+    expect(total(values, 'compactor_epoch_cache_entries')).toBe(proxy.app.proxy.engine!.epochCount);
     expect(total(values, 'compactor_epoch_cache_entries')).toBeGreaterThan(0);
     expect(total(values, 'compactor_pair_repairs_total', { kind: 'orphan' })).toBe(1);
     expect(total(values, 'compactor_pair_repairs_total', { kind: 'missing' })).toBe(1);

@@ -5,14 +5,13 @@ describe('Shutdown', () => {
   it('ends every request still registered, with the reason, once', () => {
     const shutdown = new Shutdown();
     const ended: unknown[] = [];
-    shutdown.onEnd((reason) => ended.push(['a', reason]));
-    const forgetB = shutdown.onEnd((reason) => ended.push(['b', reason]));
-    shutdown.onEnd((reason) => ended.push(['c', reason]));
-    forgetB();
-    expect(shutdown.ended).toBe(false);
+    shutdown.onEnd({ end: (reason) => ended.push(['a', reason]) });
+    const b = { end: (reason: unknown) => ended.push(['b', reason]) };
+    shutdown.onEnd(b);
+    shutdown.onEnd({ end: (reason) => ended.push(['c', reason]) });
+    shutdown.forget(b);
     shutdown.endAll('grace over');
     shutdown.endAll('again');
-    expect(shutdown.ended).toBe(true);
     expect(ended).toEqual([
       ['a', 'grace over'],
       ['c', 'grace over'],
@@ -23,8 +22,9 @@ describe('Shutdown', () => {
     const shutdown = new Shutdown();
     shutdown.endAll('late');
     const ended: unknown[] = [];
-    const forget = shutdown.onEnd((reason) => ended.push(reason));
+    const late = { end: (reason: unknown) => ended.push(reason) };
+    shutdown.onEnd(late);
     expect(ended).toEqual(['late']);
-    forget();
+    shutdown.forget(late);
   });
 });

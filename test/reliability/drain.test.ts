@@ -133,14 +133,14 @@ describe('the grace period running out (in process, as main.ts does it)', () => 
     });
 
     const app = proxy.app;
-    app.compactor.startDraining();
+    app.proxy.startDraining();
     expectServiceUnavailable(await postJson(url + CHAT, streamBody));
     let idle = false;
-    const whenIdle = app.compactor.whenIdle().then(() => (idle = true));
+    const whenIdle = app.proxy.whenIdle().then(() => (idle = true));
     await sleep(100);
     expect(idle).toBe(false);
 
-    app.compactor.endInFlight();
+    app.proxy.endInFlight();
     const answers = await Promise.all(streams.map((stream) => stream.exchange));
     for (const answer of answers) {
       expect(answer.status).toBe(200);
@@ -157,7 +157,7 @@ describe('the grace period running out (in process, as main.ts does it)', () => 
       what: 'the upstream to see every close',
     });
     expect(upstream.requests.filter((received) => received.abortedAt !== null)).toHaveLength(STREAMS + 2);
-    expect(app.compactor.upstream.activeRequests).toBe(0);
+    expect(app.proxy.upstream.activeRequests).toBe(0);
     const lines = proxy.logs.requests().filter((line) => line['path'] === CHAT);
     expect(lines.filter((line) => line['error'] === 'shutting_down')).toHaveLength(STREAMS + 2);
   });

@@ -31,7 +31,7 @@ sharedForSuite({ listen: true, config: { upstream: { timeouts: { idle_ms: 1_000 
 });
 afterEach(async () => {
   // Whatever happened, the proxy holds no upstream request any more.
-  await waitUntil(() => proxy.app.compactor.upstream.activeRequests === 0, 'no upstream request in flight');
+  await waitUntil(() => proxy.app.proxy.upstream.activeRequests === 0, 'no upstream request in flight');
   upstream.reset();
 });
 
@@ -377,8 +377,8 @@ describe('clients that leave', () => {
       const delay = summaryUpstream.requestsTo(CHAT)[0]!.abortedAt! - leftAt;
       console.info(`client left during the summary: the summary request was closed after ${delay} ms`);
       expect(delay).toBeLessThan(1_000);
-      await waitUntil(() => compacting.app.compactor.engine!.runningSummaries === 0, 'no summary running');
-      await waitUntil(() => compacting.app.compactor.upstream.activeRequests === 0, 'no upstream request in flight');
+      await waitUntil(() => compacting.app.proxy.engine!.runningSummaries === 0, 'no summary running');
+      await waitUntil(() => compacting.app.proxy.upstream.activeRequests === 0, 'no upstream request in flight');
       expect(llama.chatRecords).toHaveLength(0);
     } finally {
       await compacting.close();
@@ -476,8 +476,8 @@ describe('a summarizer that fails or times out', () => {
       const summaries = summaryUpstream.requestsTo(CHAT).filter((received) => JSON.stringify(received.json).includes('handoff notes'));
       expect(summaries.length).toBeGreaterThan(0);
       if (fault === 'times out') await summaryUpstream.waitFor(() => summaries.every((received) => received.abortedAt !== null), { what: 'the summary calls to be closed' });
-      await waitUntil(() => compacting.app.compactor.engine!.runningSummaries === 0, 'no summary running');
-      await waitUntil(() => compacting.app.compactor.upstream.activeRequests === 0, 'no upstream request in flight');
+      await waitUntil(() => compacting.app.proxy.engine!.runningSummaries === 0, 'no summary running');
+      await waitUntil(() => compacting.app.proxy.upstream.activeRequests === 0, 'no upstream request in flight');
     });
   }
 });

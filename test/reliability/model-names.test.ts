@@ -39,7 +39,7 @@ describe('model names', () => {
       const answer = await postJson(proxy.url + CHAT, { model: `invented-${index}-${'x'.repeat(200)}`, messages });
       expect(answer.status).toBe(200);
     }
-    const engine = proxy.app.compactor.engine!;
+    const engine = proxy.app.proxy.engine!;
     expect(engine.windows.size).toBeLessThanOrEqual(256);
     expect(engine.ratios.size).toBeLessThanOrEqual(256);
     const ready = await send(`${proxy.url}/readyz`);

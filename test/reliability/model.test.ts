@@ -342,8 +342,8 @@ class ShutdownCommand implements fc.AsyncCommand<Model, Real> {
     model.shutdown = true;
     real.shutdownAt = Date.now();
     // As main.ts does: drain, then (here at once) end what is still in flight.
-    real.proxy.app.compactor.startDraining();
-    real.proxy.app.compactor.endInFlight();
+    real.proxy.app.proxy.startDraining();
+    real.proxy.app.proxy.endInFlight();
     for (const state of model.requests) state.open = false;
     await sleep(5);
   }
@@ -535,7 +535,7 @@ describe('model-based: clients, upstream faults and a shutdown', () => {
           await fc.asyncModelRun(() => ({ model: { requests: [], shutdown: false }, real }), commands);
           const settledAt = await settle(real);
           for (const tracked of real.requests) checkRequest(tracked, real, settledAt);
-          await waitFor(() => proxy.app.compactor.upstream.activeRequests === 0, 'the pool to have no request in flight');
+          await waitFor(() => proxy.app.proxy.upstream.activeRequests === 0, 'the pool to have no request in flight');
           // One line per request that reached compactor (a client that left during its upload may have none).
           await waitFor(() => proxy.logs.requests().filter((line) => line['path'] === CHAT).length >= real.requests.filter((tracked) => tracked.client.status !== null || tracked.upstream.exchange !== null).length, 'a log line per request');
           expect(proxy.logs.requests().filter((line) => line['path'] === CHAT).length).toBeLessThanOrEqual(real.requests.length);

@@ -101,7 +101,7 @@ export async function startProxy(upstream: FakeUpstream, options: ProxyOptions =
   }
   // As main.ts does on SIGTERM: drain first, so connections without a request are closed too.
   const close = async (): Promise<void> => {
-    app.compactor.startDraining();
+    app.proxy.startDraining();
     await app.close();
   };
   return { app, logs, url, close };

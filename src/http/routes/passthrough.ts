@@ -1,12 +1,13 @@
 import { METHODS } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
-import { discardBody, failureReason } from '../../upstream/client.js';
+import { discardBody } from '../../upstream/body.js';
+import { failureReason } from '../../upstream/failure.js';
 import { InvalidRequestError } from '../../errors.js';
 import { forwardRequestHeaders, forwardResponseHeaders } from '../headers.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { onClientGone, relay } from '../relay.js';
-import { targetPath } from '../request-state.js';
+import { targetPath } from '../request-record.js';
 import { resolveDotSegments } from '../request-target.js';
 import type { Shutdown } from '../shutdown.js';
 
@@ -34,13 +35,14 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
   if (path === null) {
     throw new InvalidRequestError({ code: 'invalid_path', message: 'the request path climbs above its root with ".." segments' });
   }
-  const state = request.compactor;
+  const state = request.record;
   const response = reply.raw;
   const abort = new ExchangeAbort();
   // At a shutdown, any answer of any server may pass here: none can be ended in its own terms, so its connection
   // is cut (a body cut short never passes for a whole one), which aborts the upstream request as a client leaving does.
-  const forget = shutdown?.onEnd(() => response.destroy());
-  onClientGone(response, () => abort.abort(), forget);
+  const cut = { end: () => response.destroy() };
+  shutdown?.onEnd(cut);
+  onClientGone(response, () => abort.abort(), shutdown === undefined ? undefined : () => shutdown.forget(cut));
 
   const started = performance.now();
   let answer: UpstreamResponse;
@@ -67,7 +69,7 @@ async function passThrough(request: FastifyRequest, reply: FastifyReply, upstrea
   reply.hijack();
   response.writeHead(answer.status, forwardResponseHeaders(answer.headers));
   response.flushHeaders();
-  const end = await relay({ source: answer.body, target: response });
+  const end = await relay(answer.body, response);
   state.bytes += end.bytes;
   switch (end.kind) {
     case 'ended':

@@ -1,10 +1,10 @@
 import secureJson from 'secure-json-parse';
 import type { z } from 'zod';
-import { describeType, formatPath } from '../issue-words.js';
-import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
-import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './chat/planner.js';
-import { InvalidRequestError, UnsupportedMediaTypeError } from '../errors.js';
-import { isJsonMediaType, mediaTypeOf } from '../upstream/media-type.js';
+import { describeType, formatPath } from '../../issue-words.js';
+import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../../transcript/pairs.js';
+import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './planner.js';
+import { InvalidRequestError, UnsupportedMediaTypeError } from '../../errors.js';
+import { isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
 
 /**
  * Step 1 of the request path: read the chat body once, keep its bytes, and

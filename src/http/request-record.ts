@@ -5,8 +5,13 @@ import type { ProxyError } from '../errors.js';
 /** Which of compactor's routes answered a request; the log line names it. */
 export type RouteKind = 'chat' | 'passthrough' | 'ops';
 
+/** Told when the response closes, by the one `close` listener every request has (app.ts). */
+export interface ResponseCloseListener {
+  responseClosed(): void;
+}
+
 /** What the per-request log line reports, filled in as the request goes. */
-export interface RequestState {
+export interface RequestRecord {
   kind: RouteKind;
   /** `performance.now()` when the request arrived. */
   readonly startedAt: number;
@@ -30,11 +35,16 @@ export interface RequestState {
   report: string | null;
   /** See `ChatContext.tenant`. */
   tenant: string;
+  /**
+   * The route's own close handling (the chat exchange), called by the app's
+   * listener: one `close` listener per response, not one per layer.
+   */
+  closeListener: ResponseCloseListener | null;
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
-    compactor: RequestState;
+    record: RequestRecord;
   }
   interface FastifyContextConfig {
     kind?: RouteKind;
@@ -45,7 +55,7 @@ declare module 'fastify' {
 export function sendError(reply: FastifyReply, error: ProxyError): FastifyReply {
   const body = JSON.stringify(error.toBody());
   // Absent for what the router refuses before the onRequest hook has made it (see `frameworkErrors` in app.ts).
-  const state = reply.request.compactor as RequestState | null | undefined;
+  const state = reply.request.record as RequestRecord | null | undefined;
   if (state != null) {
     state.errorCode = error.code;
     state.bytes = Buffer.byteLength(body);

@@ -1,0 +1,166 @@
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../../config/schema.js';
+import { InternalError, ProxyError, sseErrorEvent } from '../../errors.js';
+import { ExchangeAbort } from '../../upstream/exchange-abort.js';
+import type { UpstreamClient } from '../../upstream/client.js';
+import type { HeaderRecord } from '../../upstream/client.js';
+import { type ForwardRequestHeadersOptions, forwardRequestHeaders } from '../headers.js';
+import { type RequestRecord, type ResponseCloseListener, sendError, targetPath } from '../request-record.js';
+import type { Ending, Shutdown } from '../shutdown.js';
+import type { ChatHooks, ChatPlan } from './planner.js';
+import { prepare } from './prepare.js';
+import { respond } from './respond.js';
+
+/**
+ * One chat completion request, from the client's bytes to the end of the
+ * answer: prepare it (prepare.ts: read, pairs, the planner), forward it, and
+ * respond (respond.ts, which relays a streamed answer through relay-stream.ts
+ * and a JSON one through respond-json.ts). A failure before the answer began
+ * gets an OpenAI-shaped error; after it began (progress comments went out),
+ * an SSE error event.
+ *
+ * Per request there is this object and what it must hold; the route's
+ * options, the header options and the hooks are shared by every request.
+ */
+
+export interface ChatRouteOptions {
+  readonly config: Config;
+  readonly upstream: UpstreamClient;
+  readonly hooks: ChatHooks;
+  /** Ends the requests still in flight, with the error to answer (shutdown). */
+  readonly shutdown?: Shutdown;
+  /** Told when a streamed (SSE) answer starts and when its connection closes (the active streams gauge). */
+  readonly streams?: { opened(): void; closed(): void };
+  /** Told when the upstream refuses a request as larger than its context (the metrics). */
+  readonly onContextExceeded?: (model: string) => void;
+}
+
+/** What every exchange of one route shares: its options, and what follows from them once. */
+export class ChatRoute {
+  readonly options: ChatRouteOptions;
+  /** How the client's headers are forwarded: the same for every request. */
+  readonly forwardHeaders: ForwardRequestHeadersOptions;
+
+  constructor(options: ChatRouteOptions) {
+    this.options = options;
+    this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
+  }
+}
+
+export class ChatExchange implements Ending, ResponseCloseListener {
+  readonly request: FastifyRequest;
+  readonly reply: FastifyReply;
+  readonly response: ServerResponse;
+  readonly record: RequestRecord;
+  readonly route: ChatRoute;
+  readonly abort = new ExchangeAbort();
+  /** Why compactor itself ended this exchange (the shutdown's grace period ran out), or null. */
+  endedBy: ProxyError | null = null;
+  /** Status 200 and SSE headers went out early, with progress comments. */
+  early = false;
+  /** SSE headers went out (early or with the upstream's answer): the streams gauge counts this exchange. */
+  streaming = false;
+
+  constructor(request: FastifyRequest, reply: FastifyReply, route: ChatRoute) {
+    this.request = request;
+    this.reply = reply;
+    this.response = reply.raw;
+    this.record = request.record;
+    this.route = route;
+    this.record.closeListener = this;
+    route.options.shutdown?.onEnd(this);
+  }
+
+  /** The shutdown's grace period ran out. */
+  end(reason: unknown): void {
+    this.endedBy = reason instanceof ProxyError ? reason : new InternalError(reason);
+    this.abort.abort();
+  }
+
+  /** The response closed: forget the shutdown's hold, close the stream's gauge, and abort upstream if the client left early. */
+  responseClosed(): void {
+    this.route.options.shutdown?.forget(this);
+    if (this.streaming) this.route.options.streams?.closed();
+    if (!this.response.writableEnded) this.abort.abort();
+  }
+
+  async run(): Promise<void> {
+    try {
+      await this.#exchange();
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  async #exchange(): Promise<void> {
+    const { upstream, hooks } = this.route.options;
+    const prepared = await prepare(this);
+    if (prepared === undefined) return;
+    const { body: forwarded, bytes, report } = prepared;
+    const request = this.request;
+    const headers: HeaderRecord = forwardRequestHeaders(request.headers, this.route.forwardHeaders);
+    headers['content-length'] = String(bytes.length);
+    if (prepared.changed || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+
+    const started = performance.now();
+    let answer;
+    try {
+      answer = await upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: this.abort.emitter });
+    } finally {
+      this.record.upstreamMs = performance.now() - started;
+    }
+    await respond(this, answer, { context: prepared.context, forwarded, forwardedBytes: bytes.length, report, planUsage: prepared.plan?.onUsage, appUsage: hooks.onUsage });
+  }
+
+  #fail(error: unknown): void {
+    if (this.abort.aborted && this.endedBy === null) {
+      this.clientGone();
+      return;
+    }
+    const proxyError = this.endedBy ?? (error instanceof ProxyError ? error : new InternalError(error));
+    if (proxyError instanceof InternalError) this.request.log.error({ err: error }, 'chat request failed');
+    if (!this.early) {
+      sendError(this.reply, proxyError);
+      return;
+    }
+    this.endWithError(proxyError);
+  }
+
+  /** Writes compactor's own bytes into the answer (progress and report comments), counted in the log line's `bytes`. */
+  write(text: string): void {
+    this.record.bytes += Buffer.byteLength(text);
+    this.response.write(text);
+  }
+
+  /**
+   * Ends a started answer with compactor's error event (after `before`, the
+   * bytes that close a pending event): the request is logged and counted with
+   * the error's status, not the 200 the stream began with.
+   */
+  endWithError(error: ProxyError, before = ''): void {
+    const record = this.record;
+    record.errorCode = error.code;
+    record.errorStatus = error.status;
+    const text = before + sseErrorEvent(error);
+    record.bytes += Buffer.byteLength(text);
+    this.response.end(text);
+  }
+
+  /** SSE headers went out: the active streams gauge counts this exchange until its response closes. */
+  streamStarted(): void {
+    const streams = this.route.options.streams;
+    if (this.streaming || streams === undefined) return;
+    this.streaming = true;
+    streams.opened();
+  }
+
+  /** The client left: nothing to answer; the upstream request (if any) is already aborted. */
+  clientGone(): void {
+    this.record.errorCode = 'client_closed';
+    if (!this.reply.sent) this.reply.hijack();
+    if (!this.response.destroyed) this.response.destroy();
+  }
+}
+
+export type { ChatPlan };

@@ -1,0 +1,60 @@
+import { ExchangeContext } from './context.js';
+import type { ChatExchange } from './exchange.js';
+import type { ChatPlan, ChatRequestBody } from './planner.js';
+import { applyPairMode, readChatRequest } from './request.js';
+import { spliceMessages } from './splice-messages.js';
+
+/**
+ * The first half of a chat exchange: the client's bytes read once (parse,
+ * validate), tool-call pairs handled, the planner asked, and the bytes to
+ * forward made: the client's own when nothing changed, else its bytes with
+ * only `messages` spliced in (splice-messages.ts).
+ */
+
+export interface Prepared {
+  readonly context: ExchangeContext;
+  /** The body forwarded: the planner's, or the pairs' (the client's when nothing changed). */
+  readonly body: Readonly<Record<string, unknown>>;
+  /** Whether `body` differs from what the client sent. */
+  readonly changed: boolean;
+  readonly bytes: Buffer;
+  /** The pairs' report and the planner's, for `x-compactor`. */
+  readonly report: string | undefined;
+  readonly plan: ChatPlan | undefined;
+}
+
+function joinReports(first: string | undefined, second: string | undefined): string | undefined {
+  const hasFirst = first !== undefined && first !== '';
+  const hasSecond = second !== undefined && second !== '';
+  if (hasFirst && hasSecond) return `${first}; ${second}`;
+  return hasFirst ? first : hasSecond ? second : undefined;
+}
+
+/** Resolves with what to forward, or undefined when the exchange already ended (the client left during planning). */
+export async function prepare(exchange: ChatExchange): Promise<Prepared | undefined> {
+  const { config, hooks } = exchange.route.options;
+  const request = exchange.request;
+  const record = exchange.record;
+
+  const parsed = readChatRequest(request.body, request.headers['content-type']);
+  const pairs = applyPairMode(parsed, config.pairs);
+  record.repairs = pairs.repairs.length;
+  record.pairRepairs = pairs.repairs;
+  const raw = request.body as Buffer;
+  const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, parsed['stream'] === true);
+
+  let plan: ChatPlan | undefined;
+  if (hooks.planner !== undefined) plan = await hooks.planner(context);
+  if (exchange.abort.aborted) {
+    if (exchange.endedBy !== null) throw exchange.endedBy;
+    exchange.clientGone();
+    return undefined;
+  }
+
+  const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+  // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
+  const bytes = changedBody === undefined ? raw : spliceMessages(raw, changedBody['messages']);
+  const report = joinReports(pairs.report, plan?.report);
+  record.report = report ?? null;
+  return { context, body: changedBody ?? (pairs.body as ChatRequestBody), changed: changedBody !== undefined, bytes, report, plan };
+}

@@ -1,0 +1,78 @@
+import type { OutgoingHttpHeaders } from 'node:http';
+import { discardBody } from '../../upstream/body.js';
+import type { UpstreamResponse } from '../../upstream/client.js';
+import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
+import { isContextExceeded } from '../../upstream/refusal.js';
+import { sseComment } from '../../upstream/sse.js';
+import { UpstreamBadResponseError, UpstreamStatusError } from '../../errors.js';
+import { SSE_RESPONSE_HEADERS, forwardResponseHeaders, isContentEncoded } from '../headers.js';
+import type { ChatExchange } from './exchange.js';
+import { relayStream } from './relay-stream.js';
+import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited, relayJson } from './respond-json.js';
+import type { Sent } from './usage.js';
+
+/**
+ * The second half of a chat exchange: the upstream's answer head, passed on
+ * (status and headers, `x-compactor` with the report), then the body relayed
+ * by relay-stream.ts (SSE) or respond-json.ts (JSON). After progress
+ * comments the head is gone: an upstream error can then only reach the
+ * client as an SSE error event, and the report as a last comment.
+ */
+
+/** Header values carry ASCII only, on one line. */
+function headerText(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?');
+}
+
+export async function respond(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent): Promise<void> {
+  const { status, body } = answer;
+  const mediaType = mediaTypeOf(answer.headers['content-type']);
+  const streamed = mediaType === EVENT_STREAM;
+  // compactor does not ask for compression (no Accept-Encoding), but an upstream may compress anyway. Such a body
+  // is relayed as it came and never appended to: decoding it to read it would change the bytes the client gets
+  // (it can decode them itself: Content-Encoding goes along) and cost CPU on every chunk, for what the tap gives,
+  // which is the usage figures and the [DONE] guard. Without them, a failure cuts the client's connection instead.
+  const encoded = isContentEncoded(answer.headers['content-encoding']);
+
+  if (!streamed && !isJsonMediaType(mediaType)) {
+    discardBody(body);
+    throw new UpstreamBadResponseError({
+      message: `the upstream server answered ${status} with ${mediaType === '' ? 'no content type' : mediaType} instead of JSON`,
+    });
+  }
+
+  if (exchange.early) {
+    if (!streamed || status >= 300) {
+      // Headers are gone: the upstream's error can only reach the client as an SSE error event.
+      const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
+      const upstreamBody = parsedOrUndefined(text);
+      if (isContextExceeded(upstreamBody)) exchange.route.options.onContextExceeded?.(sent.context.body.model);
+      const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
+      exchange.endWithError(error);
+      return;
+    }
+    if (encoded) {
+      // The headers went out with the progress comments, uncompressed: compressed bytes cannot follow them.
+      discardBody(body);
+      throw new UpstreamBadResponseError({
+        message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
+      });
+    }
+    if (sent.report !== undefined) exchange.write(sseComment(sent.report));
+  } else {
+    exchange.reply.hijack();
+    const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
+    if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
+    if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
+    const response = exchange.response;
+    response.writeHead(status, outgoing);
+    // Clients see the answer start (and its status) before the first token, which may take long.
+    if (streamed) {
+      response.flushHeaders();
+      exchange.streamStarted();
+    }
+  }
+
+  if (streamed) await relayStream(exchange, answer, sent, encoded);
+  else await relayJson(exchange, answer, sent, encoded);
+}
