@@ -132,9 +132,9 @@ export class CompactionEngine {
     return this.#store.size;
   }
 
-  /** Takes the upstream's real prompt size for a forwarded request. */
-  learn(model: string, promptTokens: number, estimate: number): void {
-    this.ratios.learn(model, promptTokens, estimate);
+  /** Takes the upstream's real prompt size for a tenant's forwarded request. */
+  learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
+    this.ratios.learn(model, tenant, promptTokens, estimate);
   }
 
   #modelConfig(model: string): ModelConfig {
@@ -167,7 +167,7 @@ export class CompactionEngine {
 
     const window = await this.windows.get(model, input.upstreamHeaders);
     const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
-    const ratio = this.ratios.get(model);
+    const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.messages, budget.tokens);
     const estimate = estimateOf(messages);
     const originalSize = estimate * ratio;
@@ -181,7 +181,7 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
-    const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
       const { inUse, pending } = lookupEpochs(this.#store, hashes);
       const candidate = candidateOf(messages, inUse);
@@ -267,11 +267,11 @@ export class CompactionEngine {
     const estimate = estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate;
     const { budget } = request;
     if (budget.tokens !== null) {
-      let size = estimate * this.ratios.get(request.model);
+      let size = estimate * this.ratios.get(request.model, request.tenant);
       if (isNear(size, budget.tokens)) {
         const exact = await this.#counter.count({ ...request.body, messages: forwarded }, input.signal, request.headers);
         if (exact !== null) {
-          this.ratios.learn(request.model, exact, estimate);
+          this.ratios.learn(request.model, request.tenant, exact, estimate);
           size = exact;
         }
       }
@@ -284,7 +284,7 @@ export class CompactionEngine {
   async #measured(request: CompactionRequest, messages: readonly ChatMessage[], sizes: CandidateSizes, signal: AbortSignal): Promise<CandidateSizes> {
     const exact = await this.#counter.count({ ...request.body, messages }, signal, request.headers);
     if (exact === null) return sizes;
-    this.ratios.learn(request.model, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
+    this.ratios.learn(request.model, request.tenant, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
     return { ...scaledTo(sizes, exact), ratio: sizes.ratio };
   }
 

@@ -37,6 +37,8 @@ export interface CompactionLogger {
 export interface CompactionRequest {
   /** The prefix hash chain of the history as the client sent it. */
   readonly hashes: readonly string[];
+  /** Whose conversation it is: ratios are learned per tenant. */
+  readonly tenant: string;
   /** The history after oversized results were pruned. */
   readonly messages: ChatMessage[];
   readonly body: Readonly<Record<string, unknown>>;
@@ -95,7 +97,7 @@ export class EpochWriter {
     const { plan, boundary, counts } = decision;
     const { signal, onProgress, pending } = options;
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
-    const ratio = ratios.get(request.model);
+    const ratio = ratios.get(request.model, request.tenant);
     const key = request.hashes[boundary.sourceLength]!;
     const conversation = this.conversationOf(request);
     const started = now();

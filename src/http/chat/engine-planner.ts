@@ -75,8 +75,9 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
       }, PROGRESS_REPEAT_MS);
     };
     let result: Prepared;
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream));
     try {
-      result = await compactor.prepare(new EngineRequest(context, onProgress, credentialHeaders(context, upstream)));
+      result = await compactor.prepare(request);
     } finally {
       clearInterval(ticker);
     }
@@ -85,7 +86,7 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
     // The answer's real prompt size teaches the engine its token ratio; then background work may start.
     const onUsage = ({ usage, timings }: UsageObservation): void => {
       const promptTokens = usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
-      if (promptTokens !== undefined) compactor.learn(model, promptTokens, estimate);
+      if (promptTokens !== undefined) compactor.learn(model, request.tenant, promptTokens, estimate);
       afterResponse?.();
     };
     const report = result.report === null ? {} : { report: result.report };
