@@ -11,7 +11,7 @@ import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-st
 import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
-import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
+import { EpochWriter, seenWhole, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
@@ -213,9 +213,12 @@ export class CompactionEngine {
         case 'prune': {
           const { plan, boundary } = decision;
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
+          // Pruning writes nothing new, but the replacement keeps the notes of the epoch in use: what they were written from, at least.
+          const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
           const epoch: Epoch = {
-            key: hashes[boundary.sourceLength]!,
+            key: hashes[seenLength]!,
             sourceLength: boundary.sourceLength,
+            seenLength,
             replacement: plan.messages.slice(0, boundary.candidateEnd),
             notes: candidate.epoch?.notes ?? null,
             strategy: 'prune',
@@ -229,7 +232,7 @@ export class CompactionEngine {
         case 'summarize':
         case 'steps': {
           const epoch = await this.#flights.run(
-            hashes[decision.boundary.sourceLength]!,
+            seenWhole(request).key,
             (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
             input.signal,
           );
@@ -255,7 +258,7 @@ export class CompactionEngine {
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
     if (decision === null) return;
     this.#flights
-      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
+      .run(seenWhole(request).key, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
       .catch((error: unknown) => {
         this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
       });

@@ -98,7 +98,8 @@ export class EpochWriter {
     const { signal, onProgress, pending } = options;
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
     const ratio = ratios.get(request.model, request.tenant);
-    const key = request.hashes[boundary.sourceLength]!;
+    // The summary request sees the whole candidate (suffix mode), so the epoch is keyed by the whole history.
+    const { seenLength, key } = seenWhole(request);
     const conversation = this.conversationOf(request);
     const started = now();
     const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
@@ -147,7 +148,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: result.notes, strategy: plan.tier, report });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
@@ -179,10 +180,21 @@ export class EpochWriter {
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
       }
     }
   }
+}
+
+/**
+ * What a summary epoch of this request is written from, and so keyed by: the
+ * whole history (a suffix-mode request is the whole candidate, a prefix of
+ * what the upstream's slot holds; the epoch in use it starts from was itself
+ * written from a prefix of this history). Also its single-flight key.
+ */
+export function seenWhole(request: Pick<CompactionRequest, 'hashes' | 'messages'>): { seenLength: number; key: string } {
+  const seenLength = request.messages.length;
+  return { seenLength, key: request.hashes[seenLength]! };
 }
 
 function progressLine(progress: SummaryProgress): string {

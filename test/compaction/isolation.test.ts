@@ -69,3 +69,44 @@ describe('item 3: what one client sends never changes how another conversation i
     expect(summarizer.calls).toBeGreaterThan(0);
   });
 });
+
+describe('item 1: a summary never carries text from beyond its cut', () => {
+  const SECRET = 'SECRET-4111-1111';
+  // A fixed few-shot preamble both users send: the system prompt and 18 worked turns (~5.8k tokens).
+  const preamble = conversation({ turns: 19 }).slice(0, -1);
+  const padding = (who: string) => ` ${who} adds context.`.repeat(80);
+  const alice: ChatMessage[] = [...preamble, { role: 'user', content: `Alice: charge my card ${SECRET}.${padding('Alice')}` }];
+  const bob: ChatMessage[] = [...preamble, { role: 'user', content: `Bob: what is the weather?${padding('Bob')}` }];
+
+  function summarizerThatRepeats(summarizer: ReturnType<typeof compactorWith>['summarizer']): void {
+    // A summarizer that keeps what it is given: whatever it saw of the secret is in its notes.
+    summarizer.answer = (prompt) => ({ choices: [{ message: { role: 'assistant', content: `NOTES: the preamble.${prompt.includes(SECRET) ? ` A card: ${SECRET}.` : ''}` } }] });
+  }
+
+  it("two users of one key who share a few-shot preamble: Alice's later text never reaches Bob's forwarded prompt", async () => {
+    const { compactor, summarizer } = compactorWith();
+    summarizerThatRepeats(summarizer);
+    const forAlice = await prepare(compactor, alice, 'shared-key');
+    expect(forAlice.changed).toBe(true);
+    expect(summarizer.calls).toBeGreaterThan(0);
+    const forBob = await prepare(compactor, bob, 'shared-key');
+    expect(forBob.changed).toBe(true);
+    expect(JSON.stringify(forBob.messages)).not.toContain(SECRET);
+  });
+
+  it('a growing conversation keeps reusing its epoch; an edited message branches and gets its own', async () => {
+    const { compactor, summarizer } = compactorWith();
+    summarizerThatRepeats(summarizer);
+    await prepare(compactor, alice, 'alice');
+    const calls = summarizer.calls;
+    const grown: ChatMessage[] = [...alice, { role: 'assistant', content: 'Done.' }, { role: 'user', content: 'Thanks.' }];
+    const reused = await prepare(compactor, grown, 'alice');
+    expect(reused.report).toMatch(/^epoch reused/);
+    expect(summarizer.calls).toBe(calls);
+    // Alice edits her message in the chat UI: the history branches before the text the summary saw.
+    const edited: ChatMessage[] = [...preamble, { role: 'user', content: `Alice: never mind the card.${padding('Alice')}` }];
+    const branched = await prepare(compactor, edited, 'alice');
+    expect(summarizer.calls).toBeGreaterThan(calls);
+    expect(JSON.stringify(branched.messages)).not.toContain(SECRET);
+  });
+});

@@ -65,7 +65,7 @@ describe('candidateOf', () => {
   it("is the epoch's replacement followed by what it does not cover", () => {
     const messages = conversationOf(3);
     const replacement = [system, ...summaryPair('notes')];
-    const epoch: Epoch = { key: 'k', sourceLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
     const built = candidateOf(messages, epoch);
     expect(built.messages).toEqual([...replacement, ...messages.slice(5)]);
     expect(built.replacementLength).toBe(3);
@@ -279,6 +279,7 @@ describe('epochBoundary', () => {
   const epoch = (replacement: ChatMessage[], sourceLength: number): Epoch => ({
     key: 'k',
     sourceLength,
+    seenLength: sourceLength,
     replacement,
     notes: 'notes',
     strategy: 'summary',
