@@ -220,6 +220,8 @@ export class CompactionEngine {
             sourceLength: boundary.sourceLength,
             seenLength,
             replacement: plan.messages.slice(0, boundary.candidateEnd),
+            // Pruning keeps every message in place: compactor's own stay where they were.
+            ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
             notes: candidate.epoch?.notes ?? null,
             strategy: 'prune',
             report,

@@ -8,8 +8,8 @@ import type { Budget } from './budget.js';
 import type { Decision } from './decide.js';
 import type { Epoch, EpochStore } from './epochs/epoch-store.js';
 import type { CompactionObserver } from './observer.js';
-import type { Candidate } from './plan.js';
-import { replacementOf, truncationText } from './replacement.js';
+import { type Candidate, trustedMarks } from './plan.js';
+import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
 import { summarizedLine, truncatedLine } from './report.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { Semaphore } from './semaphore.js';
@@ -106,6 +106,8 @@ export class EpochWriter {
       (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio;
     const rest = candidate.messages.slice(boundary.candidateEnd);
     const earlierNotes = candidate.epoch?.notes ?? null;
+    // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
+    const marked = markedIndexesOf(candidate.messages, plan, boundary.candidateEnd, trustedMarks(candidate));
     const stored = (epoch: Epoch): Epoch => {
       store.set(pending ? { ...epoch, pending: true } : epoch);
       return epoch;
@@ -129,6 +131,7 @@ export class EpochWriter {
               candidate: candidate.messages,
               head: headLength(candidate.messages),
               cut: plan.cut,
+              marked: trustedMarks(candidate),
               earlierNotes,
               window: request.budget.window,
               sizeOfMessages,
@@ -148,7 +151,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, notes: result.notes, strategy: plan.tier, report });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
@@ -180,7 +183,7 @@ export class EpochWriter {
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
       }
     }
   }

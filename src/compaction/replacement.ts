@@ -35,6 +35,24 @@ export function truncationText(dropped: number, tier: 'summary' | 'steps', earli
 }
 
 /**
+ * Where the replacement {@link replacementOf} builds carries compactor's
+ * marks: the notes it writes, and the genuine marks of the candidate
+ * (`marked`, candidate indexes) among the messages it keeps.
+ */
+export function markedIndexesOf(
+  messages: readonly ChatMessage[],
+  plan: { readonly tier: 'summary' | 'steps'; readonly cut: number },
+  candidateEnd: number,
+  marked: ReadonlySet<number>,
+): number[] {
+  const head = headLength(messages);
+  // The first kept message after the notes: after the pair, or after the anchor and the message the steps notes lead.
+  const [written, keptFrom, keptAt] = plan.tier === 'summary' ? [[head, head + 1], plan.cut, head + 2] : [[head + 1], plan.cut + 1, head + 2];
+  const kept = [...marked].filter((index) => index >= keptFrom && index < candidateEnd).map((index) => keptAt + index - keptFrom);
+  return [...written, ...kept];
+}
+
+/**
  * What a summary or steps plan forwards in place of the candidate up to its
  * boundary: the head, then the notes (a summary pair, or a truncation notice
  * when the summary failed), then the kept messages up to `candidateEnd`. For

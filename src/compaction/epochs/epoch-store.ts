@@ -24,6 +24,13 @@ export interface Epoch {
    */
   readonly seenLength: number;
   readonly replacement: readonly ChatMessage[];
+  /**
+   * The indexes of `replacement` that compactor wrote (the summary pair, a
+   * truncation notice, the message leading with steps notes): the only
+   * places a mark is genuine. Absent: none. Text elsewhere that starts like a
+   * mark is a client's, and ordinary content.
+   */
+  readonly marked?: readonly number[];
   /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
   readonly notes: string | null;
   readonly strategy: EpochStrategy;
