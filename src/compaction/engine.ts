@@ -17,6 +17,7 @@ import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
 import { pruneOversizedResults, prunedReport } from './oversized.js';
 import { prunedLine, reusedLine } from './report.js';
+import { prunedEpoch } from './replacement.js';
 import { isNear, scaledTo, sizesOf } from './sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import type { ChatCall } from './summary/summarize.js';
@@ -213,19 +214,7 @@ export class CompactionEngine {
         case 'prune': {
           const { plan, boundary } = decision;
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
-          // Pruning writes nothing new, but the replacement keeps the notes of the epoch in use: what they were written from, at least.
-          const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
-          const epoch: Epoch = {
-            key: hashes[seenLength]!,
-            sourceLength: boundary.sourceLength,
-            seenLength,
-            replacement: plan.messages.slice(0, boundary.candidateEnd),
-            // Pruning keeps every message in place: compactor's own stay where they were.
-            ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
-            notes: candidate.epoch?.notes ?? null,
-            strategy: 'prune',
-            report,
-          };
+          const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
           this.#store.set(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });

@@ -2,6 +2,8 @@ import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { mark } from '../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
+import type { Epoch } from './epochs/epoch-store.js';
+import type { Candidate } from './plan.js';
 
 /**
  * The messages compactor writes in place of what it compacts: the summary
@@ -72,4 +74,30 @@ export function replacementOf(
   }
   const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
   return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];
+}
+
+/**
+ * The epoch a prune makes: `pruned` (the candidate with old results pruned,
+ * every message in place) up to `candidateEnd`. It writes nothing new, but
+ * keeps the epoch in use's notes and marks where they were, so it is keyed
+ * by what those were written from, at least.
+ */
+export function prunedEpoch(
+  hashes: readonly string[],
+  candidate: Candidate,
+  pruned: readonly ChatMessage[],
+  boundary: { readonly candidateEnd: number; readonly sourceLength: number },
+  report: string,
+): Epoch {
+  const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
+  return {
+    key: hashes[seenLength]!,
+    sourceLength: boundary.sourceLength,
+    seenLength,
+    replacement: pruned.slice(0, boundary.candidateEnd),
+    ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
+    notes: candidate.epoch?.notes ?? null,
+    strategy: 'prune',
+    report,
+  };
 }
