@@ -90,19 +90,21 @@ const RETRY_AFTER_SECONDS = 5;
  */
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
-  const clientOptions = (url: string): UpstreamClientOptions => ({
+  const clientOptions = (url: string, apiKey: string | null): UpstreamClientOptions => ({
     url,
-    apiKey: config.upstream.api_key,
+    apiKey,
     timeouts: {
       connectMs: config.upstream.timeouts.connect_ms,
       headersMs: config.upstream.timeouts.headers_ms,
       idleMs: config.upstream.timeouts.idle_ms,
     },
   });
-  const upstream = deps.upstream ?? new UpstreamClient(clientOptions(config.upstream.url));
+  const upstream = deps.upstream ?? new UpstreamClient(clientOptions(config.upstream.url, config.upstream.api_key));
   const ownsUpstream = deps.upstream === undefined;
   // Summaries may run on another server (a bigger model, a free GPU); by default on the same one.
-  const summaryUpstream = config.compaction.summary.upstream === null ? upstream : new UpstreamClient(clientOptions(config.compaction.summary.upstream));
+  // Another server gets its own key (summary.api_key) or none: never the client's, never upstream.api_key.
+  const { summary } = config.compaction;
+  const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
   const metrics = new Metrics();
   const engine =
     deps.planner !== undefined
@@ -111,7 +113,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
         new CompactionEngine({
           config,
           upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
-          chat: chatCallOf(summaryUpstream),
+          chat: chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }),
           logger,
           observer: metrics,
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),

@@ -11,12 +11,13 @@ import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-st
 import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
-import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
+import { EpochWriter, seenWhole, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
 import { pruneOversizedResults, prunedReport } from './oversized.js';
 import { prunedLine, reusedLine } from './report.js';
+import { prunedEpoch } from './replacement.js';
 import { isNear, scaledTo, sizesOf } from './sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import type { ChatCall } from './summary/summarize.js';
@@ -132,9 +133,9 @@ export class CompactionEngine {
     return this.#store.size;
   }
 
-  /** Takes the upstream's real prompt size for a forwarded request. */
-  learn(model: string, promptTokens: number, estimate: number): void {
-    this.ratios.learn(model, promptTokens, estimate);
+  /** Takes the upstream's real prompt size for a tenant's forwarded request. */
+  learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
+    this.ratios.learn(model, tenant, promptTokens, estimate);
   }
 
   #modelConfig(model: string): ModelConfig {
@@ -167,7 +168,7 @@ export class CompactionEngine {
 
     const window = await this.windows.get(model, input.upstreamHeaders);
     const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
-    const ratio = this.ratios.get(model);
+    const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.messages, budget.tokens);
     const estimate = estimateOf(messages);
     const originalSize = estimate * ratio;
@@ -181,7 +182,7 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
-    const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
       const { inUse, pending } = lookupEpochs(this.#store, hashes);
       const candidate = candidateOf(messages, inUse);
@@ -213,14 +214,7 @@ export class CompactionEngine {
         case 'prune': {
           const { plan, boundary } = decision;
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
-          const epoch: Epoch = {
-            key: hashes[boundary.sourceLength]!,
-            sourceLength: boundary.sourceLength,
-            replacement: plan.messages.slice(0, boundary.candidateEnd),
-            notes: candidate.epoch?.notes ?? null,
-            strategy: 'prune',
-            report,
-          };
+          const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
           this.#store.set(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
@@ -229,7 +223,7 @@ export class CompactionEngine {
         case 'summarize':
         case 'steps': {
           const epoch = await this.#flights.run(
-            hashes[decision.boundary.sourceLength]!,
+            seenWhole(request).key,
             (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
             input.signal,
           );
@@ -255,7 +249,7 @@ export class CompactionEngine {
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
     if (decision === null) return;
     this.#flights
-      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
+      .run(seenWhole(request).key, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
       .catch((error: unknown) => {
         this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
       });
@@ -267,11 +261,11 @@ export class CompactionEngine {
     const estimate = estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate;
     const { budget } = request;
     if (budget.tokens !== null) {
-      let size = estimate * this.ratios.get(request.model);
+      let size = estimate * this.ratios.get(request.model, request.tenant);
       if (isNear(size, budget.tokens)) {
         const exact = await this.#counter.count({ ...request.body, messages: forwarded }, input.signal, request.headers);
         if (exact !== null) {
-          this.ratios.learn(request.model, exact, estimate);
+          this.ratios.learn(request.model, request.tenant, exact, estimate);
           size = exact;
         }
       }
@@ -284,7 +278,7 @@ export class CompactionEngine {
   async #measured(request: CompactionRequest, messages: readonly ChatMessage[], sizes: CandidateSizes, signal: AbortSignal): Promise<CandidateSizes> {
     const exact = await this.#counter.count({ ...request.body, messages }, signal, request.headers);
     if (exact === null) return sizes;
-    this.ratios.learn(request.model, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
+    this.ratios.learn(request.model, request.tenant, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
     return { ...scaledTo(sizes, exact), ratio: sizes.ratio };
   }
 

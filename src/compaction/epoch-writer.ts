@@ -8,8 +8,8 @@ import type { Budget } from './budget.js';
 import type { Decision } from './decide.js';
 import type { Epoch, EpochStore } from './epochs/epoch-store.js';
 import type { CompactionObserver } from './observer.js';
-import type { Candidate } from './plan.js';
-import { replacementOf, truncationText } from './replacement.js';
+import { type Candidate, trustedMarks } from './plan.js';
+import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
 import { summarizedLine, truncatedLine } from './report.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { Semaphore } from './semaphore.js';
@@ -37,6 +37,8 @@ export interface CompactionLogger {
 export interface CompactionRequest {
   /** The prefix hash chain of the history as the client sent it. */
   readonly hashes: readonly string[];
+  /** Whose conversation it is: ratios are learned per tenant. */
+  readonly tenant: string;
   /** The history after oversized results were pruned. */
   readonly messages: ChatMessage[];
   readonly body: Readonly<Record<string, unknown>>;
@@ -95,14 +97,17 @@ export class EpochWriter {
     const { plan, boundary, counts } = decision;
     const { signal, onProgress, pending } = options;
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
-    const ratio = ratios.get(request.model);
-    const key = request.hashes[boundary.sourceLength]!;
+    const ratio = ratios.get(request.model, request.tenant);
+    // The summary request sees the whole candidate (suffix mode), so the epoch is keyed by the whole history.
+    const { seenLength, key } = seenWhole(request);
     const conversation = this.conversationOf(request);
     const started = now();
     const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
       (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio;
     const rest = candidate.messages.slice(boundary.candidateEnd);
     const earlierNotes = candidate.epoch?.notes ?? null;
+    // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
+    const marked = markedIndexesOf(candidate.messages, plan, boundary.candidateEnd, trustedMarks(candidate));
     const stored = (epoch: Epoch): Epoch => {
       store.set(pending ? { ...epoch, pending: true } : epoch);
       return epoch;
@@ -126,6 +131,7 @@ export class EpochWriter {
               candidate: candidate.messages,
               head: headLength(candidate.messages),
               cut: plan.cut,
+              marked: trustedMarks(candidate),
               earlierNotes,
               window: request.budget.window,
               sizeOfMessages,
@@ -145,7 +151,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: result.notes, strategy: plan.tier, report });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
@@ -177,10 +183,21 @@ export class EpochWriter {
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
       }
     }
   }
+}
+
+/**
+ * What a summary epoch of this request is written from, and so keyed by: the
+ * whole history (a suffix-mode request is the whole candidate, a prefix of
+ * what the upstream's slot holds; the epoch in use it starts from was itself
+ * written from a prefix of this history). Also its single-flight key.
+ */
+export function seenWhole(request: Pick<CompactionRequest, 'hashes' | 'messages'>): { seenLength: number; key: string } {
+  const seenLength = request.messages.length;
+  return { seenLength, key: request.hashes[seenLength]! };
 }
 
 function progressLine(progress: SummaryProgress): string {

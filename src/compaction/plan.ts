@@ -40,6 +40,15 @@ export interface Candidate {
   readonly epoch: Epoch | null;
 }
 
+/**
+ * The candidate indexes where a mark is genuine: where the epoch's
+ * replacement put compactor's own messages. compactor never shows a marked
+ * message to a client, so a mark anywhere else is a client's text.
+ */
+export function trustedMarks(candidate: Pick<Candidate, 'epoch'>): ReadonlySet<number> {
+  return new Set(candidate.epoch?.marked ?? []);
+}
+
 export function candidateOf(original: readonly ChatMessage[], epoch: Epoch | null): Candidate {
   if (epoch === null) return { messages: original, replacementLength: 0, sourceStart: 0, epoch };
   return {
@@ -134,10 +143,10 @@ export function chooseCut(
   return balanceCut(messages, starts[cutIndex]!);
 }
 
-/** Whether the old part holds anything beyond compactor's own marked messages (an earlier summary or notice). */
-function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number, to: number): boolean {
+/** Whether the old part holds anything beyond compactor's own marked messages (an earlier summary or notice), where the epoch put them. */
+function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number, to: number, marked: ReadonlySet<number>): boolean {
   for (let index = from; index < to; index++) {
-    if (!isMarked(messages[index]!)) return true;
+    if (!marked.has(index) || !isMarked(messages[index]!)) return true;
   }
   return false;
 }
@@ -164,7 +173,7 @@ export function planCompaction(
   if (cut === null) {
     return budget !== null && total > budget ? { tier: 'too-large', needed: total } : { tier: 'nothing', reason: 'one-turn' };
   }
-  if (!hasSomethingToSummarize(messages, head, cut)) {
+  if (!hasSomethingToSummarize(messages, head, cut, trustedMarks(candidate))) {
     const kept = totalSize(sizes, 0, head) + totalSize(sizes, cut, messages.length);
     return budget !== null && kept > budget ? { tier: 'too-large', needed: kept } : { tier: 'nothing', reason: 'only-summary' };
   }

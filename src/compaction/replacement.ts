@@ -2,6 +2,8 @@ import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { mark } from '../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
+import type { Epoch } from './epochs/epoch-store.js';
+import type { Candidate } from './plan.js';
 
 /**
  * The messages compactor writes in place of what it compacts: the summary
@@ -35,6 +37,24 @@ export function truncationText(dropped: number, tier: 'summary' | 'steps', earli
 }
 
 /**
+ * Where the replacement {@link replacementOf} builds carries compactor's
+ * marks: the notes it writes, and the genuine marks of the candidate
+ * (`marked`, candidate indexes) among the messages it keeps.
+ */
+export function markedIndexesOf(
+  messages: readonly ChatMessage[],
+  plan: { readonly tier: 'summary' | 'steps'; readonly cut: number },
+  candidateEnd: number,
+  marked: ReadonlySet<number>,
+): number[] {
+  const head = headLength(messages);
+  // The first kept message after the notes: after the pair, or after the anchor and the message the steps notes lead.
+  const [written, keptFrom, keptAt] = plan.tier === 'summary' ? [[head, head + 1], plan.cut, head + 2] : [[head + 1], plan.cut + 1, head + 2];
+  const kept = [...marked].filter((index) => index >= keptFrom && index < candidateEnd).map((index) => keptAt + index - keptFrom);
+  return [...written, ...kept];
+}
+
+/**
  * What a summary or steps plan forwards in place of the candidate up to its
  * boundary: the head, then the notes (a summary pair, or a truncation notice
  * when the summary failed), then the kept messages up to `candidateEnd`. For
@@ -54,4 +74,30 @@ export function replacementOf(
   }
   const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
   return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];
+}
+
+/**
+ * The epoch a prune makes: `pruned` (the candidate with old results pruned,
+ * every message in place) up to `candidateEnd`. It writes nothing new, but
+ * keeps the epoch in use's notes and marks where they were, so it is keyed
+ * by what those were written from, at least.
+ */
+export function prunedEpoch(
+  hashes: readonly string[],
+  candidate: Candidate,
+  pruned: readonly ChatMessage[],
+  boundary: { readonly candidateEnd: number; readonly sourceLength: number },
+  report: string,
+): Epoch {
+  const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
+  return {
+    key: hashes[seenLength]!,
+    sourceLength: boundary.sourceLength,
+    seenLength,
+    replacement: pruned.slice(0, boundary.candidateEnd),
+    ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
+    notes: candidate.epoch?.notes ?? null,
+    strategy: 'prune',
+    report,
+  };
 }

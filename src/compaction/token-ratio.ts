@@ -1,9 +1,12 @@
-import { MODELS_REMEMBERED, perModel } from './per-model.js';
+import { LRUCache } from 'lru-cache';
 
 /**
- * Per model, how many real tokens the upstream counts for one token of our
- * bytes/4 estimate. Learned from every answer's `usage.prompt_tokens` (or an
- * exact count) against the estimate of what was forwarded.
+ * Per tenant and model, how many real tokens the upstream counts for one
+ * token of our bytes/4 estimate. Learned from every answer's
+ * `usage.prompt_tokens` (or an exact count) against the estimate of what was
+ * forwarded. Per tenant: what one client sends (four requests of digits
+ * teach 4 tokens per estimated token) never changes how another's
+ * conversation is sized; a tenant's first request starts from the prior.
  */
 
 /**
@@ -19,30 +22,45 @@ const LEARNING_WEIGHT = 0.3;
 /** Below this many estimated tokens the template's fixed tokens dominate and a measure says little. */
 const MIN_ESTIMATE_TO_LEARN = 64;
 
+/**
+ * How many (tenant, model) ratios are remembered, the least recently used
+ * forgotten first (a forgotten one starts over from the prior, which errs
+ * early, never late). An entry is a tenant digest and a model name of at
+ * most 256 characters: ~300 bytes, so ~300 KB at most.
+ */
+export const RATIOS_REMEMBERED = 1024;
+
 /** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
 const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
 export class TokenRatios {
-  readonly #ratios = perModel<number>();
+  readonly #ratios = new LRUCache<string, number>({ max: RATIOS_REMEMBERED });
 
-  /** Models with a measure (at most {@link MODELS_REMEMBERED}: a forgotten one starts over from the initial guess). */
+  /** (Tenant, model) pairs with a measure (at most {@link RATIOS_REMEMBERED}: a forgotten one starts over from the initial guess). */
   get size(): number {
     return this.#ratios.size;
   }
 
-  /** The ratio for a model: learned, or {@link INITIAL_TOKEN_RATIO} before any measure. */
-  get(model: string): number {
-    return this.#ratios.get(model) ?? INITIAL_TOKEN_RATIO;
+  /** The ratio for a tenant's model: learned from that tenant's requests, or {@link INITIAL_TOKEN_RATIO} before any measure. */
+  get(model: string, tenant: string): number {
+    return this.#ratios.get(keyOf(model, tenant)) ?? INITIAL_TOKEN_RATIO;
   }
 
   /**
-   * Takes one measure: the upstream counted `realTokens` for what we estimated
-   * at `estimate`. The first measure replaces the initial guess outright.
+   * Takes one measure of a tenant's request: the upstream counted `realTokens`
+   * for what we estimated at `estimate`. The first measure replaces the
+   * initial guess outright.
    */
-  learn(model: string, realTokens: number, estimate: number): void {
+  learn(model: string, tenant: string, realTokens: number, estimate: number): void {
     if (!(estimate >= MIN_ESTIMATE_TO_LEARN) || !(realTokens > 0)) return;
     const sample = Math.min(RATIO_RANGE.max, Math.max(RATIO_RANGE.min, realTokens / estimate));
-    const previous = this.#ratios.get(model);
-    this.#ratios.set(model, previous === undefined ? sample : previous + LEARNING_WEIGHT * (sample - previous));
+    const key = keyOf(model, tenant);
+    const previous = this.#ratios.get(key);
+    this.#ratios.set(key, previous === undefined ? sample : previous + LEARNING_WEIGHT * (sample - previous));
   }
+}
+
+/** A tenant is a digest or ''; NUL never occurs in one, so no two pairs share a key. */
+function keyOf(model: string, tenant: string): string {
+  return `${tenant}\u0000${model}`;
 }

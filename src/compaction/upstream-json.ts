@@ -50,7 +50,12 @@ export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): Ups
   };
 }
 
-/** Summary calls through an upstream client (the summary upstream when one is configured). */
-export function chatCallOf(upstream: UpstreamClient): ChatCall {
-  return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined ? {} : { headers }) });
+/**
+ * Summary calls through an upstream client. On the main upstream they carry
+ * what the client's request would (the client's credential, or the upstream
+ * key); a summary upstream is another server, which gets only its own key
+ * (`summary.api_key`, set on its client), never a client's credential.
+ */
+export function chatCallOf(upstream: UpstreamClient, options: { readonly clientCredentials: boolean }): ChatCall {
+  return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined || !options.clientCredentials ? {} : { headers }) });
 }

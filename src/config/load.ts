@@ -34,6 +34,7 @@ Options:
 
 Secrets are read from the environment only, never from flags (which other users can see):
   COMPACTOR_UPSTREAM_API_KEY  upstream.api_key
+  COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
@@ -55,6 +56,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
   COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },
   COMPACTOR_SUMMARY_UPSTREAM: { path: ['compaction', 'summary', 'upstream'] },
+  COMPACTOR_SUMMARY_API_KEY: { path: ['compaction', 'summary', 'api_key'] },
   COMPACTOR_SUMMARY_PROMPT_FILE: { path: ['compaction', 'summary', 'prompt_file'] },
   COMPACTOR_PAIRS: { path: ['pairs'] },
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
@@ -326,7 +328,14 @@ export function printableConfig(config: Config): string {
   const masked: Config = {
     ...config,
     upstream: { ...config.upstream, url: maskUrl(config.upstream.url)!, api_key: config.upstream.api_key === null ? null : MASK },
-    compaction: { ...config.compaction, summary: { ...config.compaction.summary, upstream: maskUrl(config.compaction.summary.upstream) } },
+    compaction: {
+      ...config.compaction,
+      summary: {
+        ...config.compaction.summary,
+        upstream: maskUrl(config.compaction.summary.upstream),
+        api_key: config.compaction.summary.api_key === null ? null : MASK,
+      },
+    },
     auth: { keys: config.auth.keys.map(() => MASK) },
   };
   return stringify(masked);

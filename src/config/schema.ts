@@ -75,6 +75,8 @@ export const ConfigSchema = z
           .strictObject({
             model: z.string().min(1).nullable().default(null),
             upstream: HttpUrl.nullable().default(null),
+            /** Sent to `upstream` (the summary server) when set; without it that server gets no credential at all. */
+            api_key: z.string().min(1, 'expected a non-empty string or null').nullable().default(null),
             max_tokens: PositiveInteger.default(1024),
             timeout_ms: Milliseconds.default(300_000),
             concurrency: PositiveInteger.default(1),

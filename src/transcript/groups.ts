@@ -1,5 +1,4 @@
 import type { ChatMessage } from './message.js';
-import { isMarked } from './marks.js';
 
 /**
  * Groups of a transcript, as half-open index ranges `[start, end)` into the
@@ -20,11 +19,15 @@ function isHeadRole(role: string): boolean {
 }
 
 /**
- * A user message that starts a turn: one a person wrote, not one compactor
- * marked (a summary pair or a truncation notice is never a task).
+ * A user message that starts a turn, whatever its text: one that starts like
+ * a mark is a client's (a pasted log, a fetched page) unless an epoch put it
+ * there, and text alone cannot tell. compactor's own user messages (a summary
+ * pair, a truncation notice) stand right after the head, where no turn is
+ * started (the first turn begins there anyway) and no task anchors (a kept
+ * turn follows them).
  */
 export function isRealUserMessage(message: ChatMessage): boolean {
-  return message.role === 'user' && !isMarked(message);
+  return message.role === 'user';
 }
 
 /**

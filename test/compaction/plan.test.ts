@@ -65,7 +65,7 @@ describe('candidateOf', () => {
   it("is the epoch's replacement followed by what it does not cover", () => {
     const messages = conversationOf(3);
     const replacement = [system, ...summaryPair('notes')];
-    const epoch: Epoch = { key: 'k', sourceLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
     const built = candidateOf(messages, epoch);
     expect(built.messages).toEqual([...replacement, ...messages.slice(5)]);
     expect(built.replacementLength).toBe(3);
@@ -244,14 +244,18 @@ describe('planCompaction', () => {
 
   it('is nothing when the old part is only an earlier summary', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1)];
+    // The pair is the epoch's: its marks are where the replacement put them.
+    const summarized = candidateOf([system, ...turn(1)], {
+      key: 'k', sourceLength: 1, seenLength: 1, replacement: messages.slice(0, 3), marked: [1, 2], notes: 'notes', strategy: 'summary', report: '',
+    });
     const sizes = estimatedSizes(messages);
-    expect(planCompaction(candidate(messages), sizes, 10_000, 'count', { ...settings, maxMessages: 2 }, sizeOf)).toEqual({
+    expect(planCompaction(summarized, sizes, 10_000, 'count', { ...settings, maxMessages: 2 }, sizeOf)).toEqual({
       tier: 'nothing',
       reason: 'only-summary',
     });
     // …and too-large when what is kept cannot fit anyway.
     const kept = totalSize(sizes, 0, 1) + totalSize(sizes, 3);
-    expect(planCompaction(candidate(messages), sizes, kept - 1, 'size', settings, sizeOf)).toEqual({ tier: 'too-large', needed: kept });
+    expect(planCompaction(summarized, sizes, kept - 1, 'size', settings, sizeOf)).toEqual({ tier: 'too-large', needed: kept });
   });
 
   it('summarizes an earlier summary together with new old turns (a merge)', () => {
@@ -279,6 +283,7 @@ describe('epochBoundary', () => {
   const epoch = (replacement: ChatMessage[], sourceLength: number): Epoch => ({
     key: 'k',
     sourceLength,
+    seenLength: sourceLength,
     replacement,
     notes: 'notes',
     strategy: 'summary',

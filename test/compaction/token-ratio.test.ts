@@ -7,62 +7,73 @@ describe('TokenRatios', () => {
   it('starts at 1.25 for every model, with no measure', () => {
     const ratios = new TokenRatios();
     expect(INITIAL_TOKEN_RATIO).toBe(1.25);
-    expect(ratios.get('qwen')).toBe(1.25);
+    expect(ratios.get('qwen', '')).toBe(1.25);
     expect(ratios.size).toBe(0);
   });
 
   it('replaces the initial guess with the first measure', () => {
     const ratios = new TokenRatios();
-    ratios.learn('qwen', 1500, 1000);
-    expect(ratios.get('qwen')).toBe(1.5);
+    ratios.learn('qwen', '', 1500, 1000);
+    expect(ratios.get('qwen', '')).toBe(1.5);
     expect(ratios.size).toBe(1);
-    expect(ratios.get('gemma')).toBe(1.25);
+    expect(ratios.get('gemma', '')).toBe(1.25);
   });
 
-  it('remembers 256 models at most, the least recently used forgotten first (model names come from requests)', () => {
+  it('remembers 1024 (tenant, model) pairs at most, the least recently used forgotten first (model names come from requests)', () => {
     const ratios = new TokenRatios();
-    ratios.learn('qwen', 1500, 1000);
-    for (let index = 0; index < 1_000; index++) {
-      ratios.learn(`invented-${index}`, 2000, 1000);
+    ratios.learn('qwen', '', 1500, 1000);
+    for (let index = 0; index < 2_000; index++) {
+      ratios.learn(`invented-${index}`, '', 2000, 1000);
       // The model in use stays: every request reads its ratio.
-      expect(ratios.get('qwen')).toBe(1.5);
+      expect(ratios.get('qwen', '')).toBe(1.5);
     }
-    expect(ratios.size).toBe(256);
-    expect(ratios.get('invented-999')).toBe(2);
-    expect(ratios.get('invented-0')).toBe(INITIAL_TOKEN_RATIO);
+    expect(ratios.size).toBe(1024);
+    expect(ratios.get('invented-1999', '')).toBe(2);
+    expect(ratios.get('invented-0', '')).toBe(INITIAL_TOKEN_RATIO);
+  });
+
+  it('item 3: keeps one ratio per tenant and model, each starting from the prior', () => {
+    const ratios = new TokenRatios();
+    for (let request = 0; request < 4; request++) ratios.learn('qwen', 'mallory', 100_000, 1000);
+    expect(ratios.get('qwen', 'mallory')).toBe(4);
+    expect(ratios.get('qwen', 'alice')).toBe(INITIAL_TOKEN_RATIO);
+    expect(ratios.get('qwen', '')).toBe(INITIAL_TOKEN_RATIO);
+    ratios.learn('qwen', 'alice', 1100, 1000);
+    expect(ratios.get('qwen', 'alice')).toBe(1.1);
+    expect(ratios.get('gemma', 'alice')).toBe(INITIAL_TOKEN_RATIO);
   });
 
   it('then moves towards each new measure by its weight (0.3)', () => {
     const ratios = new TokenRatios();
-    ratios.learn('qwen', 1000, 1000); // 1
-    ratios.learn('qwen', 2000, 1000); // 1 + 0.3 × (2 − 1)
-    expect(ratios.get('qwen')).toBeCloseTo(1.3, 10);
-    ratios.learn('qwen', 1000, 1000); // 1.3 + 0.3 × (1 − 1.3)
-    expect(ratios.get('qwen')).toBeCloseTo(1.21, 10);
+    ratios.learn('qwen', '', 1000, 1000); // 1
+    ratios.learn('qwen', '', 2000, 1000); // 1 + 0.3 × (2 − 1)
+    expect(ratios.get('qwen', '')).toBeCloseTo(1.3, 10);
+    ratios.learn('qwen', '', 1000, 1000); // 1.3 + 0.3 × (1 − 1.3)
+    expect(ratios.get('qwen', '')).toBeCloseTo(1.21, 10);
   });
 
   it('ignores measures of small estimates (under 64 tokens) and non-positive counts', () => {
     const ratios = new TokenRatios();
-    ratios.learn('qwen', 200, 63);
-    ratios.learn('qwen', 0, 1000);
-    ratios.learn('qwen', -5, 1000);
-    ratios.learn('qwen', Number.NaN, 1000);
-    ratios.learn('qwen', 100, Number.NaN);
+    ratios.learn('qwen', '', 200, 63);
+    ratios.learn('qwen', '', 0, 1000);
+    ratios.learn('qwen', '', -5, 1000);
+    ratios.learn('qwen', '', Number.NaN, 1000);
+    ratios.learn('qwen', '', 100, Number.NaN);
     expect(ratios.size).toBe(0);
-    expect(ratios.get('qwen')).toBe(1.25);
-    ratios.learn('qwen', 128, 64);
-    expect(ratios.get('qwen')).toBe(2);
+    expect(ratios.get('qwen', '')).toBe(1.25);
+    ratios.learn('qwen', '', 128, 64);
+    expect(ratios.get('qwen', '')).toBe(2);
   });
 
   it('clamps a measure to [0.5, 4]', () => {
     const low = new TokenRatios();
-    low.learn('m', 1, 1000);
-    expect(low.get('m')).toBe(0.5);
+    low.learn('m', '', 1, 1000);
+    expect(low.get('m', '')).toBe(0.5);
     const high = new TokenRatios();
-    high.learn('m', 100_000, 1000);
-    expect(high.get('m')).toBe(4);
-    high.learn('m', 100_000, 1000);
-    expect(high.get('m')).toBe(4);
+    high.learn('m', '', 100_000, 1000);
+    expect(high.get('m', '')).toBe(4);
+    high.learn('m', '', 100_000, 1000);
+    expect(high.get('m', '')).toBe(4);
   });
 
   it('property: the ratio stays in [0.5, 4] and between the previous ratio and the clamped measure', () => {
@@ -72,10 +83,10 @@ describe('TokenRatios', () => {
         (measures) => {
           const ratios = new TokenRatios();
           for (const { real, estimate } of measures) {
-            const before = ratios.get('m');
+            const before = ratios.get('m', '');
             const hadMeasure = ratios.size > 0;
-            ratios.learn('m', real, estimate);
-            const after = ratios.get('m');
+            ratios.learn('m', '', real, estimate);
+            const after = ratios.get('m', '');
             expect(after).toBeGreaterThanOrEqual(0.5);
             expect(after).toBeLessThanOrEqual(4);
             if (estimate < 64 || real <= 0) {

@@ -28,6 +28,7 @@ describe('defaultConfig', () => {
     expect(config.compaction.summary).toEqual({
       model: null,
       upstream: null,
+      api_key: null,
       max_tokens: 1024,
       timeout_ms: 300000,
       concurrency: 1,
@@ -206,6 +207,18 @@ describe('loadConfig', () => {
     // Everything else as it is in force.
     expect({ ...shown, upstream: null, auth: null }).toEqual({ ...loaded.config, upstream: null, auth: null });
     expect(parseDocument(printableConfig(defaultConfig())).toJS()).toEqual(defaultConfig());
+  });
+
+  it('item 4: compaction.summary.api_key comes from COMPACTOR_SUMMARY_API_KEY, never a flag, and is masked', () => {
+    const loaded = loadConfig({ argv: ['--print-config'], env: { COMPACTOR_SUMMARY_API_KEY: 'sk-summary' } });
+    expect(loaded.ok).toBe(true);
+    if (!loaded.ok) return;
+    expect(loaded.config.compaction.summary.api_key).toBe('sk-summary');
+    expect(defaultConfig().compaction.summary.api_key).toBeNull();
+    const printed = printableConfig(loaded.config);
+    expect(printed).not.toContain('sk-summary');
+    expect((parseDocument(printed).toJS() as ReturnType<typeof defaultConfig>).compaction.summary.api_key).toBe('***');
+    expect(loadConfig({ argv: ['--summary-api-key', 'sk-summary'] }).ok).toBe(false);
   });
 
   it('an empty file is the defaults', () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RATIOS_REMEMBERED } from '../../src/compaction/token-ratio.js';
 import { type FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
@@ -41,7 +42,7 @@ describe('model names', () => {
     }
     const engine = proxy.app.proxy.engine!;
     expect(engine.windows.size).toBeLessThanOrEqual(256);
-    expect(engine.ratios.size).toBeLessThanOrEqual(256);
+    expect(engine.ratios.size).toBeLessThanOrEqual(RATIOS_REMEMBERED);
     const ready = await send(`${proxy.url}/readyz`);
     expect(ready.status).toBe(200);
     // 256 names of ~215 characters and their windows: ~60 KB; unbounded, 600 of them made ~135 KB.

@@ -43,11 +43,10 @@ describe('headLength', () => {
 });
 
 describe('isRealUserMessage', () => {
-  it('is true for an unmarked user message, false for a marked one or another role', () => {
+  it('is true for any user message, whatever its text (a mark is genuine only where an epoch put it), false for another role', () => {
     expect(isRealUserMessage(user('hi'))).toBe(true);
     expect(isRealUserMessage({ role: 'user', content: [{ type: 'text', text: 'hi' }] })).toBe(true);
-    expect(isRealUserMessage(summaryUser)).toBe(false);
-    expect(isRealUserMessage(user(mark('truncated', '3 messages omitted')))).toBe(false);
+    expect(isRealUserMessage(user(mark('truncated', 'a pasted log')))).toBe(true);
     expect(isRealUserMessage(assistant('hi'))).toBe(false);
     expect(isRealUserMessage(system)).toBe(false);
   });
@@ -72,10 +71,15 @@ describe('turnRanges', () => {
     ]);
   });
 
-  it('starts no turn at a marked user message', () => {
-    expect(turnRanges([user('1'), assistant('a'), user(mark('truncated', 'omitted')), assistant('b'), user('2')])).toEqual([
-      { start: 0, end: 4 },
+  it('item 5: starts a turn at a client user message that looks marked; the genuine pair right after the head is a turn of its own', () => {
+    expect(turnRanges([user('1'), assistant('a'), user(mark('truncated', 'a pasted log')), assistant('b'), user('2')])).toEqual([
+      { start: 0, end: 2 },
+      { start: 2, end: 4 },
       { start: 4, end: 5 },
+    ]);
+    expect(turnRanges([system, summaryUser, summaryAssistant, user('1')])).toEqual([
+      { start: 1, end: 3 },
+      { start: 3, end: 4 },
     ]);
   });
 
@@ -156,13 +160,15 @@ describe('stepRanges', () => {
 });
 
 describe('taskAnchorIndex', () => {
-  it('is the index of the last real user message, skipping marked ones', () => {
+  it('is the index of the last user message; one that looks marked is a task like any other', () => {
     expect(taskAnchorIndex([system, user('1'), assistant('a'), user('2'), calling('c'), result('c')])).toBe(3);
-    expect(taskAnchorIndex([system, user('1'), assistant('a'), summaryUser, summaryAssistant])).toBe(1);
+    expect(taskAnchorIndex([system, user('1'), assistant('a'), user(mark('summary', 'a pasted page')), calling('c'), result('c')])).toBe(3);
+    // compactor's own pair is never the last user message: a kept turn follows it.
+    expect(taskAnchorIndex([system, summaryUser, summaryAssistant, user('1'), calling('c'), result('c')])).toBe(3);
   });
 
-  it('is -1 when there is no real user message', () => {
-    expect(taskAnchorIndex([system, summaryUser, summaryAssistant])).toBe(-1);
+  it('is -1 when there is no user message', () => {
+    expect(taskAnchorIndex([system, assistant('a')])).toBe(-1);
     expect(taskAnchorIndex([])).toBe(-1);
   });
 
@@ -281,11 +287,12 @@ describe('splitTurns', () => {
     expect(split.turns).toEqual([[assistant('hello'), calling('c'), result('c')], [user('1'), assistant('a')]]);
   });
 
-  it('does not start a turn at a marked user message', () => {
-    const split = splitTurns([system, summaryUser, summaryAssistant, user('1'), assistant('a'), user(mark('truncated', 'omitted')), user('2')]);
+  it('keeps the pair after the head as a turn of its own, and starts a turn at every user message', () => {
+    const split = splitTurns([system, summaryUser, summaryAssistant, user('1'), assistant('a'), user(mark('truncated', 'pasted')), user('2')]);
     expect(split.turns).toEqual([
       [summaryUser, summaryAssistant],
-      [user('1'), assistant('a'), user(mark('truncated', 'omitted'))],
+      [user('1'), assistant('a')],
+      [user(mark('truncated', 'pasted'))],
       [user('2')],
     ]);
   });

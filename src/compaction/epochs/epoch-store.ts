@@ -6,13 +6,31 @@ import type { Tier } from '../plan.js';
 export type EpochStrategy = Tier | 'truncated';
 
 /**
- * "The first `sourceLength` original messages of this conversation, whose
- * prefix hash is `key`, are forwarded as `replacement`."
+ * "The first `sourceLength` original messages of this conversation are
+ * forwarded as `replacement`", for a history that begins with the first
+ * `seenLength` messages its text was written from (whose prefix hash is `key`).
  */
 export interface Epoch {
+  /** The prefix hash of the first `seenLength` original messages: `hashes[seenLength]`. */
   readonly key: string;
   readonly sourceLength: number;
+  /**
+   * How many original messages the replacement's text was written from
+   * (≥ `sourceLength`): a suffix-mode summary sees the whole history, kept
+   * turns included, and may carry them, so the epoch applies only to a
+   * history that contains everything its summary request saw. A growing
+   * conversation keeps it; a branch (an edited or regenerated message,
+   * another user sharing a preamble) does not.
+   */
+  readonly seenLength: number;
   readonly replacement: readonly ChatMessage[];
+  /**
+   * The indexes of `replacement` that compactor wrote (the summary pair, a
+   * truncation notice, the message leading with steps notes): the only
+   * places a mark is genuine. Absent: none. Text elsewhere that starts like a
+   * mark is a client's, and ordinary content.
+   */
+  readonly marked?: readonly number[];
   /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
   readonly notes: string | null;
   readonly strategy: EpochStrategy;

@@ -2,8 +2,9 @@ import type { Epoch, EpochStore } from './epoch-store.js';
 
 /**
  * Finding a history's epochs by its prefix hashes (`hashes[i]` names the
- * first `i` messages). An epoch counts for a prefix only when it covers
- * exactly that prefix (`sourceLength === i`).
+ * first `i` messages). An epoch is keyed by the prefix its text was written
+ * from, and counts for a history only when that whole prefix is in it
+ * (`seenLength === i`): it then replaces the first `sourceLength` messages.
  */
 
 /**
@@ -16,7 +17,7 @@ export function lookupEpochs(store: EpochStore, hashes: readonly string[]): { in
   if (store.size === 0) return { inUse: null, pending };
   for (let index = hashes.length - 1; index > 0; index--) {
     const epoch = store.get(hashes[index]!);
-    if (epoch === undefined || epoch.sourceLength !== index) continue;
+    if (epoch === undefined || epoch.seenLength !== index) continue;
     if (epoch.pending !== true) return { inUse: epoch, pending };
     pending ??= epoch;
   }
@@ -33,8 +34,8 @@ export function pendingBeyond(store: EpochStore, hashes: readonly string[], sour
   if (store.size === 0) return null;
   for (let index = hashes.length - 1; index > 0; index--) {
     const epoch = store.get(hashes[index]!);
-    if (epoch === undefined || epoch.sourceLength !== index || epoch.pending !== true) continue;
-    if (index > sourceStart) return epoch;
+    if (epoch === undefined || epoch.seenLength !== index || epoch.pending !== true) continue;
+    if (epoch.sourceLength > sourceStart) return epoch;
     store.delete(epoch.key);
   }
   return null;

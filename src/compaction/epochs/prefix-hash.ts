@@ -45,9 +45,18 @@ function digest(...parts: string[]): string {
   return hash('sha256', text, 'base64url').slice(0, 22);
 }
 
-/** A short, stable, non-reversible name for the client's credential ('' when it sent none). */
-export function tenantOf(credential: string | undefined): string {
-  return credential === undefined || credential === '' ? '' : digest('tenant', credential);
+/** The tenant of a client that sent no credential: never a digest's text, so distinct from every credential's. */
+export const NO_CREDENTIAL_TENANT = '';
+
+/**
+ * A short, stable, non-reversible name for the client's whole credential:
+ * every header that carries one, whatever its scheme (`Basic`, a bearer
+ * token with spaces, `x-api-key`), so two credentials never share a tenant.
+ */
+export function tenantOf(credential: { readonly authorization?: string | undefined; readonly apiKey?: string | undefined }): string {
+  const { authorization = '', apiKey = '' } = credential;
+  if (authorization === '' && apiKey === '') return NO_CREDENTIAL_TENANT;
+  return digest('tenant', authorization, apiKey);
 }
 
 /**

@@ -6,8 +6,8 @@ import type { ChatCall } from './summarize.js';
 
 /**
  * The notes in a chat completion, or null when it has none: no text, only a
- * tool call, or only reasoning. `<think>` blocks some models leave in the
- * content are not notes.
+ * tool call, or only reasoning. The `<think>` block some models leave at the
+ * start of the content is not notes.
  */
 export function notesOf(response: unknown): string | null {
   if (typeof response !== 'object' || response === null) return null;
@@ -16,14 +16,30 @@ export function notesOf(response: unknown): string | null {
   const message = (choices[0] as { message?: ChatMessage } | undefined)?.message;
   if (message === undefined || message === null || typeof message !== 'object') return null;
   if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return null;
-  const text = contentText(message.content)
-    .replace(/<think>[\s\S]*?<\/think>/g, '')
-    // A block the template opened in the prompt (R1-style templates with `reasoning_format: none`) shows only its end…
-    .replace(/^[\s\S]*<\/think>/, '')
-    // …and one that max_tokens cut off shows only its start: reasoning, not notes.
-    .replace(/<think>[\s\S]*$/, '')
-    .trim();
+  const text = withoutReasoning(contentText(message.content)).trim();
   return text === '' ? null : text;
+}
+
+const OPEN = '<think>';
+const CLOSE = '</think>';
+
+/**
+ * The answer without the reasoning it starts with. Only a leading block is
+ * reasoning: notes may mention `<think>` (a summary of work on a chat
+ * template), and everything after such a mention is notes.
+ */
+function withoutReasoning(text: string): string {
+  const start = text.trimStart();
+  if (start.startsWith(OPEN)) {
+    const close = start.indexOf(CLOSE);
+    // max_tokens reached while thinking: there are no notes yet.
+    return close === -1 ? '' : start.slice(close + CLOSE.length);
+  }
+  // A block the template opened in the prompt (R1-style templates with `reasoning_format: none`)
+  // shows only its end: reasoning up to the first closing tag, when no opening tag comes before it.
+  const close = text.indexOf(CLOSE);
+  if (close !== -1 && !text.slice(0, close).includes(OPEN)) return text.slice(close + CLOSE.length);
+  return text;
 }
 
 /** Makes one summary call and returns its notes; throws when the answer has none. */

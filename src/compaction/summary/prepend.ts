@@ -47,12 +47,20 @@ export async function summarizePrepend(request: SummarizeRequest, call: ChatCall
   return notes;
 }
 
-/** The old part as prepend mode sees it: without compactor's earlier notes, which travel in their own section. */
+/**
+ * The old part as prepend mode sees it: without compactor's earlier notes,
+ * which travel in their own section. Only messages where an epoch put them
+ * are compactor's; one a client wrote that starts like a mark is transcript.
+ */
 function oldMessagesOf(request: SummarizeRequest): { messages: ChatMessage[]; earlierNotes: string | null } {
   let earlierNotes = request.earlierNotes;
   const messages: ChatMessage[] = [];
   for (let index = request.head; index < request.cut; index++) {
     const message = request.candidate[index]!;
+    if (!request.marked.has(index)) {
+      messages.push(message);
+      continue;
+    }
     if (isMarked(message, 'summary')) {
       // Without the epoch's notes (a store that lost them), read them back from the pair's user message.
       if (earlierNotes === null && message.role === 'user') earlierNotes = contentText(message.content).replace(/^\[compacted:summary\] /, '');

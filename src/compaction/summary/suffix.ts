@@ -25,9 +25,11 @@ export async function summarizeSuffix(
   request: SummarizeRequest,
   call: ChatCall,
 ): Promise<{ notes: string; mode: 'suffix' | 'suffix-cut' } | null> {
-  const hasEarlierNotes = request.candidate
-    .slice(request.head, request.cut)
-    .some((message) => isMarked(message, 'summary') || isMarked(message, 'steps'));
+  // Only where an epoch put them: a client's text that starts like a mark is no earlier notes.
+  const hasEarlierNotes = [...request.marked].some((index) => {
+    const message = request.candidate[index];
+    return index >= request.head && index < request.cut && message !== undefined && (isMarked(message, 'summary') || isMarked(message, 'steps'));
+  });
   const kept = request.candidate[request.cut];
   const whole: ChatMessage[] = [
     ...request.candidate,

@@ -26,6 +26,8 @@ export interface SummarizeRequest {
   /** The old part is `candidate[head, cut)`. */
   readonly head: number;
   readonly cut: number;
+  /** The candidate indexes where compactor's marks are genuine (where an epoch's replacement put them); anything else that looks marked is a client's text. */
+  readonly marked: ReadonlySet<number>;
   /** Notes of the epoch the candidate starts from, merged rather than re-summarized. */
   readonly earlierNotes: string | null;
   /** The summarizer's window in tokens; null when unknown (then every request is tried as it is). */

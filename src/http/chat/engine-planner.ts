@@ -1,5 +1,4 @@
 import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from './planner.js';
-import { bearerToken } from '../auth.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
@@ -16,13 +15,14 @@ const PROGRESS_REPEAT_MS = 5_000;
 
 /**
  * Who is asking: the tenant the key check found, else a hash of the client's
- * own credential (a proxy without `auth.keys` still never shares a summary
- * between two keys), else '' for anonymous clients.
+ * whole credential, any scheme (a proxy without `auth.keys` still never
+ * shares a summary between two credentials), else a tenant of its own for
+ * clients that send none.
  */
 export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>): string {
   if (context.tenant !== '') return context.tenant;
-  const apiKey = context.headers['x-api-key'];
-  return tenantOf(bearerToken(context.headers.authorization) ?? (typeof apiKey === 'string' ? apiKey : undefined));
+  const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join('\n') : value);
+  return tenantOf({ authorization: headerText(context.headers.authorization), apiKey: headerText(context.headers['x-api-key']) });
 }
 
 /** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */
@@ -75,8 +75,9 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
       }, PROGRESS_REPEAT_MS);
     };
     let result: Prepared;
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream));
     try {
-      result = await compactor.prepare(new EngineRequest(context, onProgress, credentialHeaders(context, upstream)));
+      result = await compactor.prepare(request);
     } finally {
       clearInterval(ticker);
     }
@@ -85,7 +86,7 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
     // The answer's real prompt size teaches the engine its token ratio; then background work may start.
     const onUsage = ({ usage, timings }: UsageObservation): void => {
       const promptTokens = usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
-      if (promptTokens !== undefined) compactor.learn(model, promptTokens, estimate);
+      if (promptTokens !== undefined) compactor.learn(model, request.tenant, promptTokens, estimate);
       afterResponse?.();
     };
     const report = result.report === null ? {} : { report: result.report };

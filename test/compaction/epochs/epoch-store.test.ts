@@ -4,6 +4,7 @@ import { MemoryEpochStore, type Epoch } from '../../../src/compaction/epochs/epo
 const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   key,
   sourceLength: 3,
+  seenLength: 3,
   replacement: [{ role: 'system', content: 'x' }],
   notes: null,
   strategy: 'summary',

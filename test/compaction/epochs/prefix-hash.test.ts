@@ -67,7 +67,7 @@ describe('prefixHashes', () => {
 
   it('separates tenants and models: another one changes h0 and the whole chain', () => {
     const base = prefixHashes(seed, [system, user]);
-    for (const other of [prefixHashes({ tenant: tenantOf('key-1'), model: 'm' }, [system, user]), prefixHashes({ tenant: '', model: 'm2' }, [system, user])]) {
+    for (const other of [prefixHashes({ tenant: tenantOf({ authorization: 'Bearer key-1' }), model: 'm' }, [system, user]), prefixHashes({ tenant: '', model: 'm2' }, [system, user])]) {
       other.forEach((hash, index) => expect(hash).not.toBe(base[index]));
     }
     // Moving characters between the tenant and the model is another seed too.
@@ -116,20 +116,20 @@ describe('prefixHashes', () => {
 
 describe('tenantOf', () => {
   it("is '' without a credential", () => {
-    expect(tenantOf('')).toBe('');
-    expect(tenantOf(undefined)).toBe('');
+    expect(tenantOf({ authorization: '' })).toBe('');
+    expect(tenantOf({})).toBe('');
   });
 
   it('is stable, differs between credentials, and never contains the credential', () => {
-    expect(tenantOf('sk-secret-123')).toBe(tenantOf('sk-secret-123'));
-    expect(tenantOf('sk-secret-123')).not.toBe(tenantOf('sk-secret-124'));
-    expect(tenantOf('sk-secret-123')).not.toContain('secret');
+    expect(tenantOf({ authorization: 'Bearer sk-secret-123' })).toBe(tenantOf({ authorization: 'Bearer sk-secret-123' }));
+    expect(tenantOf({ authorization: 'Bearer sk-secret-123' })).not.toBe(tenantOf({ authorization: 'Bearer sk-secret-124' }));
+    expect(tenantOf({ authorization: 'Bearer sk-secret-123' })).not.toContain('secret');
   });
 
   it('property: a short digest that never contains the credential', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 8 }), (credential) => {
-        const tenant = tenantOf(credential);
+        const tenant = tenantOf({ apiKey: credential });
         expect(tenant).toMatch(/^[\w-]{22}$/);
         expect(tenant).not.toContain(credential);
       }),

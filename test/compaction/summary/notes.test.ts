@@ -16,9 +16,16 @@ describe('notesOf', () => {
     ).toBe('Goal: x.\nState: y.');
   });
 
-  it('strips <think> blocks left in the content', () => {
+  it('strips the <think> block the answer starts with', () => {
     expect(notesOf(answer('<think>Let me see…\nmore</think>\n\nGoal: fix.'))).toBe('Goal: fix.');
-    expect(notesOf(answer('Goal: <think>a</think>fix.<think>b</think>'))).toBe('Goal: fix.');
+    expect(notesOf(answer('\n <think>a</think>Goal: fix.'))).toBe('Goal: fix.');
+  });
+
+  it('item 6: notes that mention <think> keep everything after it', () => {
+    const notes = 'Goal: fix the template. The parser drops <think> blocks; Next: handle a <think> left open by max_tokens.';
+    expect(notesOf(answer(notes))).toBe(notes);
+    expect(notesOf(answer('Goal: <think>a</think>fix.<think>b</think>'))).toBe('Goal: <think>a</think>fix.<think>b</think>');
+    expect(notesOf(answer('<think>plan</think>\nGoal: strip <think> only at the start.'))).toBe('Goal: strip <think> only at the start.');
   });
 
   it('drops reasoning whose opening tag was in the prompt, and reasoning cut off by max_tokens', () => {
@@ -26,7 +33,7 @@ describe('notesOf', () => {
     expect(notesOf(answer('The user wants notes…</think>\n\nGoal: fix.'))).toBe('Goal: fix.');
     // max_tokens reached while thinking: there are no notes yet.
     expect(notesOf(answer('<think>Let me think about the files'))).toBeNull();
-    expect(notesOf(answer('Goal: fix.<think>but also'))).toBe('Goal: fix.');
+    expect(notesOf(answer('Goal: fix.<think>but also'))).toBe('Goal: fix.<think>but also');
   });
 
   it('is null for a tool call, an empty answer or reasoning only', () => {

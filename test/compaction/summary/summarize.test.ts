@@ -44,6 +44,7 @@ function request(overrides: Partial<SummarizeRequest> = {}, resultBytes = 400): 
     candidate,
     head: 1,
     cut: 13,
+    marked: new Set<number>(),
     earlierNotes: null,
     window: null,
     sizeOfMessages,
@@ -102,7 +103,7 @@ describe('summarize', () => {
       { role: 'assistant', content: mark('summary', 'Understood; continuing from these notes.') },
       ...base.candidate.slice(1),
     ];
-    await summarize({ ...base, candidate, cut: 15, earlierNotes: 'EARLIER NOTES' }, chat.call);
+    await summarize({ ...base, candidate, cut: 15, marked: new Set([1, 2]), earlierNotes: 'EARLIER NOTES' }, chat.call);
     expect(chat.userText(0)).toContain('update them');
     expect(chat.userText(0)).toContain('the conversation wins');
   });
@@ -171,7 +172,7 @@ describe('summarize', () => {
     ];
     for (const earlierNotes of ['EARLIER NOTES', null]) {
       const chat = new FakeChat([new Error('500'), answer('MERGED')]);
-      await summarize({ ...base, candidate, cut: 15, earlierNotes }, chat.call);
+      await summarize({ ...base, candidate, cut: 15, marked: new Set([1, 2]), earlierNotes }, chat.call);
       const text = chat.userText(1);
       expect(text.startsWith('## Earlier notes\n\nEARLIER NOTES\n\n## Conversation')).toBe(true);
       expect(text).not.toContain('[compacted:summary]');
