@@ -8,7 +8,7 @@ import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
-import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
+import { leased } from './epochs/lease.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
@@ -183,7 +183,7 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
-      const { inUse, pending } = lookupEpochs(this.#store, hashes);
+      const { inUse, pending } = await this.#store.lookup(hashes);
       const candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
@@ -196,11 +196,11 @@ export class CompactionEngine {
         case 'forward': {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
-          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes) : undefined;
+          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background);
         }
         case 'apply-pending':
-          this.#store.set({ ...decision.epoch, pending: false });
+          await this.#store.save({ ...decision.epoch, pending: false });
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
@@ -221,16 +221,20 @@ export class CompactionEngine {
             strategy: 'prune',
             report,
           };
-          this.#store.set(epoch);
+          await this.#store.save(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, input, request);
         }
         case 'summarize':
         case 'steps': {
+          const key = hashes[decision.boundary.sourceLength]!;
           const epoch = await this.#flights.run(
-            hashes[decision.boundary.sourceLength]!,
-            (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
+            key,
+            (signal) =>
+              leased(this.#store, key, { signal, wait: true, onProgress: input.onProgress }, () =>
+                this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
+              ),
             input.signal,
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
@@ -248,14 +252,19 @@ export class CompactionEngine {
   }
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
-  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes): void {
-    if (pendingBeyond(this.#store, request.hashes, candidate.sourceStart) !== null || this.#runningFor(request.hashes) !== undefined) return;
+  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes, pending: Epoch | null): void {
+    // The lookup's pending epoch lies beyond the epoch in use (a stale one was dropped by it).
+    if (pending !== null || this.#runningFor(request.hashes) !== undefined) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (this.backoff.has(this.#writer.conversationOf(request))) return;
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
     if (decision === null) return;
+    const key = request.hashes[decision.boundary.sourceLength]!;
     this.#flights
-      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
+      .run(key, (signal) =>
+        // Another replica computing this epoch: nothing to do here, it stores the epoch for every replica.
+        leased(this.#store, key, { signal, wait: false }, () => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true })),
+      )
       .catch((error: unknown) => {
         this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
       });

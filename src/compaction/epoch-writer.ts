@@ -103,8 +103,8 @@ export class EpochWriter {
       (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio;
     const rest = candidate.messages.slice(boundary.candidateEnd);
     const earlierNotes = candidate.epoch?.notes ?? null;
-    const stored = (epoch: Epoch): Epoch => {
-      store.set(pending ? { ...epoch, pending: true } : epoch);
+    const stored = async (epoch: Epoch): Promise<Epoch> => {
+      await store.save(pending ? { ...epoch, pending: true } : epoch);
       return epoch;
     };
 
@@ -145,7 +145,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return stored({ key, sourceLength: boundary.sourceLength, replacement, notes: result.notes, strategy: plan.tier, report });
+        return await stored({ key, sourceLength: boundary.sourceLength, replacement, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;
