@@ -8,7 +8,6 @@ import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
-import { leased } from './epochs/lease.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
@@ -228,13 +227,9 @@ export class CompactionEngine {
         }
         case 'summarize':
         case 'steps': {
-          const key = hashes[decision.boundary.sourceLength]!;
           const epoch = await this.#flights.run(
-            key,
-            (signal) =>
-              leased(this.#store, key, { signal, wait: true, onProgress: input.onProgress }, () =>
-                this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
-              ),
+            hashes[decision.boundary.sourceLength]!,
+            (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
             input.signal,
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
@@ -253,18 +248,14 @@ export class CompactionEngine {
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
   #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes, pending: Epoch | null): void {
-    // The lookup's pending epoch lies beyond the epoch in use (a stale one was dropped by it).
+    // The lookup's pending epoch lies beyond the epoch in use (the lookup dropped stale ones).
     if (pending !== null || this.#runningFor(request.hashes) !== undefined) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (this.backoff.has(this.#writer.conversationOf(request))) return;
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
     if (decision === null) return;
-    const key = request.hashes[decision.boundary.sourceLength]!;
     this.#flights
-      .run(key, (signal) =>
-        // Another replica computing this epoch: nothing to do here, it stores the epoch for every replica.
-        leased(this.#store, key, { signal, wait: false }, () => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true })),
-      )
+      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
       .catch((error: unknown) => {
         this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
       });

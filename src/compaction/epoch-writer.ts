@@ -7,6 +7,7 @@ import type { SummaryBackoff } from './backoff.js';
 import type { Budget } from './budget.js';
 import type { Decision } from './decide.js';
 import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import { leased } from './epochs/lease.js';
 import type { CompactionObserver } from './observer.js';
 import type { Candidate } from './plan.js';
 import { replacementOf, truncationText } from './replacement.js';
@@ -89,8 +90,18 @@ export class EpochWriter {
    * make (pending when computed in the background). On failure it falls back
    * as `on_summary_failure` says: a truncation epoch, null (forward as is), or
    * a {@link SummaryFailedError}.
+   *
+   * Under the store's lease on the epoch's key: while another replica computes
+   * it, a request waits for its epoch, and a background computation leaves it
+   * to that replica (null).
    */
-  async write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+  write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+    const key = request.hashes[decision.boundary.sourceLength]!;
+    const { signal, onProgress, pending } = options;
+    return leased(this.#options.store, key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
+  }
+
+  async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
     const { chat, store, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
     const { plan, boundary, counts } = decision;
     const { signal, onProgress, pending } = options;

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { turnMessages, conversation } from '../support/conversation.js';
@@ -26,16 +29,33 @@ afterEach(async () => {
 
 const WINDOW = 8192;
 
+// On two cores shared by a whole suite a loopback command can take more than the 50 ms default; a late answer would
+// count as a fault and let a replica summarize on its own. The bound itself is tested in redis-store.test.ts.
+const CONFIG = join(mkdtempSync(join(tmpdir(), 'compactor-replicas-')), 'config.yaml');
+writeFileSync(CONFIG, 'cache:\n  redis:\n    timeout_ms: 2000\n');
+
+/** Until /readyz says the replica works with Redis: a load balancer sends it traffic once ready. */
+async function storeReady(url: string): Promise<void> {
+  for (let tries = 0; tries < 500; tries++) {
+    const body = (await (await fetch(`${url}/readyz`)).json()) as { store?: string };
+    if (body.store === 'redis') return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`${url}: the store never connected`);
+}
+
 async function startReplica(upstream: FakeUpstream, redis: RedisServer): Promise<{ replica: MainProcess; url: string }> {
   const replica = startMain(['--host', '127.0.0.1', '--port', '0'], {
-    COMPACTOR_CONFIG: '',
+    COMPACTOR_CONFIG: CONFIG,
     COMPACTOR_UPSTREAM_URL: upstream.url,
     COMPACTOR_CACHE_STORE: 'redis',
     COMPACTOR_REDIS_URL: redis.url,
     COMPACTOR_LOG_LEVEL: 'info',
   });
   replicas.push(replica);
-  return { replica, url: await replica.url };
+  const url = await replica.url;
+  await storeReady(url);
+  return { replica, url };
 }
 
 async function simulated(): Promise<{ upstream: FakeUpstream; llama: SimulatedLlama }> {
