@@ -20,6 +20,7 @@ import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
+import { epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
 
 /**
@@ -106,6 +107,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const { summary } = config.compaction;
   const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
   const metrics = new Metrics();
+  // The epoch store (cache.store): this process's memory, or Redis shared by replicas.
+  const epochs = deps.planner === undefined && deps.compactor === undefined ? epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) }) : null;
   const engine =
     deps.planner !== undefined
       ? null
@@ -114,6 +117,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           config,
           upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
           chat: chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }),
+          ...(epochs === null ? {} : { store: epochs.store }),
           logger,
           observer: metrics,
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
@@ -209,6 +213,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       retryAfterSeconds: RETRY_AFTER_SECONDS,
       metrics,
       // Windows matter to compaction only; with it off, readiness asks the upstream nothing more.
+      // Said only for a shared store: a memory store is never degraded.
+      ...(epochs === null || config.cache.store === 'memory' ? {} : { store: epochs.state }),
       ...(engine === null || !config.compaction.enabled ? {} : { windows: () => knownWindows(engine, upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS), config) }),
     }),
   );
@@ -218,6 +224,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (ownsUpstream) await upstream.close();
+    await epochs?.close();
   });
   return app;
 }

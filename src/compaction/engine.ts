@@ -8,7 +8,6 @@ import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
-import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { EpochWriter, seenWhole, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
@@ -184,7 +183,7 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
-      const { inUse, pending } = lookupEpochs(this.#store, hashes);
+      const { inUse, pending } = await this.#store.lookup(hashes);
       const candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
@@ -197,11 +196,11 @@ export class CompactionEngine {
         case 'forward': {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
-          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes) : undefined;
+          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background);
         }
         case 'apply-pending':
-          this.#store.set({ ...decision.epoch, pending: false });
+          await this.#store.save({ ...decision.epoch, pending: false });
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
@@ -215,7 +214,7 @@ export class CompactionEngine {
           const { plan, boundary } = decision;
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
           const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
-          this.#store.set(epoch);
+          await this.#store.save(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, input, request);
@@ -242,8 +241,9 @@ export class CompactionEngine {
   }
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
-  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes): void {
-    if (pendingBeyond(this.#store, request.hashes, candidate.sourceStart) !== null || this.#runningFor(request.hashes) !== undefined) return;
+  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes, pending: Epoch | null): void {
+    // The lookup's pending epoch lies beyond the epoch in use (the lookup dropped stale ones).
+    if (pending !== null || this.#runningFor(request.hashes) !== undefined) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (this.backoff.has(this.#writer.conversationOf(request))) return;
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);

@@ -7,6 +7,7 @@ import type { SummaryBackoff } from './backoff.js';
 import type { Budget } from './budget.js';
 import type { Decision } from './decide.js';
 import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import { leased } from './epochs/lease.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, trustedMarks } from './plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
@@ -91,8 +92,19 @@ export class EpochWriter {
    * make (pending when computed in the background). On failure it falls back
    * as `on_summary_failure` says: a truncation epoch, null (forward as is), or
    * a {@link SummaryFailedError}.
+   *
+   * Under the store's lease on the epoch's key: while another replica computes
+   * it, a request waits for its epoch, and a background computation leaves it
+   * to that replica (null).
    */
-  async write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+  write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+    // The epoch's own key (the whole history its summary sees): the lease, and what the holder finds written when it is back.
+    const { key } = seenWhole(request);
+    const { signal, onProgress, pending } = options;
+    return leased(this.#options.store, key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
+  }
+
+  async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
     const { chat, store, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
     const { plan, boundary, counts } = decision;
     const { signal, onProgress, pending } = options;
@@ -108,8 +120,8 @@ export class EpochWriter {
     const earlierNotes = candidate.epoch?.notes ?? null;
     // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
     const marked = markedIndexesOf(candidate.messages, plan, boundary.candidateEnd, trustedMarks(candidate));
-    const stored = (epoch: Epoch): Epoch => {
-      store.set(pending ? { ...epoch, pending: true } : epoch);
+    const stored = async (epoch: Epoch): Promise<Epoch> => {
+      await store.save(pending ? { ...epoch, pending: true } : epoch);
       return epoch;
     };
 
@@ -151,7 +163,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
+        return await stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && !timeout.aborted) throw error;
         timedOut = timeout.aborted;

@@ -35,7 +35,11 @@ Options:
 Secrets are read from the environment only, never from flags (which other users can see):
   COMPACTOR_UPSTREAM_API_KEY  upstream.api_key
   COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
-  COMPACTOR_AUTH_KEYS         auth.keys, comma-separated`;
+  COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
+  COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
+
+Other settings without a flag:
+  COMPACTOR_CACHE_STORE       cache.store: memory | redis`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
@@ -62,6 +66,8 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
+  COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
+  COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'] },
 };
 
 /** The same keys by command-line flag, secrets excepted. */
@@ -308,7 +314,7 @@ function withoutApiSuffix(config: Config): { config: Config; notices: string[] }
 const MASK = '***';
 
 /** A URL as it may be shown: its password masked. */
-function maskUrl(url: string | null): string | null {
+export function maskUrl(url: string | null): string | null {
   if (url === null) return null;
   const parsed = new URL(url);
   if (parsed.password === '') return url;
@@ -337,6 +343,7 @@ export function printableConfig(config: Config): string {
       },
     },
     auth: { keys: config.auth.keys.map(() => MASK) },
+    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrl(config.cache.redis.url) } },
   };
   return stringify(masked);
 }

@@ -16,6 +16,7 @@ const Milliseconds = z.int('expected an integer number of milliseconds').positiv
 const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
 const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
 const HttpUrl = z.url({ protocol: /^https?$/, error: 'expected a URL' });
+const RedisUrl = z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' });
 // `__proto__` as a map key would set the prototype of the parsed record.
 const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
 
@@ -92,6 +93,16 @@ export const ConfigSchema = z
       .strictObject({
         max_entries: NonNegativeInteger.default(10_000),
         ttl_s: PositiveInteger.default(86_400),
+        /** memory: this process only; redis: shared by replicas (Redis ≥ 7 or Valkey). */
+        store: z.enum(['memory', 'redis']).default('memory'),
+        redis: z
+          .strictObject({
+            url: RedisUrl.nullable().default(null),
+            key_prefix: z.string().default('compactor:'),
+            // A store slower than this is treated as down for that call: the request goes on with the memory store.
+            timeout_ms: Milliseconds.default(50),
+          })
+          .prefault({}),
       })
       .prefault({}),
     auth: z
@@ -103,6 +114,9 @@ export const ConfigSchema = z
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
   })
   .superRefine((config, context) => {
+    if (config.cache.store === 'redis' && config.cache.redis.url === null) {
+      context.addIssue({ code: 'custom', path: ['cache', 'redis', 'url'], message: 'required when cache.store is redis' });
+    }
     const { threshold, soft_threshold: softThreshold, target, keep_recent: keepRecent } = config.compaction;
     // A target at or above the threshold would compact into another compaction.
     if (target >= threshold) {

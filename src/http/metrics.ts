@@ -160,6 +160,13 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #storeFaults = new Counter({
+    name: 'compactor_store_faults_total',
+    help: 'Epoch store commands that failed or timed out (the request went on with memory), by operation.',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+
   readonly #pairRepairs = new Counter({
     name: 'compactor_pair_repairs_total',
     help: 'Tool-call pairs repaired, by kind (orphan, misplaced, duplicate, missing).',
@@ -274,6 +281,11 @@ export class Metrics implements CompactionObserver {
 
   epochLookup(hit: boolean): void {
     this.#epochLookups.inc({ result: hit ? 'hit' : 'miss' });
+  }
+
+  /** A shared epoch store's command failed or timed out; the request went on with memory. */
+  storeFault(operation: string): void {
+    this.#storeFaults.inc({ operation });
   }
 
   get contentType(): string {

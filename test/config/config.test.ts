@@ -90,7 +90,7 @@ describe('parseConfig', () => {
     expect(result.config.models['qwen2.5']).toEqual({ context_window: 32768, reserve_output_tokens: 1024 });
     expect(result.config.models['*']).toEqual({ context_window: 'auto', reserve_output_tokens: 1024 });
     expect(result.config.compaction.summary.concurrency).toBe(1);
-    expect(result.config.cache).toEqual({ max_entries: 10000, ttl_s: 60 });
+    expect(result.config.cache).toMatchObject({ max_entries: 10000, ttl_s: 60, store: 'memory' });
   });
 
   it('checks the thresholds against each other', () => {
@@ -219,6 +219,18 @@ describe('loadConfig', () => {
     expect(printed).not.toContain('sk-summary');
     expect((parseDocument(printed).toJS() as ReturnType<typeof defaultConfig>).compaction.summary.api_key).toBe('***');
     expect(loadConfig({ argv: ['--summary-api-key', 'sk-summary'] }).ok).toBe(false);
+  });
+
+  it('cache.store redis (issue 15): COMPACTOR_CACHE_STORE and COMPACTOR_REDIS_URL, a redis:// or rediss:// URL required, its password masked', () => {
+    const loaded = loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: 'rediss://:hunter2@cache.internal:6380/2' } });
+    expect(loaded).toMatchObject({ ok: true, config: { cache: { store: 'redis', redis: { url: 'rediss://:hunter2@cache.internal:6380/2', key_prefix: 'compactor:', timeout_ms: 50 } } } });
+    if (!loaded.ok) return;
+    const printed = printableConfig(loaded.config);
+    expect(printed).not.toContain('hunter2');
+    expect((parseDocument(printed).toJS() as ReturnType<typeof defaultConfig>).cache.redis.url).toBe('rediss://:***@cache.internal:6380/2');
+    expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis' } })).toEqual({ ok: false, errors: ['cache.redis.url: required when cache.store is redis'] });
+    expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: 'http://cache:6379' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.url: expected a redis:\/\/ or rediss:\/\/ URL/)] });
+    expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'disk' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.store: expected one of memory, redis/)] });
   });
 
   it('an empty file is the defaults', () => {

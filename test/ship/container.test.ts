@@ -200,8 +200,11 @@ describe('docker/compose.yaml', () => {
   const llama = compose.services['llama-server']!;
   const compactor = compose.services['compactor']!;
 
+  /** The services `docker compose up` starts: those of no profile (the replicas profile is optional). */
+  const byDefault = Object.keys(compose.services).filter((name) => compose.services[name]!['profiles'] === undefined);
+
   it('has llama-server and compactor, and publishes compactor alone', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['compactor', 'llama-server']);
+    expect(byDefault.sort()).toEqual(['compactor', 'llama-server']);
     expect(llama['ports']).toBeUndefined();
     expect(compactor['ports']).toEqual([expect.stringMatching(/^(127\.0\.0\.1:)?8081:8081$/)]);
   });
@@ -224,6 +227,19 @@ describe('docker/compose.yaml', () => {
     expect(existsSync(join(ROOT, 'docker', build.context, build.dockerfile))).toBe(true);
     expect(compactor['depends_on']).toEqual({ 'llama-server': { condition: 'service_healthy' } });
     expect((compactor['environment'] as Record<string, string>)['COMPACTOR_UPSTREAM_URL']).toBe('http://llama-server:8080');
+  });
+
+  it('has an optional replicas profile: Valkey and two compactor replicas sharing it, on loopback ports', () => {
+    const profile = Object.keys(compose.services).filter((name) => (compose.services[name]!['profiles'] as string[] | undefined)?.includes('replicas'));
+    expect(profile.sort()).toEqual(['compactor-a', 'compactor-b', 'valkey']);
+    for (const name of ['compactor-a', 'compactor-b']) {
+      const replica = compose.services[name]!;
+      const environment = replica['environment'] as Record<string, string>;
+      expect(environment['COMPACTOR_CACHE_STORE']).toBe('redis');
+      expect(environment['COMPACTOR_REDIS_URL']).toBe('redis://valkey:6379');
+      expect(replica['ports']).toEqual([expect.stringMatching(/^127\.0\.0\.1:\d+:8081$/)]);
+      expect(replica['depends_on']).toEqual({ 'llama-server': { condition: 'service_healthy' }, valkey: { condition: 'service_healthy' } });
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { ChatMessage } from '../../transcript/message.js';
 import type { Tier } from '../plan.js';
+import { lookupEpochs } from './lookup.js';
 
 /** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
 export type EpochStrategy = Tier | 'truncated';
@@ -46,13 +47,38 @@ export interface Epoch {
   readonly pending?: boolean;
 }
 
-/** Where epochs live. In memory for now; a shared store can implement the same three calls. */
+/** What a history's prefix hashes find: the epoch in use of the longest prefix that has one, and the longest pending epoch beyond it. */
+export interface EpochLookup {
+  readonly inUse: Epoch | null;
+  readonly pending: Epoch | null;
+}
+
+/** The right to compute the epoch of one key, held by one replica at a time (see `leased`). */
+export interface EpochLease {
+  /** Extends the lease while the summary runs; false when it was lost (expired and taken). */
+  renew(): Promise<boolean>;
+  release(): Promise<void>;
+}
+
+/**
+ * Where epochs live: this process's memory, or a store shared by replicas
+ * (Redis, Valkey). Asynchronous, so a shared store answers a lookup in one
+ * round trip; every call is made past the fast path only.
+ */
 export interface EpochStore {
-  get(key: string): Epoch | undefined;
-  set(epoch: Epoch): void;
-  delete(key: string): void;
+  /** The epochs for a history whose prefix hashes are `hashes` (`hashes[i]` names the first `i` messages): one round trip. */
+  lookup(hashes: readonly string[]): Promise<EpochLookup>;
+  /** The epoch stored under `key`, in use or pending. */
+  load(key: string): Promise<Epoch | undefined>;
+  save(epoch: Epoch): Promise<void>;
+  /** Takes the lease on computing `key` for `ttlMs`; null while another replica holds it. */
+  lease(key: string, ttlMs: number): Promise<EpochLease | null>;
+  /** Epochs held in this process (a shared store's are counted by the store itself). */
   readonly size: number;
 }
+
+/** A lease nobody else can hold: within one process the engine's single flight already makes one call per key. */
+const LOCAL_LEASE: EpochLease = { renew: async () => true, release: async () => undefined };
 
 export interface MemoryEpochStoreOptions {
   readonly maxEntries?: number;
@@ -104,5 +130,21 @@ export class MemoryEpochStore implements EpochStore {
 
   delete(key: string): void {
     this.#entries.delete(key);
+  }
+
+  async lookup(hashes: readonly string[]): Promise<EpochLookup> {
+    return lookupEpochs(this, hashes);
+  }
+
+  async load(key: string): Promise<Epoch | undefined> {
+    return this.get(key);
+  }
+
+  async save(epoch: Epoch): Promise<void> {
+    this.set(epoch);
+  }
+
+  async lease(): Promise<EpochLease | null> {
+    return LOCAL_LEASE;
   }
 }

@@ -1,4 +1,4 @@
-import type { Epoch, EpochStore } from './epoch-store.js';
+import type { Epoch, EpochLookup } from './epoch-store.js';
 
 /**
  * Finding a history's epochs by its prefix hashes (`hashes[i]` names the
@@ -7,36 +7,34 @@ import type { Epoch, EpochStore } from './epoch-store.js';
  * (`seenLength === i`): it then replaces the first `sourceLength` messages.
  */
 
-/**
- * One pass over the prefixes, longest first: the epoch in use of the longest
- * prefix that has one, and the longest pending epoch beyond it (a pending one
- * over a shorter prefix is stale, and not wanted here).
- */
-export function lookupEpochs(store: EpochStore, hashes: readonly string[]): { inUse: Epoch | null; pending: Epoch | null } {
-  let pending: Epoch | null = null;
-  if (store.size === 0) return { inUse: null, pending };
-  for (let index = hashes.length - 1; index > 0; index--) {
-    const epoch = store.get(hashes[index]!);
-    if (epoch === undefined || epoch.seenLength !== index) continue;
-    if (epoch.pending !== true) return { inUse: epoch, pending };
-    pending ??= epoch;
-  }
-  return { inUse: null, pending };
+/** Epochs read synchronously: the memory store. */
+export interface EpochSource {
+  get(key: string): Epoch | undefined;
+  delete(key: string): void;
+  readonly size: number;
 }
 
 /**
- * The longest pending epoch that covers more of this history than the epoch
- * in use (which starts the candidate at `sourceStart`). A pending epoch that
- * covers no more is stale (a later compaction overtook it): it is dropped, so
- * it cannot stand in the way of the next background epoch.
+ * One pass over the prefixes, longest first: the epoch in use of the longest
+ * prefix that has one, and the longest pending epoch beyond it. A pending
+ * epoch that covers no more than the one in use is stale (a later compaction
+ * overtook it): it is dropped, so it cannot stand in the way of the next
+ * background epoch.
  */
-export function pendingBeyond(store: EpochStore, hashes: readonly string[], sourceStart: number): Epoch | null {
-  if (store.size === 0) return null;
+export function lookupEpochs(source: EpochSource, hashes: readonly string[]): EpochLookup {
+  let pending: Epoch | null = null;
+  let inUse: Epoch | null = null;
+  if (source.size === 0) return { inUse, pending };
   for (let index = hashes.length - 1; index > 0; index--) {
-    const epoch = store.get(hashes[index]!);
-    if (epoch === undefined || epoch.seenLength !== index || epoch.pending !== true) continue;
-    if (epoch.sourceLength > sourceStart) return epoch;
-    store.delete(epoch.key);
+    const epoch = source.get(hashes[index]!);
+    if (epoch === undefined || epoch.seenLength !== index) continue;
+    if (epoch.pending !== true) inUse ??= epoch;
+    else if (inUse === null) pending ??= epoch;
+    else source.delete(epoch.key);
   }
-  return null;
+  if (pending !== null && inUse !== null && pending.sourceLength <= inUse.sourceLength) {
+    source.delete(pending.key);
+    pending = null;
+  }
+  return { inUse, pending };
 }

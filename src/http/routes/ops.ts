@@ -16,10 +16,12 @@ export interface OpsRouteOptions {
   readonly metrics: Metrics;
   /** The context window known per model (none when compaction is replaced by a planner). */
   readonly windows?: () => Promise<Record<string, number | null>>;
+  /** The epoch store and its state (`redis (degraded: memory)` while Redis is down: still ready). */
+  readonly store?: () => string;
 }
 
 export async function opsRoutes(app: FastifyInstance, options: OpsRouteOptions): Promise<void> {
-  const { upstream, isDraining, retryAfterSeconds, metrics, windows } = options;
+  const { upstream, isDraining, retryAfterSeconds, metrics, windows, store } = options;
 
   // Alive as long as the process can answer, even while draining: restarting it would not help.
   app.get('/healthz', { config: { kind: 'ops' } }, async (_request, reply) => {
@@ -32,7 +34,7 @@ export async function opsRoutes(app: FastifyInstance, options: OpsRouteOptions):
     }
     const health = await upstream.health();
     if (!health.ready) return reply.code(503).send({ status: 'upstream unavailable', upstream_status: health.status });
-    return reply.code(200).send(windows === undefined ? { status: 'ready' } : { status: 'ready', windows: await windows() });
+    return reply.code(200).send({ status: 'ready', ...(store === undefined ? {} : { store: store() }), ...(windows === undefined ? {} : { windows: await windows() }) });
   });
 
   app.get('/metrics', { config: { kind: 'ops' } }, async (_request, reply) => {

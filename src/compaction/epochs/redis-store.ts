@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { CompactionLogger } from '../epoch-writer.js';
+import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
+import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore } from './epoch-store.js';
+
+/**
+ * Epochs in Redis (≥ 7) or Valkey, shared by every replica, with this
+ * process's memory store behind it: every epoch saved or found is kept there
+ * too, so when Redis is down, slow or flushed the replica goes on with what
+ * it knows (warned once per outage, counted), and a conversation it served
+ * keeps its forwarded prefix. No call ever fails a request: a command that
+ * errs or takes longer than `timeoutMs` is answered from memory.
+ *
+ * Keys: `<prefix>epoch:<prefix hash>` (the encoded epoch, see epoch-codec.ts)
+ * and `<prefix>lease:<prefix hash>` (the token of the replica computing it).
+ * A lookup is one script over every prefix hash of the history, longest
+ * first: one round trip, whatever its length, returning only the epoch in
+ * use and the pending one beyond it, and refreshing the TTL of the one used.
+ */
+
+// KEYS: the history's epoch keys, longest prefix first; ARGV[1]: the TTL (ms) an epoch in use gets again when used.
+const LOOKUP_SCRIPT = `
+local pending = ''
+for index = 1, #KEYS do
+  local value = redis.call('GET', KEYS[index])
+  if value then
+    local flag = string.sub(value, 1, 1)
+    if flag == 'p' then
+      if pending == '' then pending = value end
+    else
+      if flag == 'u' then redis.call('PEXPIRE', KEYS[index], ARGV[1]) end
+      return { value, pending }
+    end
+  end
+end
+return { '', pending }`;
+
+// Only the holder (its token) extends or ends a lease: one that expired and was taken by another replica stays theirs.
+const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+
+/**
+ * Reconnection back-off: quick at first (a restart takes a second or two),
+ * never slower than every 2 s, so a replica is back on Redis within 2 s of
+ * its return.
+ */
+const RECONNECT_MAX_MS = 2_000;
+
+/** A connection attempt that takes longer than this has failed: requests meanwhile use memory anyway. */
+const CONNECT_TIMEOUT_MS = 2_000;
+
+type StoreOperation = 'lookup' | 'load' | 'save' | 'lease';
+
+export interface RedisEpochStoreOptions {
+  /** `redis://[:password@]host:port[/db]` or `rediss://…` (TLS). */
+  readonly url: string;
+  readonly keyPrefix: string;
+  /** The TTL of an epoch, refreshed each time it is used. */
+  readonly ttlMs: number;
+  /** A command slower than this counts as a fault: the request goes on with memory. */
+  readonly timeoutMs: number;
+  readonly memory: MemoryEpochStore;
+  readonly logger?: CompactionLogger | undefined;
+  /** Told of each command that failed (the metrics). */
+  readonly onFault?: ((operation: StoreOperation) => void) | undefined;
+  readonly now?: () => number;
+}
+
+interface ScriptedRedis extends Redis {
+  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer]>;
+  epochLeaseRenew(key: string, token: string, ttlMs: number): Promise<number>;
+  epochLeaseRelease(key: string, token: string): Promise<number>;
+}
+
+export class RedisEpochStore implements EpochStore {
+  readonly #redis: ScriptedRedis;
+  readonly #memory: MemoryEpochStore;
+  readonly #options: RedisEpochStoreOptions;
+  readonly #now: () => number;
+  /** Whether the last command failed: the outage is warned once, and its end said once. */
+  #faulty = false;
+
+  constructor(options: RedisEpochStoreOptions) {
+    this.#options = options;
+    this.#memory = options.memory;
+    this.#now = options.now ?? Date.now;
+    this.#redis = new Redis(options.url, {
+      // Fail at once while disconnected rather than queue: the request goes on with memory.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: options.timeoutMs,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      retryStrategy: (times) => Math.min(50 * 2 ** times, RECONNECT_MAX_MS),
+      // Scripts are sent with EVALSHA, and re-sent whole when the server lost them (a restart, SCRIPT FLUSH).
+      scripts: {
+        epochLookup: { lua: LOOKUP_SCRIPT },
+        epochLeaseRenew: { lua: RENEW_SCRIPT, numberOfKeys: 1 },
+        epochLeaseRelease: { lua: RELEASE_SCRIPT, numberOfKeys: 1 },
+      },
+    }) as ScriptedRedis;
+    // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
+    this.#redis.on('error', () => undefined);
+    this.#redis.on('ready', () => this.#recovered());
+  }
+
+  /** Epochs held in this process's memory (Redis counts its own: `DBSIZE`). */
+  get size(): number {
+    return this.#memory.size;
+  }
+
+  /** Whether the replica is working from memory now (Redis down, or its last command failed). */
+  get degraded(): boolean {
+    return this.#faulty || this.#redis.status !== 'ready';
+  }
+
+  async lookup(hashes: readonly string[]): Promise<EpochLookup> {
+    const local = await this.#memory.lookup(hashes);
+    const keys: string[] = [];
+    for (let index = hashes.length - 1; index > 0; index--) keys.push(this.#epochKey(hashes[index]!));
+    const reply = await this.#call('lookup', () => this.#redis.epochLookupBuffer(keys.length, ...keys, this.#options.ttlMs));
+    if (reply === undefined) return local;
+    const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
+    const found = reply[0].length === 0 ? undefined : decodeEpoch(reply[0]);
+    const pendingFound = reply[1].length === 0 ? undefined : decodeEpoch(reply[1]);
+    let inUse = matches(found) ? found : null;
+    // Memory knows a longer one: Redis was flushed or restarted empty. It is written back, so other replicas find it again.
+    if (local.inUse !== null && (inUse === null || local.inUse.seenLength > inUse.seenLength)) {
+      inUse = local.inUse;
+      void this.save(inUse);
+    } else if (inUse !== null) {
+      this.#memory.set(inUse);
+    }
+    const pending = matches(pendingFound) && pendingFound.sourceLength > (inUse?.sourceLength ?? 0) ? pendingFound : local.pending;
+    return { inUse, pending };
+  }
+
+  async load(key: string): Promise<Epoch | undefined> {
+    const value = await this.#call('load', () => this.#redis.getBuffer(this.#epochKey(key)));
+    const epoch = value === undefined || value === null ? undefined : decodeEpoch(value);
+    return epoch ?? this.#memory.get(key);
+  }
+
+  async save(epoch: Epoch): Promise<void> {
+    this.#memory.set(epoch);
+    const ttl = epoch.expiresAt === undefined ? this.#options.ttlMs : Math.min(this.#options.ttlMs, epoch.expiresAt - this.#now());
+    if (ttl <= 0) return;
+    await this.#call('save', () => this.#redis.set(this.#epochKey(epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttl)));
+  }
+
+  async lease(key: string, ttlMs: number): Promise<EpochLease | null> {
+    const leaseKey = `${this.#options.keyPrefix}lease:${key}`;
+    const token = randomUUID();
+    const taken = await this.#call('lease', () => this.#redis.set(leaseKey, token, 'PX', ttlMs, 'NX'));
+    // Redis unreachable: this replica computes on its own (its single flight still joins its own callers).
+    if (taken === undefined) return { renew: async () => true, release: async () => undefined };
+    if (taken === null) return null;
+    return {
+      renew: async () => (await this.#call('lease', () => this.#redis.epochLeaseRenew(leaseKey, token, ttlMs))) !== 0,
+      release: async () => {
+        await this.#call('lease', () => this.#redis.epochLeaseRelease(leaseKey, token));
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#redis.disconnect();
+  }
+
+  #epochKey(hash: string): string {
+    return `${this.#options.keyPrefix}epoch:${hash}`;
+  }
+
+  /** Runs one command; undefined when it failed or timed out (counted, the outage warned once). */
+  async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
+    if (this.#redis.status !== 'ready') {
+      this.#fault(operation, 'not connected');
+      return undefined;
+    }
+    try {
+      const result = await command();
+      if (this.#faulty) this.#recovered();
+      return result;
+    } catch (error) {
+      this.#fault(operation, error instanceof Error ? error.message : String(error));
+      return undefined;
+    }
+  }
+
+  #fault(operation: StoreOperation, reason: string): void {
+    this.#options.onFault?.(operation);
+    if (this.#faulty) return;
+    this.#faulty = true;
+    this.#options.logger?.warn({ store: 'redis', operation, reason }, 'epoch store unavailable: using this replica\'s memory until it is back');
+  }
+
+  #recovered(): void {
+    if (!this.#faulty) return;
+    this.#faulty = false;
+    this.#options.logger?.info({ store: 'redis' }, 'epoch store back: epochs are shared again');
+  }
+}
+

@@ -1,0 +1,35 @@
+import type { Config } from '../../config/schema.js';
+import type { CompactionLogger } from '../epoch-writer.js';
+import { type EpochStore, MemoryEpochStore } from './epoch-store.js';
+import { RedisEpochStore } from './redis-store.js';
+
+/** The epoch store `cache.store` names, with what the app needs of it beyond the engine's calls. */
+export interface ConfiguredStore {
+  readonly store: EpochStore;
+  /** `memory`, `redis`, or `redis (degraded: memory)` while Redis is down: for /readyz. */
+  state(): string;
+  close(): Promise<void>;
+}
+
+export interface StoreOfConfigOptions {
+  readonly logger?: CompactionLogger | undefined;
+  readonly onFault?: ((operation: string) => void) | undefined;
+  readonly now?: () => number;
+}
+
+export function epochStoreOf(config: Config, options: StoreOfConfigOptions = {}): ConfiguredStore {
+  const { cache } = config;
+  const memory = new MemoryEpochStore({ maxEntries: cache.max_entries, ttlMs: cache.ttl_s * 1000, ...(options.now === undefined ? {} : { now: options.now }) });
+  if (cache.store === 'memory' || cache.redis.url === null) return { store: memory, state: () => 'memory', close: async () => undefined };
+  const redis = new RedisEpochStore({
+    url: cache.redis.url,
+    keyPrefix: cache.redis.key_prefix,
+    ttlMs: cache.ttl_s * 1000,
+    timeoutMs: cache.redis.timeout_ms,
+    memory,
+    logger: options.logger,
+    onFault: options.onFault,
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
+  return { store: redis, state: () => (redis.degraded ? 'redis (degraded: memory)' : 'redis'), close: () => redis.close() };
+}
