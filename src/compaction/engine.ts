@@ -204,6 +204,8 @@ export class CompactionEngine {
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
+          // A background summary still in line goes before the other background ones: a request waits for it now.
+          this.#writer.promote(running!);
           await this.#flights.wait(running!, input.signal).catch((error: unknown) => {
             if (input.signal.aborted) throw error;
           });
