@@ -6,11 +6,12 @@ import { SummaryBackoff } from './backoff.js';
 import { type Budget, budgetOf } from './budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
-import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
+import { type CandidateSizes, type Decision, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
 import { lookupEpochs, pendingBeyond } from './epochs/lookup.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
+import { derivesFromTruncation, dropTruncationsBeyond, epochBeneath } from './epochs/truncations.js';
 import { EpochWriter, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
@@ -36,6 +37,9 @@ export type { CompactionLogger } from './epoch-writer.js';
  * (an epoch), so the same history is always rewritten the same way: one
  * summary per epoch, and a forwarded prompt whose beginning stays
  * byte-identical from request to request.
+ *
+ * Over 300 lines: the one class that sequences lookup, decision and effects;
+ * its parts (decide, the writer, the epoch helpers) live in their own files.
  */
 
 export interface CompactionEngineOptions {
@@ -184,14 +188,20 @@ export class CompactionEngine {
     const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     for (let attempt = 0; ; attempt++) {
       const { inUse, pending } = lookupEpochs(this.#store, hashes);
-      const candidate = candidateOf(messages, inUse);
+      let candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
       if (budget.tokens !== null && isNear(totalSize(sizes), this.#settings.threshold * budget.tokens)) {
         sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
       }
       const running = this.#runningFor(hashes);
-      const decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
+      if (compacts(decision) && this.#repairs(request, candidate)) {
+        const beneath = this.#beneath(request, candidate);
+        const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, this.#settings);
+        if (compacts(redo)) [candidate, decision] = [beneath.candidate, redo];
+      }
       switch (decision.kind) {
         case 'forward': {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
@@ -222,8 +232,11 @@ export class CompactionEngine {
             notes: candidate.epoch?.notes ?? null,
             strategy: 'prune',
             report,
+            // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
+            ...(derivesFromTruncation(candidate.epoch) ? { expiresAt: candidate.epoch!.expiresAt! } : {}),
           };
           this.#store.set(epoch);
+          dropTruncationsBeyond(this.#store, hashes, epoch.sourceLength);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, input, request);
@@ -250,17 +263,34 @@ export class CompactionEngine {
   }
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
-  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes): void {
-    if (pendingBeyond(this.#store, request.hashes, candidate.sourceStart) !== null || this.#runningFor(request.hashes) !== undefined) return;
+  #startBackground(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes): void {
+    if (pendingBeyond(this.#store, request.hashes, current.sourceStart) !== null || this.#runningFor(request.hashes) !== undefined) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (this.backoff.has(this.#writer.conversationOf(request))) return;
+    // On top of a truncation, the epoch is written from the original messages, and replaces the truncation at once.
+    const repair = derivesFromTruncation(current.epoch);
+    const { candidate, sizes } = repair ? this.#beneath(request, current) : { candidate: current, sizes: currentSizes };
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
     if (decision === null) return;
     this.#flights
-      .run(request.hashes[decision.boundary.sourceLength]!, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
+      .run(request.hashes[decision.boundary.sourceLength]!, (signal) =>
+        this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true, inUse: repair }),
+      )
       .catch((error: unknown) => {
         this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
       });
+  }
+
+  /** Whether a compaction of this candidate must be planned from beneath its truncation: it stands on one, and a summary may be tried. */
+  #repairs(request: CompactionRequest, candidate: Candidate): boolean {
+    return derivesFromTruncation(candidate.epoch) && !this.backoff.has(this.#writer.conversationOf(request));
+  }
+
+  /** The candidate made of the original messages beneath the candidate's truncation, and its sizes. */
+  #beneath(request: CompactionRequest, candidate: Candidate): { candidate: Candidate; sizes: CandidateSizes } {
+    const beneath = candidateOf(request.messages, epochBeneath(this.#store, request.hashes, candidate.epoch!));
+    const ratio = this.ratios.get(request.model);
+    return { candidate: beneath, sizes: { ...sizesOf(beneath.messages, request.toolsEstimate, ratio), ratio } };
   }
 
   /** Forwards `epoch` applied to the history, after checking that it leaves room for the answer. */
@@ -297,4 +327,9 @@ export class CompactionEngine {
     return undefined;
   }
 
+}
+
+/** Whether a decision makes a new epoch from the candidate. */
+function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'summarize' || decision.kind === 'steps';
 }

@@ -7,6 +7,7 @@ import type { SummaryBackoff } from './backoff.js';
 import type { Budget } from './budget.js';
 import type { Decision } from './decide.js';
 import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import { dropTruncationsBeyond } from './epochs/truncations.js';
 import type { CompactionObserver } from './observer.js';
 import type { Candidate } from './plan.js';
 import { replacementOf, truncationText } from './replacement.js';
@@ -81,6 +82,8 @@ export interface WriteOptions {
   readonly onProgress: ((line: string) => void) | undefined;
   /** Computed in the background: stored pending, and a failure leaves nothing behind. */
   readonly pending: boolean;
+  /** Stored in use even when computed in the background: it replaces a truncation, which is never waited out. */
+  readonly inUse?: boolean;
 }
 
 export class EpochWriter {
@@ -124,7 +127,9 @@ export class EpochWriter {
     const rest = candidate.messages.slice(boundary.candidateEnd);
     const earlierNotes = candidate.epoch?.notes ?? null;
     const stored = (epoch: Epoch): Epoch => {
-      store.set(pending ? { ...epoch, pending: true } : epoch);
+      store.set(pending && options.inUse !== true ? { ...epoch, pending: true } : epoch);
+      // Written from the original messages, it stands where the truncations of this history stood.
+      if (epoch.expiresAt === undefined) dropTruncationsBeyond(store, request.hashes, epoch.sourceLength);
       return epoch;
     };
 

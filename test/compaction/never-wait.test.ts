@@ -1,12 +1,14 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { isMarked } from '../../src/transcript/marks.js';
-import { conversation } from '../support/conversation.js';
+import { conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
+import { manualClock } from '../support/manual-clock.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
 
 /**
- * Issue 13, "Never forget, never wait": background summaries never make a
- * foreground request wait behind them.
+ * Issue 13, "Never forget, never wait": a truncation is never the ground a
+ * later epoch is built on, and background summaries never make a foreground
+ * request wait behind them.
  */
 
 /** 14 turns sit between the soft threshold and the threshold of the default 8k window; 20 cross it. */
@@ -18,6 +20,88 @@ const prepare = (compactor: ReturnType<typeof compactorWith>['compactor'], messa
 
 /** A conversation of its own: a different system message gives it a different prefix. */
 const conversationNumber = (number: number, turns: number) => conversation({ turns, system: `You are coding agent number ${number}.` });
+
+/** The history after the assistant answers the last turn and the next turn's user message arrives. */
+function nextRequest(messages: ChatMessage[], turn: number): ChatMessage[] {
+  const full = turnMessages(turn - 1, { turns: turn });
+  return [...messages, ...full.slice(1), turnMessages(turn, { turns: turn })[0]!];
+}
+
+describe('issue 13 item 7: a truncation becomes permanent', () => {
+  it('item 7: after the back-off, the next epoch is summarized from the messages the truncation dropped: every fact is back', async () => {
+    const clock = manualClock();
+    const summarizer = new SummarizerDouble();
+    summarizer.failures = 2; // suffix, then prepend: one failed try
+    const { compactor } = compactorWith({}, { summarizer, now: clock.now });
+    let messages = conversation({ turns: CROSSING_TURNS });
+    const truncated = await prepare(compactor, messages);
+    expect(isMarked(truncated.messages[1]!, 'truncated')).toBe(true);
+
+    // The back-off is over (a minute), the truncation still stands (five minutes); the summarizer is healthy.
+    clock.advance(61_000);
+    let turn = CROSSING_TURNS;
+    const calls = summarizer.calls;
+    let forwarded: ChatMessage[] = truncated.messages;
+    while (turn < CROSSING_TURNS + 40 && (summarizer.calls === calls || compactor.runningSummaries > 0 || forwarded.some((message) => isMarked(message, 'truncated')))) {
+      turn++;
+      messages = nextRequest(messages, turn);
+      const prepared = await prepare(compactor, messages);
+      forwarded = prepared.messages;
+      prepared.afterResponse?.();
+      await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0));
+    }
+    expect(summarizer.calls).toBeGreaterThan(calls);
+    expect(forwarded.some((message) => isMarked(message, 'truncated'))).toBe(false);
+    const text = JSON.stringify(forwarded);
+    for (let planted = 1; planted <= turn; planted++) expect(text).toContain(factOf(planted));
+  });
+});
+
+describe('issue 13 item 7: an upstream killed mid-summary', () => {
+  it('item 7: killed mid-summary and back 50 ms later, the conversation is truncated once, then every fact comes back', async () => {
+    const clock = manualClock();
+    const summarizer = new SummarizerDouble();
+    summarizer.delayMs = 5;
+    let down = false;
+    let killed = false;
+    summarizer.answer = (prompt) => {
+      if (!killed) {
+        // The first summary call dies with the upstream; it is back 50 ms later.
+        killed = down = true;
+        setTimeout(() => (down = false), 50);
+        throw new Error('socket hang up');
+      }
+      if (down) throw new Error('connect ECONNREFUSED');
+      return { choices: [{ message: { role: 'assistant', content: `NOTES: ${[...factsIn(prompt)].join(' ')}` } }] };
+    };
+    const truncations: number[] = [];
+    const { compactor } = compactorWith(
+      {},
+      {
+        summarizer,
+        now: clock.now,
+        observer: { compaction: (event) => event.outcome === 'truncated' && truncations.push(1), summary: () => {}, epochLookup: () => {} },
+      },
+    );
+    let messages = conversation({ turns: CROSSING_TURNS });
+    let forwarded = (await prepare(compactor, messages)).messages;
+    let turn = CROSSING_TURNS;
+    for (let step = 0; step < 30; step++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      clock.advance(10_000);
+      turn++;
+      messages = nextRequest(messages, turn);
+      const prepared = await prepare(compactor, messages);
+      forwarded = prepared.messages;
+      prepared.afterResponse?.();
+      await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0));
+    }
+    expect(truncations).toHaveLength(1);
+    expect(forwarded.some((message) => isMarked(message, 'truncated'))).toBe(false);
+    const text = JSON.stringify(forwarded);
+    for (let planted = 1; planted <= turn; planted++) expect(text).toContain(factOf(planted));
+  });
+});
 
 describe('issue 13 item 8: background summaries starve the foreground', () => {
   it('item 8: a request crossing the threshold goes before 60 queued background summaries and is not truncated', async () => {
