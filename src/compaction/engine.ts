@@ -97,10 +97,12 @@ export class CompactionEngine {
   readonly #observer: CompactionObserver | undefined;
   readonly #flights = new SingleFlight<Epoch | null>();
   readonly #writer: EpochWriter;
+  readonly #now: () => number;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
     this.#config = config;
+    this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
     this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, ttlMs: config.cache.ttl_s * 1000, now });
@@ -186,6 +188,32 @@ export class CompactionEngine {
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    const waits = { milliseconds: 0, count: 0 };
+    try {
+      return await this.#decideAndApply(input, request, forwardAs, waits);
+    } finally {
+      if (waits.count > 0) this.#observer?.summaryWait?.(waits.milliseconds);
+    }
+  }
+
+  /** The loop of {@link prepare} past the fast path: look up, decide, perform, until something can be forwarded. */
+  async #decideAndApply(
+    input: PrepareInput,
+    request: CompactionRequest,
+    forwardAs: (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void) => Prepared,
+    waits: { milliseconds: number; count: number },
+  ): Promise<Prepared> {
+    const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
+    const ratio = this.ratios.get(model);
+    const waited = async <T>(work: Promise<T>): Promise<T> => {
+      const started = this.#now();
+      waits.count++;
+      try {
+        return await work;
+      } finally {
+        waits.milliseconds += this.#now() - started;
+      }
+    };
     for (let attempt = 0; ; attempt++) {
       const { inUse, pending } = lookupEpochs(this.#store, hashes);
       let candidate = candidateOf(messages, inUse);
@@ -216,7 +244,7 @@ export class CompactionEngine {
           input.onProgress?.(`compacting (waiting for the summary already running)`);
           // A background summary still in line goes before the other background ones: a request waits for it now.
           this.#writer.promote(running!);
-          await this.#flights.wait(running!, input.signal).catch((error: unknown) => {
+          await waited(this.#flights.wait(running!, input.signal)).catch((error: unknown) => {
             if (input.signal.aborted) throw error;
           });
           continue;
@@ -243,10 +271,12 @@ export class CompactionEngine {
         }
         case 'summarize':
         case 'steps': {
-          const epoch = await this.#flights.run(
-            hashes[decision.boundary.sourceLength]!,
-            (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
-            input.signal,
+          const epoch = await waited(
+            this.#flights.run(
+              hashes[decision.boundary.sourceLength]!,
+              (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
+              input.signal,
+            ),
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
           if (epoch === null) return forwardAs([...candidate.messages], null);
