@@ -4,6 +4,7 @@ import { isMarked } from '../../src/transcript/marks.js';
 import { conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
 import { manualClock } from '../support/manual-clock.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 
 /**
  * Issue 13, "Never forget, never wait": a truncation is never the ground a
@@ -123,5 +124,35 @@ describe('issue 13 item 8: background summaries starve the foreground', () => {
     const order = summarizer.bodies.findIndex((body) => JSON.stringify(body['messages']).includes('coding agent number 0.'));
     expect(order).toBeLessThanOrEqual(1);
     await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0), { timeout: 10_000 });
+  });
+});
+
+/** The 48-turn agent conversation of the issue (bench/crossings.ts): 3 steps a turn, and every sixth turn one ~9k-token result. */
+const AGENT_SHAPE = { turns: 48, stepsPerTurn: 3, resultBytes: 1500, largeResultEvery: 6, largeResultBytes: 28_800 };
+
+/** Runs the 48 turns on a 32k window, each request's background work done before the next: the waits for a summary, and the forwarded histories. */
+async function agentRun(): Promise<{ waits: number[]; forwarded: ChatMessage[][] }> {
+  const waits: number[] = [];
+  const observer = { compaction: () => {}, summary: () => {}, epochLookup: () => {}, summaryWait: (milliseconds: number) => waits.push(milliseconds) };
+  const { compactor } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 32_768 }), observer });
+  let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
+  const forwarded: ChatMessage[][] = [];
+  for (let turn = 1; turn <= AGENT_SHAPE.turns; turn++) {
+    const messages = turnMessages(turn, AGENT_SHAPE);
+    history = [...history, messages[0]!];
+    const prepared = await prepare(compactor, history);
+    forwarded.push(prepared.messages);
+    prepared.afterResponse?.();
+    await vi.waitFor(() => expect(compactor.runningSummaries).toBe(0));
+    history = [...history, ...messages.slice(1)];
+  }
+  return { waits, forwarded };
+}
+
+describe('issue 13 item 9: the crossing should not wait when it was foreseeable', () => {
+  it('item 9: in the 48-turn agent conversation on a 32k window, no request waits for a summary', async () => {
+    const { waits, forwarded } = await agentRun();
+    expect(forwarded.some((messages) => messages.some((message) => isMarked(message, 'summary')))).toBe(true);
+    expect(waits).toEqual([]);
   });
 });
