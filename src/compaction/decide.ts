@@ -199,5 +199,6 @@ function boundaryOf(candidate: Candidate, plan: SummaryPlan): Boundary {
 
 function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
   const head = headLength(candidate.messages);
-  return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut };
+  const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
+  return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
 }

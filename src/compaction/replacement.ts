@@ -37,12 +37,13 @@ export function truncationText(dropped: number, tier: 'summary' | 'steps', earli
 /**
  * What a summary or steps plan forwards in place of the candidate up to its
  * boundary: the head, then the notes (a summary pair, or a truncation notice
- * when the summary failed), then the kept messages up to `candidateEnd`. For
+ * when the summary failed), then the kept messages up to `candidateEnd` (after
+ * the user message of the turn a cut goes through, when it does). For
  * steps, the task anchor stays and the notes lead the first kept step.
  */
 export function replacementOf(
   messages: readonly ChatMessage[],
-  plan: { readonly tier: 'summary'; readonly cut: number } | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
+  plan: { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number } | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
   candidateEnd: number,
   notes: string,
   strategy: 'summary' | 'truncated',
@@ -50,7 +51,9 @@ export function replacementOf(
   const head = messages.slice(0, headLength(messages));
   if (plan.tier === 'summary') {
     const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
-    return [...head, ...pair, ...messages.slice(plan.cut, candidateEnd)];
+    // A cut through the last complete turn keeps the user message that starts it, so roles still alternate after the pair.
+    const turnStart = plan.turnStart === undefined ? [] : [messages[plan.turnStart]!];
+    return [...head, ...pair, ...turnStart, ...messages.slice(plan.cut, candidateEnd)];
   }
   const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
   return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];

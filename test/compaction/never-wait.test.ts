@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { isMarked } from '../../src/transcript/marks.js';
+import { findPairProblems } from '../../src/transcript/pairs.js';
 import { conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
 import { manualClock } from '../support/manual-clock.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
@@ -154,5 +155,27 @@ describe('issue 13 item 9: the crossing should not wait when it was foreseeable'
     const { waits, forwarded } = await agentRun();
     expect(forwarded.some((messages) => messages.some((message) => isMarked(message, 'summary')))).toBe(true);
     expect(waits).toEqual([]);
+  });
+});
+
+describe('issue 13 item 10: keep what the model needs now', () => {
+  it('item 10: when the last complete turn alone exceeds keep_recent, its last steps stay raw (cut at a step boundary), not only the last user message', async () => {
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 32_768 }) });
+    // Turn 18 carries a ~9k-token result: alone it is larger than keep_recent (a quarter of the 31.7k budget).
+    const messages = conversation({ ...AGENT_SHAPE, turns: 19 });
+    const prepared = await prepare(compactor, messages);
+    expect(summarizer.calls).toBeGreaterThan(0);
+    const forwarded = prepared.messages;
+    expect(isMarked(forwarded[1]!, 'summary')).toBe(true);
+    const kept = forwarded.slice(3);
+    expect(kept.length).toBeGreaterThan(1);
+    // The turn's task stays, then its last steps raw, each call with its result, then the new user message.
+    expect(kept[0]).toBe(messages.find((message) => message.role === 'user' && String(message.content).startsWith('Turn 18:')));
+    expect(kept[1]!.role).toBe('assistant');
+    expect(kept.some((message) => message.role === 'tool' && message.tool_call_id === 'call_18_3')).toBe(true);
+    expect(kept.at(-1)).toBe(messages.at(-1));
+    expect(findPairProblems(forwarded)).toEqual([]);
+    // The roles still alternate where the summary pair meets the kept turn.
+    expect(forwarded.slice(1, 5).map((message) => message.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
   });
 });
