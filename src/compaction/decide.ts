@@ -188,9 +188,9 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
   return steps;
 }
 
-/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes). */
+/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes), or past the kept results a summary prunes. */
 export function coveredEnd(plan: SummaryPlan): number {
-  return plan.tier === 'steps' ? plan.cut + 1 : plan.cut;
+  return plan.tier === 'steps' ? plan.cut + 1 : Math.max(plan.cut, plan.prunedKept?.end ?? 0);
 }
 
 function boundaryOf(candidate: Candidate, plan: SummaryPlan): Boundary {

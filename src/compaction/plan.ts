@@ -95,9 +95,19 @@ export type CompactionPlan =
    * `turnStart`: when the cut goes through the last complete turn (its last
    * steps kept raw), the user message that starts it, kept raw before them.
    */
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number }
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number; readonly prunedKept?: PrunedKept }
   | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
   | { readonly tier: 'too-large'; readonly needed: number };
+
+/**
+ * Kept turns whose old tool results a summary forwards pruned: the candidate
+ * with them pruned, and the end of the last pruned one (the epoch covers up to
+ * there, so the pruned copies are what is forwarded from now on).
+ */
+export interface PrunedKept {
+  readonly messages: readonly ChatMessage[];
+  readonly end: number;
+}
 
 /** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
 export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count' | 'no-gain';
@@ -220,16 +230,31 @@ export function planCompaction(
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
   }
 
-  const throughTurn = cutThroughLastTurn(candidate, sizes, budget, settings, cut);
-  const summaryCut = throughTurn?.cut ?? cut;
-  const keptTurnStart = throughTurn === null ? 0 : sizes.perMessage[throughTurn.turnStart]!;
-  const size = totalSize(sizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + keptTurnStart + totalSize(sizes, summaryCut, messages.length);
+  // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one), and forwarded so.
+  const lastTurnStart = turnRanges(messages, head).at(-1)!.start;
+  const keptPruned = trigger === 'size' ? pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: lastTurnStart }) : messages;
+  const measured = keptPruned === messages ? sizes : prunedSizes(sizes, messages, keptPruned, sizeOf);
+  let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);
+  if (!hasSomethingToSummarize(messages, head, keptCut)) keptCut = cut;
+  const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
+  const summaryCut = throughTurn?.cut ?? keptCut;
+  let prunedEnd = 0;
+  for (let index = summaryCut; index < lastTurnStart; index++) if (keptPruned[index] !== messages[index]) prunedEnd = index + 1;
+  const keptSizes = prunedEnd === 0 ? sizes : measured;
+  const keptTurnStart = throughTurn === null ? 0 : keptSizes.perMessage[throughTurn.turnStart]!;
+  const size = totalSize(keptSizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + keptTurnStart + totalSize(keptSizes, summaryCut, messages.length);
   if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
   // A summary must lower what fired: the tokens (its pair may cost as much as `size` says), or the count
   // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
   const gains = trigger === 'size' ? size < total : cut - head > 2;
   if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
-  return throughTurn === null ? { tier: 'summary', cut, size } : { tier: 'summary', cut: summaryCut, size, turnStart: throughTurn.turnStart };
+  return {
+    tier: 'summary',
+    cut: summaryCut,
+    size,
+    ...(throughTurn === null ? {} : { turnStart: throughTurn.turnStart }),
+    ...(prunedEnd === 0 ? {} : { prunedKept: { messages: keptPruned, end: prunedEnd } }),
+  };
 }
 
 /**
@@ -240,4 +265,9 @@ export function planCompaction(
 export function epochBoundary(candidate: Candidate, cut: number): { candidateEnd: number; sourceLength: number } {
   const candidateEnd = Math.max(cut, candidate.replacementLength);
   return { candidateEnd, sourceLength: candidate.sourceStart + (candidateEnd - candidate.replacementLength) };
+}
+
+/** The sizes with those of the messages `pruned` changed measured again. */
+function prunedSizes(sizes: Sizes, messages: readonly ChatMessage[], pruned: readonly ChatMessage[], sizeOf: (message: ChatMessage) => number): Sizes {
+  return { fixed: sizes.fixed, perMessage: sizes.perMessage.map((size, index) => (pruned[index] === messages[index] ? size : sizeOf(pruned[index]!))) };
 }

@@ -43,7 +43,9 @@ export function truncationText(dropped: number, tier: 'summary' | 'steps', earli
  */
 export function replacementOf(
   messages: readonly ChatMessage[],
-  plan: { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number } | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
+  plan:
+    | { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number; readonly prunedKept?: { readonly messages: readonly ChatMessage[] } }
+    | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
   candidateEnd: number,
   notes: string,
   strategy: 'summary' | 'truncated',
@@ -53,7 +55,9 @@ export function replacementOf(
     const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
     // A cut through the last complete turn keeps the user message that starts it, so roles still alternate after the pair.
     const turnStart = plan.turnStart === undefined ? [] : [messages[plan.turnStart]!];
-    return [...head, ...pair, ...turnStart, ...messages.slice(plan.cut, candidateEnd)];
+    // Kept turns whose old results the plan measured pruned are forwarded pruned.
+    const kept = (plan.prunedKept?.messages ?? messages).slice(plan.cut, candidateEnd);
+    return [...head, ...pair, ...turnStart, ...kept];
   }
   const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
   return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];

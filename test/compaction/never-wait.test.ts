@@ -161,8 +161,13 @@ describe('issue 13 item 9: the crossing should not wait when it was foreseeable'
 describe('issue 13 item 10: keep what the model needs now', () => {
   it('item 10: when the last complete turn alone exceeds keep_recent, its last steps stay raw (cut at a step boundary), not only the last user message', async () => {
     const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 32_768 }) });
-    // Turn 18 carries a ~9k-token result: alone it is larger than keep_recent (a quarter of the 31.7k budget).
-    const messages = conversation({ ...AGENT_SHAPE, turns: 19 });
+    // Turn 14 is an agent loop of 30 steps: alone it is larger than keep_recent (a quarter of the 31.7k budget), even pruned.
+    const shape = { stepsPerTurn: 3, resultBytes: 1500 };
+    const messages = [
+      ...conversation({ ...shape, turns: 14 }),
+      ...turnMessages(14, { ...shape, turns: 14, stepsPerTurn: 30 }).slice(1),
+      turnMessages(15, { ...shape, turns: 15 })[0]!,
+    ];
     const prepared = await prepare(compactor, messages);
     expect(summarizer.calls).toBeGreaterThan(0);
     const forwarded = prepared.messages;
@@ -170,12 +175,31 @@ describe('issue 13 item 10: keep what the model needs now', () => {
     const kept = forwarded.slice(3);
     expect(kept.length).toBeGreaterThan(1);
     // The turn's task stays, then its last steps raw, each call with its result, then the new user message.
-    expect(kept[0]).toBe(messages.find((message) => message.role === 'user' && String(message.content).startsWith('Turn 18:')));
+    expect(kept[0]).toBe(messages.find((message) => message.role === 'user' && String(message.content).startsWith('Turn 14:')));
     expect(kept[1]!.role).toBe('assistant');
-    expect(kept.some((message) => message.role === 'tool' && message.tool_call_id === 'call_18_3')).toBe(true);
+    expect(kept.some((message) => message.role === 'tool' && message.tool_call_id === 'call_14_30')).toBe(true);
+    expect(kept.some((message) => message.role === 'tool' && message.tool_call_id === 'call_14_1')).toBe(false);
     expect(kept.at(-1)).toBe(messages.at(-1));
     expect(findPairProblems(forwarded)).toEqual([]);
     // The roles still alternate where the summary pair meets the kept turn.
     expect(forwarded.slice(1, 5).map((message) => message.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+  });
+
+  it('item 10: measures kept turns after pruning their old tool results: a turn kept only once its large result is pruned goes pruned', async () => {
+    const { compactor } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 32_768 }) });
+    // Turn 18 carries a ~9k-token result, turn 19 is small: with that result pruned, turns 17 and 18 fit keep_recent whole.
+    const messages = conversation({ ...AGENT_SHAPE, turns: 20 });
+    const prepared = await prepare(compactor, messages);
+    const forwarded = prepared.messages;
+    expect(isMarked(forwarded[1]!, 'summary')).toBe(true);
+    const kept = forwarded.slice(3);
+    const startOf = (turn: number) => kept.findIndex((message) => message.role === 'user' && String(message.content).startsWith(`Turn ${turn}:`));
+    expect(startOf(18)).toBeGreaterThanOrEqual(0);
+    const large = kept.find((message) => message.role === 'tool' && message.tool_call_id === 'call_18_1')!;
+    expect(String(large.content)).toContain('bytes elided');
+    // The newest complete turn's small results stay whole, and the new user message is the last.
+    expect(kept.find((message) => message.tool_call_id === 'call_19_3')).toBe(messages.find((message) => message.tool_call_id === 'call_19_3'));
+    expect(kept.at(-1)).toBe(messages.at(-1));
+    expect(findPairProblems(forwarded)).toEqual([]);
   });
 });
