@@ -138,10 +138,14 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
 
 /**
  * The epoch to prepare in the background for a candidate in the soft zone, or
- * null when there is none worth a model call. It applies only once the
- * conversation has grown from here to the threshold, and that growth stays
- * raw too: it keeps that much less now, so what is kept raw then is about
- * `keep_recent` again. Pruning costs no model call: it is done when needed, not ahead.
+ * null when there is none worth a model call. It is planned for the crossing,
+ * not for today's size: it applies only once the conversation has grown from
+ * here to the threshold, and that growth stays raw too. So it keeps that much
+ * less now (what is kept raw then is about `keep_recent` again), and pruning
+ * (no model call, done when needed) is reason to prepare nothing only when it
+ * will still be enough then: pruned today's size plus the growth under the
+ * target. A 48-turn agent run on a 32k window saw pruning "do" in the soft
+ * zone and met every crossing with a synchronous summary (issue 13, item 9).
  */
 export function decideAhead(
   candidate: Candidate,
@@ -149,7 +153,14 @@ export function decideAhead(
   budget: Budget,
   settings: DecisionSettings,
 ): Extract<Decision, { kind: 'summarize' | 'steps' }> | null {
-  const ahead = { ...withSummaryOf(budget, settings), keepRecent: Math.max(0, settings.keepRecent - (settings.threshold - settings.softThreshold)) };
+  if (budget.tokens === null || budget.tokens <= 0) return null;
+  const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
+  const ahead = {
+    ...withSummaryOf(budget, settings),
+    keepRecent: Math.max(0, settings.keepRecent - growth),
+    // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
+    target: Math.max(0, settings.target - growth),
+  };
   const plan = planTiers(candidate, sizes, budget.tokens, 'size', ahead);
   if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
@@ -177,9 +188,9 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
   return steps;
 }
 
-/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes). */
+/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes), or past the kept results a summary prunes. */
 export function coveredEnd(plan: SummaryPlan): number {
-  return plan.tier === 'steps' ? plan.cut + 1 : plan.cut;
+  return plan.tier === 'steps' ? plan.cut + 1 : Math.max(plan.cut, plan.prunedKept?.end ?? 0);
 }
 
 function boundaryOf(candidate: Candidate, plan: SummaryPlan): Boundary {
@@ -188,5 +199,6 @@ function boundaryOf(candidate: Candidate, plan: SummaryPlan): Boundary {
 
 function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
   const head = headLength(candidate.messages);
-  return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut };
+  const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
+  return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
 }

@@ -6,10 +6,11 @@ import { SummaryBackoff } from './backoff.js';
 import { type Budget, budgetOf } from './budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
-import { type CandidateSizes, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
+import { type CandidateSizes, type Decision, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
 import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
+import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
 import { EpochWriter, seenWhole, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
@@ -36,6 +37,9 @@ export type { CompactionLogger } from './epoch-writer.js';
  * (an epoch), so the same history is always rewritten the same way: one
  * summary per epoch, and a forwarded prompt whose beginning stays
  * byte-identical from request to request.
+ *
+ * Over 300 lines: the one class that sequences lookup, decision and effects;
+ * its parts (decide, the writer, the epoch helpers) live in their own files.
  */
 
 export interface CompactionEngineOptions {
@@ -93,10 +97,12 @@ export class CompactionEngine {
   readonly #observer: CompactionObserver | undefined;
   readonly #flights = new SingleFlight<Epoch | null>();
   readonly #writer: EpochWriter;
+  readonly #now: () => number;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
     this.#config = config;
+    this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
     this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, ttlMs: config.cache.ttl_s * 1000, now });
@@ -182,16 +188,48 @@ export class CompactionEngine {
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    const waits = { milliseconds: 0, count: 0 };
+    try {
+      return await this.#decideAndApply(input, request, forwardAs, waits);
+    } finally {
+      if (waits.count > 0) this.#observer?.summaryWait?.(waits.milliseconds);
+    }
+  }
+
+  /** The loop of {@link prepare} past the fast path: look up, decide, perform, until something can be forwarded. */
+  async #decideAndApply(
+    input: PrepareInput,
+    request: CompactionRequest,
+    forwardAs: (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void) => Prepared,
+    waits: { milliseconds: number; count: number },
+  ): Promise<Prepared> {
+    const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
+    const ratio = this.ratios.get(model, request.tenant);
+    const waited = async <T>(work: Promise<T>): Promise<T> => {
+      const started = this.#now();
+      waits.count++;
+      try {
+        return await work;
+      } finally {
+        waits.milliseconds += this.#now() - started;
+      }
+    };
     for (let attempt = 0; ; attempt++) {
       const { inUse, pending } = await this.#store.lookup(hashes);
-      const candidate = candidateOf(messages, inUse);
+      let candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
       if (budget.tokens !== null && isNear(totalSize(sizes), this.#settings.threshold * budget.tokens)) {
         sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
       }
       const running = this.#runningFor(hashes);
-      const decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
+      if (compacts(decision) && this.#repairs(request, candidate)) {
+        const beneath = await this.#beneath(request, candidate);
+        const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, this.#settings);
+        if (compacts(redo)) [candidate, decision] = [beneath.candidate, redo];
+      }
       switch (decision.kind) {
         case 'forward': {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
@@ -204,7 +242,9 @@ export class CompactionEngine {
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
-          await this.#flights.wait(running!, input.signal).catch((error: unknown) => {
+          // A background summary still in line goes before the other background ones: a request waits for it now.
+          this.#writer.promote(running!);
+          await waited(this.#flights.wait(running!, input.signal)).catch((error: unknown) => {
             if (input.signal.aborted) throw error;
           });
           continue;
@@ -221,10 +261,12 @@ export class CompactionEngine {
         }
         case 'summarize':
         case 'steps': {
-          const epoch = await this.#flights.run(
-            seenWhole(request).key,
-            (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
-            input.signal,
+          const epoch = await waited(
+            this.#flights.run(
+              seenWhole(request).key,
+              (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }),
+              input.signal,
+            ),
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
           if (epoch === null) return forwardAs([...candidate.messages], null);
@@ -241,18 +283,39 @@ export class CompactionEngine {
   }
 
   /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
-  #startBackground(request: CompactionRequest, candidate: Candidate, sizes: CandidateSizes, pending: Epoch | null): void {
+  #startBackground(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, pending: Epoch | null): void {
     // The lookup's pending epoch lies beyond the epoch in use (the lookup dropped stale ones).
     if (pending !== null || this.#runningFor(request.hashes) !== undefined) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (this.backoff.has(this.#writer.conversationOf(request))) return;
+    // The flight is taken at once, so a request crossing the threshold meanwhile waits for it rather than start another.
+    this.#flights.run(seenWhole(request).key, (signal) => this.#prepareAhead(request, current, currentSizes, signal)).catch((error: unknown) => {
+      this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
+    });
+  }
+
+  /** The background epoch: on top of a truncation, written from the original messages, and in use at once (it replaces the truncation). */
+  async #prepareAhead(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, signal: AbortSignal): Promise<Epoch | null> {
+    // Looked up again: the request's own lookup is older than its answer, and the background epoch of the
+    // request before it (keyed by that shorter history) may have been written since. After the answer, off the hot path.
+    if ((await this.#store.lookup(request.hashes)).pending !== null) return null;
+    const repair = derivesFromTruncation(current.epoch);
+    const { candidate, sizes } = repair ? await this.#beneath(request, current) : { candidate: current, sizes: currentSizes };
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
-    if (decision === null) return;
-    this.#flights
-      .run(seenWhole(request).key, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true }))
-      .catch((error: unknown) => {
-        this.#logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
-      });
+    if (decision === null) return null;
+    return this.#writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true, inUse: repair });
+  }
+
+  /** Whether a compaction of this candidate must be planned from beneath its truncation: it stands on one, and a summary may be tried. */
+  #repairs(request: CompactionRequest, candidate: Candidate): boolean {
+    return derivesFromTruncation(candidate.epoch) && !this.backoff.has(this.#writer.conversationOf(request));
+  }
+
+  /** The candidate made of the original messages beneath the candidate's truncation, and its sizes. */
+  async #beneath(request: CompactionRequest, candidate: Candidate): Promise<{ candidate: Candidate; sizes: CandidateSizes }> {
+    const beneath = candidateOf(request.messages, await epochBeneath(this.#store, request.hashes, candidate.epoch!));
+    const ratio = this.ratios.get(request.model, request.tenant);
+    return { candidate: beneath, sizes: { ...sizesOf(beneath.messages, request.toolsEstimate, ratio), ratio } };
   }
 
   /** Forwards `epoch` applied to the history, after checking that it leaves room for the answer. */
@@ -289,4 +352,9 @@ export class CompactionEngine {
     return undefined;
   }
 
+}
+
+/** Whether a decision makes a new epoch from the candidate. */
+function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'summarize' || decision.kind === 'steps';
 }

@@ -13,7 +13,7 @@ import { type Candidate, trustedMarks } from './plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
 import { summarizedLine, truncatedLine } from './report.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { Semaphore } from './semaphore.js';
+import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
 import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
 import type { TokenRatios } from './token-ratio.js';
 import type { CallHeaders } from './upstream-json.js';
@@ -28,6 +28,19 @@ import type { CallHeaders } from './upstream-json.js';
 
 /** A truncation stands for this long, then the summary is tried again. */
 const TRUNCATION_TTL_MS = 5 * 60_000;
+
+/**
+ * How long a background summary may wait in line before it is no longer worth
+ * its call. It exists so its conversation's crossing does not wait; when that
+ * crossing comes, the request waiting for it promotes it (it is never dropped
+ * then). A conversation that sent nothing for two minutes has paused or ended
+ * (agents send their next request within seconds, people within a minute or
+ * two), and the upstream's slot no longer holds its prompt, so the call would
+ * re-read all of it for an epoch that may never apply: dropped, the place goes
+ * to conversations that are active, and a later soft-zone request of this one
+ * queues a fresh summary of the longer history.
+ */
+export const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
 export interface CompactionLogger {
   info(fields: Record<string, unknown>, message: string): void;
@@ -71,15 +84,24 @@ export interface WriteOptions {
   readonly onProgress: ((line: string) => void) | undefined;
   /** Computed in the background: stored pending, and a failure leaves nothing behind. */
   readonly pending: boolean;
+  /** Stored in use even when computed in the background: it replaces a truncation, which is never waited out. */
+  readonly inUse?: boolean;
 }
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
   readonly #summaryCalls: Semaphore;
+  /** The places in line of background summaries, by epoch key: a request that comes to wait for one promotes it. */
+  readonly #backgroundPlaces = new Map<string, QueuePlace>();
 
   constructor(options: EpochWriterOptions) {
     this.#options = options;
-    this.#summaryCalls = new Semaphore(options.config.summary.concurrency);
+    this.#summaryCalls = new Semaphore({ limit: options.config.summary.concurrency, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS });
+  }
+
+  /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
+  promote(key: string): void {
+    this.#backgroundPlaces.get(key)?.promote();
   }
 
   /** Names a conversation by its prefix up to the first turn after the head: what a summary failure's back-off is kept by. */
@@ -120,8 +142,10 @@ export class EpochWriter {
     const earlierNotes = candidate.epoch?.notes ?? null;
     // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
     const marked = markedIndexesOf(candidate.messages, plan, boundary.candidateEnd, trustedMarks(candidate));
+    // Written from the original messages beneath a truncation, it is in use at once (it replaces the truncation);
+    // keyed by the whole history, which contains the truncation's, the lookup finds it before the truncation.
     const stored = async (epoch: Epoch): Promise<Epoch> => {
-      await store.save(pending ? { ...epoch, pending: true } : epoch);
+      await store.save(pending && options.inUse !== true ? { ...epoch, pending: true } : epoch);
       return epoch;
     };
 
@@ -134,10 +158,17 @@ export class EpochWriter {
     if (!tried) {
       failure = 'the summary failed less than a minute ago';
     } else {
-      const timeout = AbortSignal.timeout(config.summary.timeout_ms);
+      // The timeout counts from the call, not from the place in line: a queue is no reason to give up.
+      let timeout: AbortSignal | undefined;
+      let callStarted = started;
+      const place = new QueuePlace(pending ? 'background' : 'foreground');
+      if (pending) this.#backgroundPlaces.set(key, place);
       try {
-        const result = await this.#summaryCalls.use(() =>
-          summarize(
+        const result = await this.#summaryCalls.use(() => {
+          const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
+          timeout = callTimeout;
+          callStarted = now();
+          return summarize(
             {
               body: request.body,
               candidate: candidate.messages,
@@ -150,27 +181,33 @@ export class EpochWriter {
               model: config.summary.model ?? request.model,
               maxTokens: request.budget.summaryTokens,
               ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
-              signal: AbortSignal.any([signal, timeout]),
+              signal: AbortSignal.any([signal, callTimeout]),
               onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             },
             (body, callSignal) => chat(body, callSignal, request.headers),
-          ),
-        );
+          );
+        }, place);
+        if (result === DROPPED) {
+          logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
+          return null;
+        }
         backoff.forget(conversation);
         const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
         const after = sizeOfMessages([...replacement, ...rest], true);
         const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
-        observer?.summary({ milliseconds: now() - started, outcome: 'ok', calls: result.calls });
+        observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
         return await stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
-        if (signal.aborted && !timeout.aborted) throw error;
-        timedOut = timeout.aborted;
+        if (signal.aborted && timeout?.aborted !== true) throw error;
+        timedOut = timeout?.aborted === true;
         failure = timedOut ? `the summary timed out after ${config.summary.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
         backoff.note(conversation);
         logger?.warn({ model: request.model, reason: failure }, 'summary failed');
-        observer?.summary({ milliseconds: now() - started, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
+        observer?.summary({ milliseconds: now() - callStarted, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
+      } finally {
+        if (this.#backgroundPlaces.get(key) === place) this.#backgroundPlaces.delete(key);
       }
     }
 

@@ -48,4 +48,10 @@ export interface CompactionObserver {
   summary(event: SummaryEvent): void;
   /** A request past the fast path looked for an epoch of its conversation. */
   epochLookup(hit: boolean): void;
+  /**
+   * A request waited for a summary (its own, or one already running for its
+   * conversation) before it could be forwarded: `milliseconds` in all. A
+   * crossing whose epoch was prepared in the background waits for none.
+   */
+  summaryWait?(milliseconds: number): void;
 }

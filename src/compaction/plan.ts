@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../transcript/message.js';
-import { headLength, turnRanges, balanceCut } from '../transcript/groups.js';
+import { headLength, turnRanges, balanceCut, stepRanges } from '../transcript/groups.js';
 import { isMarked } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
 import type { Epoch } from './epochs/epoch-store.js';
@@ -100,9 +100,23 @@ const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number }
+  /**
+   * `turnStart`: when the cut goes through the last complete turn (its last
+   * steps kept raw), the user message that starts it, kept raw before them.
+   */
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number; readonly prunedKept?: PrunedKept }
   | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
   | { readonly tier: 'too-large'; readonly needed: number };
+
+/**
+ * Kept turns whose old tool results a summary forwards pruned: the candidate
+ * with them pruned, and the end of the last pruned one (the epoch covers up to
+ * there, so the pruned copies are what is forwarded from now on).
+ */
+export interface PrunedKept {
+  readonly messages: readonly ChatMessage[];
+  readonly end: number;
+}
 
 /** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
 export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count' | 'no-gain';
@@ -141,6 +155,40 @@ export function chooseCut(
     while (cutIndex < starts.length - 1 && messages.length - starts[cutIndex]! > keepMessages) cutIndex++;
   }
   return balanceCut(messages, starts[cutIndex]!);
+}
+
+/**
+ * When the cut keeps only the last turn (a request's last turn is its new user
+ * message) because the complete turn before it alone is larger than
+ * `keepRecent × budget`, the last steps of that turn that fit, kept raw behind
+ * its user message: the cut moves to a step boundary inside it. Keeping only
+ * the new user message left the model with nothing of what it just did (a
+ * 48-turn agent run kept 211 of 32.1k tokens, issue 13 item 10). Null when
+ * there is no such turn, or not even its last step fits.
+ */
+export function cutThroughLastTurn(
+  candidate: Candidate,
+  sizes: Sizes,
+  budget: number | null,
+  settings: CompactionSettings,
+  cut: number,
+): { cut: number; turnStart: number } | null {
+  if (budget === null || settings.maxMessages > 0) return null;
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const turns = turnRanges(messages, head);
+  const last = turns.at(-1);
+  const previous = turns.at(-2);
+  // Only when the cut kept nothing but the last turn, and the turn before it is a real one (not the head's summary pair).
+  if (last === undefined || previous === undefined || last.start !== cut || previous.start <= head) return null;
+  const steps = stepRanges(messages, { start: previous.start + 1, end: previous.end });
+  const keepTokens = settings.keepRecent * budget;
+  const fixed = sizes.perMessage[previous.start]! + totalSize(sizes, cut, messages.length);
+  let first = steps.length;
+  while (first > 0 && fixed + totalSize(sizes, steps[first - 1]!.start, cut) <= keepTokens) first--;
+  // Every step fits: the whole turn would have been kept; none fits: nothing to keep raw.
+  if (first === 0 || first === steps.length) return null;
+  return { cut: steps[first]!.start, turnStart: previous.start };
 }
 
 /** Whether the old part holds anything beyond compactor's own marked messages (an earlier summary or notice), where the epoch put them. */
@@ -191,13 +239,31 @@ export function planCompaction(
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
   }
 
-  const size = totalSize(sizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + totalSize(sizes, cut, messages.length);
+  // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one), and forwarded so.
+  const lastTurnStart = turnRanges(messages, head).at(-1)!.start;
+  const keptPruned = trigger === 'size' ? pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: lastTurnStart }) : messages;
+  const measured = keptPruned === messages ? sizes : prunedSizes(sizes, messages, keptPruned, sizeOf);
+  let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);
+  if (!hasSomethingToSummarize(messages, head, keptCut, trustedMarks(candidate))) keptCut = cut;
+  const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
+  const summaryCut = throughTurn?.cut ?? keptCut;
+  let prunedEnd = 0;
+  for (let index = summaryCut; index < lastTurnStart; index++) if (keptPruned[index] !== messages[index]) prunedEnd = index + 1;
+  const keptSizes = prunedEnd === 0 ? sizes : measured;
+  const keptTurnStart = throughTurn === null ? 0 : keptSizes.perMessage[throughTurn.turnStart]!;
+  const size = totalSize(keptSizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + keptTurnStart + totalSize(keptSizes, summaryCut, messages.length);
   if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
   // A summary must lower what fired: the tokens (its pair may cost as much as `size` says), or the count
   // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
   const gains = trigger === 'size' ? size < total : cut - head > 2;
   if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
-  return { tier: 'summary', cut, size };
+  return {
+    tier: 'summary',
+    cut: summaryCut,
+    size,
+    ...(throughTurn === null ? {} : { turnStart: throughTurn.turnStart }),
+    ...(prunedEnd === 0 ? {} : { prunedKept: { messages: keptPruned, end: prunedEnd } }),
+  };
 }
 
 /**
@@ -208,4 +274,9 @@ export function planCompaction(
 export function epochBoundary(candidate: Candidate, cut: number): { candidateEnd: number; sourceLength: number } {
   const candidateEnd = Math.max(cut, candidate.replacementLength);
   return { candidateEnd, sourceLength: candidate.sourceStart + (candidateEnd - candidate.replacementLength) };
+}
+
+/** The sizes with those of the messages `pruned` changed measured again. */
+function prunedSizes(sizes: Sizes, messages: readonly ChatMessage[], pruned: readonly ChatMessage[], sizeOf: (message: ChatMessage) => number): Sizes {
+  return { fixed: sizes.fixed, perMessage: sizes.perMessage.map((size, index) => (pruned[index] === messages[index] ? size : sizeOf(pruned[index]!))) };
 }

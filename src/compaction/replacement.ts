@@ -57,12 +57,15 @@ export function markedIndexesOf(
 /**
  * What a summary or steps plan forwards in place of the candidate up to its
  * boundary: the head, then the notes (a summary pair, or a truncation notice
- * when the summary failed), then the kept messages up to `candidateEnd`. For
+ * when the summary failed), then the kept messages up to `candidateEnd` (after
+ * the user message of the turn a cut goes through, when it does). For
  * steps, the task anchor stays and the notes lead the first kept step.
  */
 export function replacementOf(
   messages: readonly ChatMessage[],
-  plan: { readonly tier: 'summary'; readonly cut: number } | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
+  plan:
+    | { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number; readonly prunedKept?: { readonly messages: readonly ChatMessage[] } }
+    | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
   candidateEnd: number,
   notes: string,
   strategy: 'summary' | 'truncated',
@@ -70,7 +73,11 @@ export function replacementOf(
   const head = messages.slice(0, headLength(messages));
   if (plan.tier === 'summary') {
     const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
-    return [...head, ...pair, ...messages.slice(plan.cut, candidateEnd)];
+    // A cut through the last complete turn keeps the user message that starts it, so roles still alternate after the pair.
+    const turnStart = plan.turnStart === undefined ? [] : [messages[plan.turnStart]!];
+    // Kept turns whose old results the plan measured pruned are forwarded pruned.
+    const kept = (plan.prunedKept?.messages ?? messages).slice(plan.cut, candidateEnd);
+    return [...head, ...pair, ...turnStart, ...kept];
   }
   const marked = mark(strategy === 'summary' ? 'steps' : 'truncated', notes);
   return [...head, messages[plan.anchor]!, withNotes(messages[plan.cut]!, marked), ...messages.slice(plan.cut + 1, candidateEnd)];
@@ -99,5 +106,7 @@ export function prunedEpoch(
     notes: candidate.epoch?.notes ?? null,
     strategy: 'prune',
     report,
+    // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
+    ...(candidate.epoch?.expiresAt === undefined ? {} : { expiresAt: candidate.epoch.expiresAt }),
   };
 }

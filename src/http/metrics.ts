@@ -153,6 +153,19 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #summaryWaits = new Counter({
+    name: 'compactor_summary_waits_total',
+    help: 'Chat requests that waited for a summary (their own, or one running for their conversation) before being forwarded; a crossing whose epoch was prepared in the background waits for none.',
+    registers: [this.registry],
+  });
+
+  readonly #summaryWaitSeconds = new Histogram({
+    name: 'compactor_summary_wait_seconds',
+    help: 'Time a chat request waited for summaries before being forwarded (requests that waited for one).',
+    buckets: SUMMARY_SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+
   readonly #epochLookups = new Counter({
     name: 'compactor_epoch_lookups_total',
     help: 'Epoch cache lookups of requests past the fast path, by result (hit, miss).',
@@ -277,6 +290,11 @@ export class Metrics implements CompactionObserver {
   summary(event: SummaryEvent): void {
     this.#summarySeconds.observe({ outcome: event.outcome }, event.milliseconds / 1000);
     this.#summaryCalls.inc(event.calls);
+  }
+
+  summaryWait(milliseconds: number): void {
+    this.#summaryWaits.inc();
+    this.#summaryWaitSeconds.observe(milliseconds / 1000);
   }
 
   epochLookup(hit: boolean): void {

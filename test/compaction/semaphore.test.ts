@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import { Semaphore } from '../../src/compaction/semaphore.js';
+import { DROPPED, QueuePlace, Semaphore } from '../../src/compaction/semaphore.js';
+import { manualClock } from '../support/manual-clock.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 
 /** Lets pending promise callbacks run. */
@@ -118,5 +119,46 @@ describe('Semaphore', () => {
       ),
       propertyParameters,
     );
+  });
+
+  it('item 8: lets a foreground place go before every background place, and a promoted one before the background ones', async () => {
+    const semaphore = new Semaphore(1);
+    const { state, work } = tracker();
+    const running = semaphore.use(work(0));
+    const background = [1, 2, 3].map((id) => ({ id, place: new QueuePlace('background') }));
+    const results = background.map(({ id, place }) => semaphore.use(work(id), place));
+    results.push(semaphore.use(work(4), new QueuePlace('foreground')));
+    background[2]!.place.promote();
+    await tick();
+    for (const id of [0, 4, 3, 1, 2]) {
+      expect(state.started.at(-1)).toBe(id);
+      state.finish.get(id)!();
+      await tick();
+    }
+    await Promise.all([running, ...results]);
+    expect(state.started).toEqual([0, 4, 3, 1, 2]);
+  });
+
+  it('item 8: drops a background place that waited longer than it is useful, never a foreground or promoted one', async () => {
+    const clock = manualClock();
+    const semaphore = new Semaphore({ limit: 1, now: clock.now, backgroundMaxWaitMs: 1000 });
+    const { state, work } = tracker();
+    const running = semaphore.use(work(0));
+    const stale = semaphore.use(work(1), new QueuePlace('background'));
+    const promoted = new QueuePlace('background');
+    const kept = semaphore.use(work(2), promoted);
+    const foreground = semaphore.use(work(3));
+    promoted.promote();
+    clock.advance(1001);
+    await tick();
+    state.finish.get(0)!();
+    await tick();
+    state.finish.get(3)!();
+    await tick();
+    state.finish.get(2)!();
+    await expect(stale).resolves.toBe(DROPPED);
+    await Promise.all([running, kept, foreground]);
+    expect(state.started).toEqual([0, 3, 2]);
+    expect(semaphore.waiting).toBe(0);
   });
 });

@@ -69,6 +69,8 @@ describe('GET /metrics', () => {
       'compactor_compaction_tokens',
       'compactor_summary_duration_seconds',
       'compactor_summary_calls_total',
+      'compactor_summary_waits_total',
+      'compactor_summary_wait_seconds',
       'compactor_epoch_lookups_total',
       'compactor_epoch_cache_entries',
       'compactor_pair_repairs_total',
@@ -112,6 +114,7 @@ describe('GET /metrics', () => {
     expect(total(values, 'compactor_compaction_tokens_sum', { stage: 'after' })).toBeLessThan(total(values, 'compactor_compaction_tokens_sum', { stage: 'before' }));
     expect(total(values, 'compactor_summary_duration_seconds_count', { outcome: 'ok' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_summary_calls_total')).toBe(llama.summaryRecords.length);
+    expect(total(values, 'compactor_summary_wait_seconds_count')).toBe(total(values, 'compactor_summary_waits_total'));
     expect(total(values, 'compactor_epoch_lookups_total', { result: 'hit' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_epoch_lookups_total', { result: 'miss' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_epoch_cache_entries')).toBe(proxy.app.proxy.engine!.epochCount);
