@@ -1,10 +1,10 @@
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
 import { answerClientError } from './http/client-error.js';
 import type { ChatPlanner, UsageHook } from './http/chat/planner.js';
-import { InternalError, PayloadTooLargeError, ShuttingDownError, UnauthorizedError } from './errors.js';
+import { InternalError, LoopDetectedError, PayloadTooLargeError, ShuttingDownError, UnauthorizedError } from './errors.js';
 import { frameworkError, toProxyError } from './http/framework-errors.js';
 import { InFlight } from './http/in-flight.js';
 import { knownWindows } from './http/known-windows.js';
@@ -18,6 +18,7 @@ import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.j
 import { Shutdown } from './http/shutdown.js';
 import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
+import { cameThroughHere } from './upstream/via.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { epochStoreOf } from './compaction/epochs/store-of-config.js';
@@ -125,6 +126,13 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
+  // Every looped request gets its 508; the operator is told once what is wrong.
+  let loopReported = false;
+  const warnLoopOnce = (log: FastifyBaseLogger): void => {
+    if (loopReported) return;
+    loopReported = true;
+    log.warn('a request came back to compactor through its own upstream: upstream.url (or compaction.summary.upstream) points at compactor itself; answering 508');
+  };
   const shutdown = new Shutdown();
   const inFlight = new InFlight(metrics);
 
@@ -172,6 +180,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     const record = inFlight.track(request, reply);
+    if (cameThroughHere(request.headers.via)) {
+      warnLoopOnce(request.log);
+      return void sendError(reply, new LoopDetectedError());
+    }
     if (record.kind === 'ops') return done();
     // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
     if (inFlight.draining) return void sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));

@@ -15,6 +15,7 @@
  * | UpstreamBadResponseError    | 502     | upstream_bad_response                  |
  * | SummaryFailedError          | 502/504 | summary_failed, summary_timeout        |
  * | ShuttingDownError           | 503     | shutting_down                          |
+ * | LoopDetectedError           | 508     | loop_detected                          |
  * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
  * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
  *
@@ -178,6 +179,19 @@ export class ShuttingDownError extends ProxyError {
       code: 'shutting_down',
       message: 'compactor is shutting down; retry shortly',
       headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
+    });
+  }
+}
+
+/** 508: the request already went through this compactor: its upstream leads back to it. */
+export class LoopDetectedError extends ProxyError {
+  constructor() {
+    super({
+      status: 508,
+      type: 'server_error',
+      code: 'loop_detected',
+      message:
+        'compactor received a request it had sent itself: its upstream (upstream.url, or compaction.summary.upstream) leads back to compactor. Point it at llama-server instead',
     });
   }
 }

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { HeaderRecord } from '../upstream/client.js';
+import { viaWithOwn } from '../upstream/via.js';
 
 /**
  * Header handling of a reverse proxy (RFC 9110 §7.6.1): hop-by-hop headers
@@ -80,6 +81,7 @@ export function forwardRequestHeaders(headers: IncomingHttpHeaders, options: For
     forwarded[name] = value;
   }
   if (apiKey !== null) forwarded['authorization'] = `Bearer ${apiKey}`;
+  forwarded['via'] = viaWithOwn(headers.via);
   return forwarded;
 }
 

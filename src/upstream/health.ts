@@ -1,3 +1,4 @@
+import { viaWithOwn } from './via.js';
 import type { Sender } from './json-call.js';
 
 /**
@@ -19,7 +20,7 @@ async function probe(sender: Sender, path: string, timeoutMs: number): Promise<n
     const response = await sender.send({
       method: 'GET',
       path,
-      headers: sender.apiKey === null ? {} : { authorization: `Bearer ${sender.apiKey}` },
+      headers: sender.apiKey === null ? { via: viaWithOwn(undefined) } : { authorization: `Bearer ${sender.apiKey}`, via: viaWithOwn(undefined) },
       body: null,
       signal: AbortSignal.timeout(timeoutMs),
     });

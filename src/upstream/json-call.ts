@@ -1,3 +1,4 @@
+import { viaWithOwn } from './via.js';
 import type { Dispatcher } from 'undici';
 import { UpstreamBadResponseError, UpstreamStatusError, UpstreamTimeoutError } from '../errors.js';
 import { discardBody, readBody } from './body.js';
@@ -60,6 +61,7 @@ export async function sendJson(sender: Sender, method: 'GET' | 'POST', path: str
   const requestHeaders: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(headers)) requestHeaders[name.toLowerCase()] = value;
   if (sender.apiKey !== null) requestHeaders['authorization'] = `Bearer ${sender.apiKey}`;
+  requestHeaders['via'] = viaWithOwn(undefined);
   let payload: Buffer | null = null;
   if (body !== undefined) {
     payload = Buffer.from(JSON.stringify(body));

@@ -3,6 +3,10 @@ import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
 import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/headers.js';
 import { mediaTypeOf } from '../../src/upstream/media-type.js';
 import { targetPath } from '../../src/http/request-record.js';
+import { viaWithOwn } from '../../src/upstream/via.js';
+
+// Every forwarded request carries compactor's own Via entry (loop detection, issue 12 item 6).
+const via = viaWithOwn(undefined);
 
 describe('forwardRequestHeaders', () => {
   it('removes hop-by-hop headers, those named in Connection, and the ones compactor sets itself', () => {
@@ -22,19 +26,20 @@ describe('forwardRequestHeaders', () => {
         accept: '*/*',
         authorization: 'Bearer client',
       }),
-    ).toEqual({ accept: '*/*', authorization: 'Bearer client' });
+    ).toEqual({ accept: '*/*', authorization: 'Bearer client', via });
   });
 
   it('reads a bare Connection: keep-alive or close as any other list (a header named close is dropped)', () => {
-    expect(forwardRequestHeaders({ connection: 'Keep-Alive', 'keep-alive': 'timeout=5', accept: '*/*' })).toEqual({ accept: '*/*' });
-    expect(forwardRequestHeaders({ connection: 'CLOSE', close: 'x', accept: '*/*' })).toEqual({ accept: '*/*' });
-    expect(forwardRequestHeaders({ connection: 'x-named', 'x-named': '1', accept: '*/*' })).toEqual({ accept: '*/*' });
+    expect(forwardRequestHeaders({ connection: 'Keep-Alive', 'keep-alive': 'timeout=5', accept: '*/*' })).toEqual({ accept: '*/*', via });
+    expect(forwardRequestHeaders({ connection: 'CLOSE', close: 'x', accept: '*/*' })).toEqual({ accept: '*/*', via });
+    expect(forwardRequestHeaders({ connection: 'x-named', 'x-named': '1', accept: '*/*' })).toEqual({ accept: '*/*', via });
   });
 
   it('replaces Authorization with the upstream key, drops Accept-Encoding when asked, keeps Content-Length when asked', () => {
     const headers = { authorization: 'Bearer client', 'accept-encoding': 'gzip', 'content-length': '3' };
-    expect(forwardRequestHeaders(headers, { apiKey: 'k', dropAcceptEncoding: true })).toEqual({ authorization: 'Bearer k' });
-    expect(forwardRequestHeaders(headers, { keepContentLength: true })).toEqual(headers);
+    expect(forwardRequestHeaders(headers, { apiKey: 'k', dropAcceptEncoding: true })).toEqual({ authorization: 'Bearer k', via });
+    expect(forwardRequestHeaders(headers, { keepContentLength: true })).toEqual({ ...headers, via });
+    expect(forwardRequestHeaders({ via: '1.1 nginx' }).via).toBe(`1.1 nginx, ${via}`);
   });
 });
 
