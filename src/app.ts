@@ -213,7 +213,12 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: { ...(planner ? { planner } : {}), onUsage },
+    hooks: {
+      ...(planner ? { planner } : {}),
+      onUsage,
+      // Planning again after a refusal helps only when the engine compacts.
+      ...(deps.planner === undefined && engineHooks !== undefined && config.compaction.enabled ? { onRefusal: engineHooks.onRefusal } : {}),
+    },
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,

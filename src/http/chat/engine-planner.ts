@@ -1,4 +1,4 @@
-import type { ChatContext, ChatPlan, ChatPlanner, UsageObservation } from './planner.js';
+import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
@@ -63,7 +63,7 @@ class EngineRequest implements PrepareInput {
   }
 }
 
-export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
+export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient): { readonly planner: ChatPlanner; readonly onRefusal: RefusalHook } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
     let ticker: NodeJS.Timeout | undefined;
@@ -94,5 +94,14 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
     return { body: { ...context.body, messages: result.messages }, ...report, onUsage };
   };
 
-  return { planner };
+  // A window configured too large, or a server restarted with a smaller -c: the refusal says the real one.
+  const onRefusal = async (context: ChatContext, window: number): Promise<boolean> => {
+    const model = context.body.model;
+    const planned = await compactor.windows.get(model, credentialHeaders(context, upstream));
+    if (planned !== null && window >= planned) return false;
+    compactor.windows.learnRefusal(model, window);
+    return true;
+  };
+
+  return { planner, onRefusal };
 }

@@ -3,13 +3,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config/schema.js';
 import { InternalError, ProxyError, sseErrorEvent } from '../../errors.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
-import type { UpstreamClient } from '../../upstream/client.js';
-import type { HeaderRecord } from '../../upstream/client.js';
+import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
 import { type ForwardRequestHeadersOptions, forwardRequestHeaders } from '../headers.js';
 import { type RequestRecord, type ResponseCloseListener, sendError, targetPath } from '../request-record.js';
 import type { Ending, Shutdown } from '../shutdown.js';
 import type { ChatHooks, ChatPlan } from './planner.js';
-import { prepare } from './prepare.js';
+import { type Prepared, prepare } from './prepare.js';
+import { readRefusal } from './refusal.js';
 import { respond } from './respond.js';
 
 /**
@@ -94,23 +94,54 @@ export class ChatExchange implements Ending, ResponseCloseListener {
   }
 
   async #exchange(): Promise<void> {
-    const { upstream, hooks } = this.route.options;
-    const prepared = await prepare(this);
+    const { hooks } = this.route.options;
+    let prepared = await prepare(this);
     if (prepared === undefined) return;
+    let answer = await this.#forward(prepared);
+    // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
+    const refused = hooks.onRefusal === undefined ? null : await readRefusal(answer);
+    if (refused !== null) {
+      answer = refused.answer;
+      const again = refused.window === null ? undefined : await this.#afterRefusal(prepared, refused.window);
+      if (again === null) return;
+      if (again !== undefined) [prepared, answer] = [again, await this.#forward(again)];
+    }
     const { body: forwarded, bytes, report } = prepared;
+    await respond(this, answer, { context: prepared.context, forwarded, forwardedBytes: bytes.length, report, planUsage: prepared.plan?.onUsage, appUsage: hooks.onUsage });
+  }
+
+  async #forward(prepared: Prepared): Promise<UpstreamResponse> {
     const request = this.request;
     const headers: HeaderRecord = forwardRequestHeaders(request.headers, this.route.forwardHeaders);
-    headers['content-length'] = String(bytes.length);
+    headers['content-length'] = String(prepared.bytes.length);
     if (prepared.changed || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
-
     const started = performance.now();
-    let answer;
     try {
-      answer = await upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: this.abort.emitter });
+      return await this.route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: prepared.bytes, signal: this.abort.emitter });
     } finally {
       this.record.upstreamMs = performance.now() - started;
     }
-    await respond(this, answer, { context: prepared.context, forwarded, forwardedBytes: bytes.length, report, planUsage: prepared.plan?.onUsage, appUsage: hooks.onUsage });
+  }
+
+  /**
+   * After a refusal naming a window: the request prepared again when the
+   * planner learned a smaller window (undefined: relay the refusal as it
+   * came; null: the exchange already ended).
+   */
+  async #afterRefusal(prepared: Prepared, window: number): Promise<Prepared | null | undefined> {
+    if (!(await this.route.options.hooks.onRefusal!(prepared.context, window))) return undefined;
+    // Counted here: the refusal sent again is not relayed, where respond() would count it.
+    this.route.options.onContextExceeded?.(prepared.context.body.model);
+    this.request.log.warn(
+      { model: prepared.context.body.model, window },
+      'the upstream refused the prompt: its window is smaller than the one planned with (a context_window set too large, or a server restarted with a smaller -c); learned it, compacting and sending once more',
+    );
+    const again = await prepare(this);
+    if (again === undefined) return null;
+    const learned = `upstream window ${window} learned from its refusal, sent again`;
+    const report = again.report === undefined ? learned : `${learned}; ${again.report}`;
+    this.record.report = report;
+    return { ...again, report };
   }
 
   #fail(error: unknown): void {

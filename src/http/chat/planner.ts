@@ -105,7 +105,17 @@ export interface UsageObservation {
  */
 export type UsageHook = (observation: UsageObservation) => void;
 
+/**
+ * The upstream refused the forwarded prompt as larger than its context of
+ * `window` tokens (llama-server's 400 `exceed_context_size_error`). Resolves
+ * true when the planner has learned that window (it is smaller than the one
+ * it planned with) and planning again is worth one more request: nothing was
+ * generated, so sending again is safe.
+ */
+export type RefusalHook = (context: ChatContext, window: number) => Promise<boolean>;
+
 export interface ChatHooks {
   readonly planner?: ChatPlanner;
   readonly onUsage?: UsageHook;
+  readonly onRefusal?: RefusalHook;
 }
