@@ -3,6 +3,9 @@ import { parseArgs } from 'node:util';
 import { parseDocument, stringify } from 'yaml';
 import { formatPath } from '../issue-words.js';
 import { type Config, parseConfig } from './schema.js';
+import { unknownEnvironmentVariables } from './unknown-variables.js';
+import { withoutApiSuffix } from './api-suffix.js';
+import { MASK, maskUrl } from './mask.js';
 
 /**
  * Where the configuration comes from, lowest precedence first: the defaults,
@@ -170,45 +173,6 @@ function readDocument(file: string, readFile: (path: string) => string): { docum
   return { document: value };
 }
 
-/** The variables compactor reads: the overrides and the file's name. */
-const KNOWN_VARIABLES: readonly string[] = ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)];
-
-/**
- * `COMPACTOR_*` variables compactor does not read, each as an error naming the
- * closest one it does: a typo (`COMPACTOR_UPSTREAM` for
- * `COMPACTOR_UPSTREAM_URL`) would otherwise be ignored in silence, as an
- * unknown YAML key would not be.
- */
-function unknownEnvironmentVariables(env: Readonly<Record<string, string | undefined>>): string[] {
-  return Object.keys(env)
-    .filter((name) => name.startsWith('COMPACTOR_') && !KNOWN_VARIABLES.includes(name))
-    .sort()
-    .map((name) => `${name}: unknown environment variable (did you mean ${closestName(name, KNOWN_VARIABLES)}?)`);
-}
-
-/** The candidate with the fewest single-character edits from `name` (the first on a tie). */
-function closestName(name: string, candidates: readonly string[]): string {
-  let best = candidates[0]!;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const distance = editDistance(name, candidate);
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
-}
-
 /**
  * Reads the configuration from flags, environment and file, and validates it.
  *
@@ -250,7 +214,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     document = read.document;
   }
 
-  const unknownVariables = unknownEnvironmentVariables(env);
+  const unknownVariables = unknownEnvironmentVariables(env, ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)]);
   if (unknownVariables.length > 0) return { ok: false, errors: unknownVariables };
 
   const sources = new Map<string, string>();
@@ -281,46 +245,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   return { ok: false, errors };
 }
 
-/** `/v1` at the end of a base path, as other gateways' configurations write the upstream. */
-const API_SUFFIX = /\/v1\/?$/;
 
-/**
- * Upstream URLs without a trailing `/v1`: compactor forwards the client's
- * whole path (`/v1/chat/completions`), so a base URL ending in `/v1`, the
- * habit of other gateways' configurations, made every request
- * `/v1/v1/chat/completions`, a 404 with nothing in the log. It is taken off,
- * and said at start.
- */
-function withoutApiSuffix(config: Config): { config: Config; notices: string[] } {
-  const notices: string[] = [];
-  const strip = (key: string, url: string): string => {
-    const parsed = new URL(url);
-    if (!API_SUFFIX.test(parsed.pathname)) return url;
-    parsed.pathname = parsed.pathname.replace(API_SUFFIX, '') || '/';
-    const fixed = parsed.toString().replace(/\/$/, '');
-    notices.push(`${key} ends in /v1, but clients' paths already start with /v1: forwarding to ${maskUrl(fixed)} instead (write it so to silence this)`);
-    return fixed;
-  };
-  const url = strip('upstream.url', config.upstream.url);
-  const summaryUpstream = config.compaction.summary.upstream;
-  const summary = summaryUpstream === null ? null : strip('compaction.summary.upstream', summaryUpstream);
-  if (notices.length === 0) return { config, notices };
-  return {
-    config: { ...config, upstream: { ...config.upstream, url }, compaction: { ...config.compaction, summary: { ...config.compaction.summary, upstream: summary } } },
-    notices,
-  };
-}
-
-const MASK = '***';
-
-/** A URL as it may be shown: its password masked. */
-export function maskUrl(url: string | null): string | null {
-  if (url === null) return null;
-  const parsed = new URL(url);
-  if (parsed.password === '') return url;
-  parsed.password = MASK;
-  return parsed.toString();
-}
 
 /**
  * The configuration as YAML, as `--print-config` shows it: every key with

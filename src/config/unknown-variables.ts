@@ -1,0 +1,35 @@
+/**
+ * `COMPACTOR_*` variables compactor does not read, each as an error naming the
+ * closest one it does: a typo (`COMPACTOR_UPSTREAM` for
+ * `COMPACTOR_UPSTREAM_URL`) would otherwise be ignored in silence, as an
+ * unknown YAML key would not be.
+ */
+export function unknownEnvironmentVariables(env: Readonly<Record<string, string | undefined>>, known: readonly string[]): string[] {
+  return Object.keys(env)
+    .filter((name) => name.startsWith('COMPACTOR_') && !known.includes(name))
+    .sort()
+    .map((name) => `${name}: unknown environment variable (did you mean ${closestName(name, known)}?)`);
+}
+
+/** The candidate with the fewest single-character edits from `name` (the first on a tie). */
+function closestName(name: string, candidates: readonly string[]): string {
+  let best = candidates[0]!;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const distance = editDistance(name, candidate);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
