@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config/schema.js';
 import { InternalError, ProxyError, sseErrorEvent } from '../../errors.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
+import { discardBody } from '../../upstream/body.js';
 import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
 import { type ForwardRequestHeadersOptions, forwardRequestHeaders } from '../headers.js';
 import { type RequestRecord, type ResponseCloseListener, sendError, targetPath } from '../request-record.js';
@@ -184,6 +185,13 @@ export class ChatExchange implements Ending, ResponseCloseListener {
     if (this.streaming || streams === undefined) return;
     this.streaming = true;
     streams.opened();
+  }
+
+  /** The client left while the answer was relayed: the upstream request is aborted and the rest of its body discarded. */
+  relayLeft(body: UpstreamResponse['body']): void {
+    this.abort.abort();
+    discardBody(body);
+    this.record.errorCode = 'client_closed';
   }
 
   /** The client left: nothing to answer; the upstream request (if any) is already aborted. */

@@ -1,5 +1,4 @@
 import { failureReason, toUpstreamError } from '../../upstream/failure.js';
-import { discardBody } from '../../upstream/body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { SseTap } from '../../upstream/sse.js';
 import { ProxyError } from '../../errors.js';
@@ -63,9 +62,7 @@ export async function relayStream(exchange: ChatExchange, answer: UpstreamRespon
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
-      exchange.abort.abort();
-      discardBody(body);
-      record.errorCode = 'client_closed';
+      exchange.relayLeft(body);
       return;
     case 'failed': {
       const error = exchange.endedBy ?? midStreamError(end.error);

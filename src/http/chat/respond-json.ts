@@ -6,7 +6,7 @@ import type { ChunkTap } from '../relay.js';
 import { relay } from '../relay.js';
 import type { ChatExchange } from './exchange.js';
 import { midStreamError } from './relay-stream.js';
-import { type Sent, type UsageSource, reportUsageLater } from './usage.js';
+import { type Sent, type UsageSource, hasUsageHooks, reportUsageLater } from './usage.js';
 
 /**
  * How a JSON (non-streamed) answer is relayed: byte for byte as it comes,
@@ -78,7 +78,7 @@ export async function relayJson(exchange: ChatExchange, answer: UpstreamResponse
   const { status, body } = answer;
   const record = exchange.record;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && (sent.planUsage !== undefined || sent.appUsage !== undefined);
+  const collectUsage = succeeded && hasUsageHooks(sent);
   // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
   const readRefusal = !succeeded && exchange.route.options.onContextExceeded !== undefined;
   const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES) : undefined;
@@ -87,9 +87,7 @@ export async function relayJson(exchange: ChatExchange, answer: UpstreamResponse
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
-      exchange.abort.abort();
-      discardBody(body);
-      record.errorCode = 'client_closed';
+      exchange.relayLeft(body);
       return;
     case 'failed': {
       const error = exchange.endedBy ?? midStreamError(end.error);
