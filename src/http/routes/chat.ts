@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ChatExchange, ChatRoute, type ChatRouteOptions } from '../chat/exchange.js';
+import { MESSAGES_FORMAT } from '../chat/wire-format.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
@@ -26,4 +27,10 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions
   for (const url of ['/v1/chat/completions', '/chat/completions']) {
     app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
   }
+  // The Anthropic Messages API (Claude Code): the same exchange through its adapter (src/formats/messages.ts).
+  const messagesRoute = new ChatRoute({ ...options, format: MESSAGES_FORMAT });
+  app.post('/v1/messages', { bodyLimit, config: { kind: 'chat' } }, (request, reply) => {
+    request.record.kind = 'chat';
+    return new ChatExchange(request, reply, messagesRoute).run();
+  });
 }
