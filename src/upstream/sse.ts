@@ -35,7 +35,7 @@ const EVENT_PREFIX = Buffer.from('event:');
  * `[DONE]`): named by their `event:` line, since the data of
  * `response.completed` holds the whole response and may name its type last.
  */
-const FINAL_EVENTS = new Set(['message_stop', 'response.completed', 'response.incomplete']);
+const FINAL_EVENTS = new Set(['message_stop', 'response.completed', 'response.incomplete', 'response.failed']);
 const FINAL_DATA = /^\{\s*"type"\s*:\s*"message_stop"/;
 // An error event that names no status is a failure of the server behind compactor: a bad gateway.
 const UNKNOWN_ERROR_STATUS = 502;

@@ -1,11 +1,12 @@
 import { InvalidRequestError, type ProxyError, sseErrorEvent } from '../../errors.js';
 import { anthropicErrorBody, anthropicErrorEvent } from '../../formats/errors.js';
 import { checkMessagesBody, messagesFromView, messagesView, wireIndexOf } from '../../formats/messages.js';
+import { checkResponsesBody, inputIndexOf, itemsFromView, responsesView } from '../../formats/responses.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { describePairProblem, findPairProblems } from '../../transcript/pairs.js';
 import type { ChatRequestBody } from './planner.js';
 import { type PairOutcome, applyPairMode, readChatRequest, readJsonObject, withModelNameChecked } from './request.js';
-import { spliceMessages } from './splice-messages.js';
+import { spliceInput, spliceMessages } from './splice-messages.js';
 
 /**
  * The wire formats one chat exchange serves: chat completions, and the
@@ -45,12 +46,12 @@ export const CHAT_FORMAT: WireFormat = {
   errorEvent: sseErrorEvent,
 };
 
-/** `pairs: reject` names the wire message, not the chat view's. */
-function rejectPairs(chat: ChatRequestBody): void {
+/** `pairs: reject` names the wire message (or input item), not the chat view's. */
+function rejectPairs(chat: ChatRequestBody, key: string, indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined): void {
   const first = findPairProblems(chat.messages)[0];
   if (first === undefined) return;
-  const wire = wireIndexOf(chat.messages, first.index) ?? 0;
-  throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first).replace(/^messages\[\d+\]/, `messages[${wire}]`), param: `messages[${wire}]` });
+  const wire = `${key}[${indexOf(chat.messages, first.index) ?? 0}]`;
+  throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first).replace(/^messages\[\d+\]/, wire), param: wire });
 }
 
 export const MESSAGES_FORMAT: WireFormat = {
@@ -60,7 +61,7 @@ export const MESSAGES_FORMAT: WireFormat = {
     withModelNameChecked(body);
     const view = messagesView(body);
     const chat = view.chat as ChatRequestBody;
-    if (pairs === 'reject') rejectPairs(chat);
+    if (pairs === 'reject') rejectPairs(chat, 'messages', wireIndexOf);
     return {
       pairs: applyPairMode(chat, pairs === 'reject' ? 'off' : pairs),
       stream: view.stream,
@@ -69,4 +70,30 @@ export const MESSAGES_FORMAT: WireFormat = {
   },
   errorBody: anthropicErrorBody,
   errorEvent: anthropicErrorEvent,
+};
+
+/** A Responses stream's error event: `event: error` with the error's fields (what the openai SDK reads). */
+function responsesErrorEvent(error: ProxyError): string {
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', code: error.code, message: error.message, param: error.param })}\n\n`;
+}
+
+export const RESPONSES_FORMAT: WireFormat = {
+  read(raw, contentType, pairs) {
+    const body = readJsonObject(raw, contentType);
+    checkResponsesBody(body);
+    withModelNameChecked(body);
+    const view = responsesView(body);
+    const chat = view.chat as ChatRequestBody;
+    const untouched = view.untouched ?? (chat.messages.length === 0 ? 'passed through: no input' : undefined);
+    const mode = untouched === undefined ? pairs : 'off';
+    if (mode === 'reject') rejectPairs(chat, 'input', inputIndexOf);
+    return {
+      pairs: applyPairMode(chat, mode === 'reject' ? 'off' : mode),
+      stream: view.stream,
+      ...(untouched === undefined ? {} : { untouched }),
+      bytesFor: (bytes, messages) => spliceInput(bytes, itemsFromView(view, messages)),
+    };
+  },
+  errorBody: (error) => error.toBody(),
+  errorEvent: responsesErrorEvent,
 };

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ChatExchange, ChatRoute, type ChatRouteOptions } from '../chat/exchange.js';
-import { MESSAGES_FORMAT } from '../chat/wire-format.js';
+import { MESSAGES_FORMAT, RESPONSES_FORMAT } from '../chat/wire-format.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
@@ -28,9 +28,12 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions
     app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
   }
   // The Anthropic Messages API (Claude Code): the same exchange through its adapter (src/formats/messages.ts).
-  const messagesRoute = new ChatRoute({ ...options, format: MESSAGES_FORMAT });
-  app.post('/v1/messages', { bodyLimit, config: { kind: 'chat' } }, (request, reply) => {
-    request.record.kind = 'chat';
-    return new ChatExchange(request, reply, messagesRoute).run();
-  });
+  // The OpenAI Responses API (Codex CLI): the same, through src/formats/responses.ts.
+  for (const [url, format] of [['/v1/messages', MESSAGES_FORMAT], ['/v1/responses', RESPONSES_FORMAT]] as const) {
+    const formatRoute = new ChatRoute({ ...options, format });
+    app.post(url, { bodyLimit, config: { kind: 'chat' } }, (request, reply) => {
+      request.record.kind = 'chat';
+      return new ChatExchange(request, reply, formatRoute).run();
+    });
+  }
 }
