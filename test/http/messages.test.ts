@@ -140,10 +140,36 @@ function simulatedMessages(llama: SimulatedLlama) {
   };
 }
 
+describe('issue 16: when nothing fits (Messages API)', () => {
+  it("item 1: the SDK gets a 400 in Anthropic's shape and nothing is forwarded", async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const llama = new SimulatedLlama(upstream, { window: 2048 });
+    upstream.route('POST', '/v1/messages', simulatedMessages(llama));
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
+    const client = new Anthropic({ baseURL: proxy.url, apiKey: 'k', maxRetries: 0 });
+    const failure = await client.messages.create({ model: 'sim', max_tokens: 64, messages: [{ role: 'user', content: 'word '.repeat(4000) }] }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Anthropic.BadRequestError);
+    const error = (failure as InstanceType<typeof Anthropic.BadRequestError>).error as { type: string; error: { type: string; message: string } };
+    expect(error.type).toBe('error');
+    expect(error.error.type).toBe('invalid_request_error');
+    expect(error.error.message).toMatch(/context window is 2048 tokens/);
+    expect(upstream.requestsTo('/v1/messages')).toHaveLength(0);
+  });
+
+  it('item 1: /v1/messages/count_tokens passes through', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    upstream.route('POST', '/v1/messages/count_tokens', replies.json(200, { input_tokens: 7 }));
+    const proxy = opened(await startProxy(upstream, { listen: true }));
+    const client = new Anthropic({ baseURL: proxy.url, apiKey: 'k', maxRetries: 0 });
+    expect(await client.messages.countTokens({ model: 'sim', messages: [{ role: 'user', content: 'hi' }] })).toEqual({ input_tokens: 7 });
+  });
+});
+
 describe('issue 16: a 60-turn Messages conversation against the simulated llama-server', () => {
   it('item 1: old turns are summarized once per epoch, the prefix stays byte-stable, every fact survives', async () => {
     const upstream = opened(await FakeUpstream.start());
-    const llama = new SimulatedLlama(upstream, { window: 8192 });
+    // 4k: small enough that 60 turns cross several epochs.
+    const llama = new SimulatedLlama(upstream, { window: 4096 });
     upstream.route('POST', '/v1/messages', simulatedMessages(llama));
     const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const history: Array<{ role: string; content: unknown }> = [];

@@ -118,10 +118,27 @@ function simulatedResponses(llama: SimulatedLlama) {
   };
 }
 
+describe('issue 16: when nothing fits (Responses API)', () => {
+  it("item 2: the SDK gets a 400 in OpenAI's shape and nothing is forwarded", async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const llama = new SimulatedLlama(upstream, { window: 2048 });
+    upstream.route('POST', '/v1/responses', simulatedResponses(llama));
+    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
+    const client = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'k', maxRetries: 0 });
+    const failure = await client.responses.create({ model: 'sim', input: 'word '.repeat(4000) }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+    const error = (failure as InstanceType<typeof OpenAI.BadRequestError>).error as { code: string; message: string };
+    expect(error.code).toBe('context_length_exceeded');
+    expect(error.message).toMatch(/context window is 2048 tokens/);
+    expect(upstream.requestsTo('/v1/responses')).toHaveLength(0);
+  });
+});
+
 describe('issue 16: a 60-turn Responses conversation against the simulated llama-server', () => {
   it('item 2: old turns are summarized once per epoch, the prefix stays byte-stable, every fact survives', async () => {
     const upstream = opened(await FakeUpstream.start());
-    const llama = new SimulatedLlama(upstream, { window: 8192 });
+    // 4k: small enough that 60 turns cross several epochs.
+    const llama = new SimulatedLlama(upstream, { window: 4096 });
     upstream.route('POST', '/v1/responses', simulatedResponses(llama));
     const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const input: Array<Record<string, unknown>> = [{ type: 'message', role: 'developer', content: 'Sandbox: workspace-write.' }];
