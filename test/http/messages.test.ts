@@ -78,6 +78,16 @@ describe('issue 16: the Messages API through compactor', () => {
     expect(await raw.text()).toBe(STREAM_EVENTS.join(''));
   });
 
+  it("item 1: a stream cut before message_stop ends with an error event in Anthropic's shape", async () => {
+    const { upstream, url } = await started();
+    upstream.route('POST', '/v1/messages', replies.sse(STREAM_EVENTS.slice(0, 3)));
+    const response = await fetch(`${url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim', max_tokens: 8, stream: true, messages: [{ role: 'user', content: 'hi' }] }) });
+    const text = await response.text();
+    expect(text.startsWith(STREAM_EVENTS.slice(0, 3).join(''))).toBe(true);
+    const tail = text.slice(STREAM_EVENTS.slice(0, 3).join('').length);
+    expect(tail).toMatch(/^event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"[^"]+"\}\}\n\n$/);
+  });
+
   it('item 1: a tool_use without its tool_result is repaired in the next user message, the rest kept', async () => {
     const { upstream, client } = await started();
     upstream.route('POST', '/v1/messages', replies.json(200, MESSAGE_ANSWER));
