@@ -52,8 +52,8 @@ declare module 'fastify' {
 }
 
 /** Sends compactor's own error in OpenAI's shape (before anything else was sent). */
-export function sendError(reply: FastifyReply, error: ProxyError): FastifyReply {
-  const body = JSON.stringify(error.toBody());
+export function sendError(reply: FastifyReply, error: ProxyError, errorBody: unknown = error.toBody()): FastifyReply {
+  const body = JSON.stringify(errorBody);
   // Absent for what the router refuses before the onRequest hook has made it (see `frameworkErrors` in app.ts).
   const state = reply.request.record as RequestRecord | null | undefined;
   if (state != null) {

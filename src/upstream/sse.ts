@@ -26,8 +26,17 @@ const LINE_FEED = 0x0a;
 const CARRIAGE_RETURN = 0x0d;
 const DATA_PREFIX = Buffer.from('data:');
 const DONE = '[DONE]';
-// llama-server and OpenAI report failures inside a stream as `data: {"error": …}`.
-const ERROR_EVENT = /^\{\s*"error"\s*:/;
+// llama-server and OpenAI report failures inside a stream as `data: {"error": …}`; the Anthropic Messages and
+// OpenAI Responses APIs as `data: {"type":"error", …}`.
+const ERROR_EVENT = /^\{\s*(?:"error"\s*:|"type"\s*:\s*"error")/;
+const EVENT_PREFIX = Buffer.from('event:');
+/**
+ * The events that end a Messages or Responses stream properly (they send no
+ * `[DONE]`): named by their `event:` line, since the data of
+ * `response.completed` holds the whole response and may name its type last.
+ */
+const FINAL_EVENTS = new Set(['message_stop', 'response.completed', 'response.incomplete', 'response.failed']);
+const FINAL_DATA = /^\{\s*"type"\s*:\s*"message_stop"/;
 // An error event that names no status is a failure of the server behind compactor: a bad gateway.
 const UNKNOWN_ERROR_STATUS = 502;
 const USAGE_OR_TIMINGS = /"(?:usage|timings)"\s*:\s*\{/;
@@ -172,8 +181,11 @@ export class SseTap {
     }
     this.#eventLines++;
     const data = dataOf(line);
-    if (data === null) return;
-    if (isDone(data)) {
+    if (data === null) {
+      if (isFinalEventLine(line)) this.#sawDone = true;
+      return;
+    }
+    if (isDone(data) || FINAL_DATA.test(data.subarray(0, 40).toString('latin1'))) {
       this.#sawDone = true;
       return;
     }
@@ -202,6 +214,11 @@ export class SseTap {
 function dataOf(line: Buffer): Buffer | null {
   if (line.length < DATA_PREFIX.length || !line.subarray(0, DATA_PREFIX.length).equals(DATA_PREFIX)) return null;
   return line.subarray(line[DATA_PREFIX.length] === 0x20 ? DATA_PREFIX.length + 1 : DATA_PREFIX.length);
+}
+
+function isFinalEventLine(line: Buffer): boolean {
+  if (line.length < EVENT_PREFIX.length || line.length > 64 || !line.subarray(0, EVENT_PREFIX.length).equals(EVENT_PREFIX)) return false;
+  return FINAL_EVENTS.has(line.subarray(EVENT_PREFIX.length).toString('latin1').trim());
 }
 
 function isDone(data: Buffer): boolean {

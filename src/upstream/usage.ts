@@ -42,10 +42,42 @@ export function extractUsage(value: unknown): UsageFound {
   if ('usage' in value) {
     const usage = UsageSchema.safeParse(value.usage);
     if (usage.success) found.usage = usage.data;
+    else {
+      const other = usageOfOtherApis(value.usage);
+      if (other !== undefined) found.usage = other;
+    }
+  }
+  // Messages API: `message_start` holds it in `message`; Responses API: `response.completed` in `response`.
+  for (const key of ['message', 'response'] as const) {
+    if (found.usage !== undefined || !(key in value)) continue;
+    const inner = (value as Record<string, unknown>)[key];
+    if (typeof inner === 'object' && inner !== null && 'usage' in inner) {
+      const other = usageOfOtherApis(inner.usage);
+      if (other !== undefined) found.usage = other;
+    }
   }
   if ('timings' in value) {
     const timings = TimingsSchema.safeParse(value.timings);
     if (timings.success) found.timings = timings.data;
   }
   return found;
+}
+
+/**
+ * The Anthropic Messages API's and the OpenAI Responses API's usage in chat
+ * terms: `input_tokens` (plus Anthropic's cache reads and writes, which it
+ * counts apart) is the prompt. A `message_delta` usage without
+ * `input_tokens` says nothing about the prompt: undefined.
+ */
+function usageOfOtherApis(value: unknown): Usage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const usage = value as Record<string, unknown>;
+  const input = usage['input_tokens'];
+  if (typeof input !== 'number') return undefined;
+  const count = (key: string): number => (typeof usage[key] === 'number' ? (usage[key] as number) : 0);
+  const output = usage['output_tokens'];
+  return {
+    prompt_tokens: input + count('cache_read_input_tokens') + count('cache_creation_input_tokens'),
+    ...(typeof output === 'number' ? { completion_tokens: output } : {}),
+  };
 }

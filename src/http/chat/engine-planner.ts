@@ -29,7 +29,10 @@ export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>
 function credentialHeaders(context: ChatContext, upstream: UpstreamClient): CallHeaders | undefined {
   if (upstream.apiKey !== null) return undefined;
   const authorization = context.headers.authorization;
-  return typeof authorization === 'string' ? { authorization } : undefined;
+  if (typeof authorization === 'string') return { authorization };
+  // Anthropic clients (Claude Code) send their key as `x-api-key`; the summary goes through chat completions.
+  const apiKey = context.headers['x-api-key'];
+  return typeof apiKey === 'string' ? { authorization: `Bearer ${apiKey}` } : undefined;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config/schema.js';
-import { InternalError, ProxyError, sseErrorEvent } from '../../errors.js';
+import { InternalError, ProxyError } from '../../errors.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { discardBody } from '../../upstream/body.js';
 import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
@@ -12,6 +12,7 @@ import type { ChatHooks, ChatPlan } from './planner.js';
 import { type Prepared, prepare } from './prepare.js';
 import { readRefusal } from './refusal.js';
 import { respond } from './respond.js';
+import { CHAT_FORMAT, type WireFormat } from './wire-format.js';
 
 /**
  * One chat completion request, from the client's bytes to the end of the
@@ -35,6 +36,8 @@ export interface ChatRouteOptions {
   readonly streams?: { opened(): void; closed(): void };
   /** Told when the upstream refuses a request as larger than its context (the metrics). */
   readonly onContextExceeded?: (model: string) => void;
+  /** The API the route serves (chat completions when absent): how its bodies are read and its errors worded. */
+  readonly format?: WireFormat;
 }
 
 /** What every exchange of one route shares: its options, and what follows from them once. */
@@ -42,9 +45,11 @@ export class ChatRoute {
   readonly options: ChatRouteOptions;
   /** How the client's headers are forwarded: the same for every request. */
   readonly forwardHeaders: ForwardRequestHeadersOptions;
+  readonly format: WireFormat;
 
   constructor(options: ChatRouteOptions) {
     this.options = options;
+    this.format = options.format ?? CHAT_FORMAT;
     this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
   }
 }
@@ -153,7 +158,7 @@ export class ChatExchange implements Ending, ResponseCloseListener {
     const proxyError = this.endedBy ?? (error instanceof ProxyError ? error : new InternalError(error));
     if (proxyError instanceof InternalError) this.request.log.error({ err: error }, 'chat request failed');
     if (!this.early) {
-      sendError(this.reply, proxyError);
+      sendError(this.reply, proxyError, this.route.format.errorBody(proxyError));
       return;
     }
     this.endWithError(proxyError);
@@ -174,7 +179,7 @@ export class ChatExchange implements Ending, ResponseCloseListener {
     const record = this.record;
     record.errorCode = error.code;
     record.errorStatus = error.status;
-    const text = before + sseErrorEvent(error);
+    const text = before + this.route.format.errorEvent(error);
     record.bytes += Buffer.byteLength(text);
     this.response.end(text);
   }

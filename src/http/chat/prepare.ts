@@ -1,8 +1,6 @@
 import { ExchangeContext } from './context.js';
 import type { ChatExchange } from './exchange.js';
 import type { ChatPlan, ChatRequestBody } from './planner.js';
-import { applyPairMode, readChatRequest } from './request.js';
-import { spliceMessages } from './splice-messages.js';
 
 /**
  * The first half of a chat exchange: the client's bytes read once (parse,
@@ -36,15 +34,16 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const request = exchange.request;
   const record = exchange.record;
 
-  const parsed = readChatRequest(request.body, request.headers['content-type']);
-  const pairs = applyPairMode(parsed, config.pairs);
+  const format = exchange.route.format;
+  const read = format.read(request.body, request.headers['content-type'], config.pairs);
+  const pairs = read.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
   const raw = request.body as Buffer;
-  const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, parsed['stream'] === true);
+  const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, read.stream);
 
   let plan: ChatPlan | undefined;
-  if (hooks.planner !== undefined) plan = await hooks.planner(context);
+  if (hooks.planner !== undefined && read.untouched === undefined) plan = await hooks.planner(context);
   if (exchange.abort.aborted) {
     if (exchange.endedBy !== null) throw exchange.endedBy;
     exchange.clientGone();
@@ -53,8 +52,8 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
 
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
-  const bytes = changedBody === undefined ? raw : spliceMessages(raw, changedBody['messages']);
-  const report = joinReports(pairs.report, plan?.report);
+  const bytes = changedBody === undefined ? raw : read.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  const report = joinReports(joinReports(read.untouched, pairs.report), plan?.report);
   record.report = report ?? null;
   return { context, body: changedBody ?? (pairs.body as ChatRequestBody), changed: changedBody !== undefined, bytes, report, plan };
 }

@@ -98,6 +98,24 @@ function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
  * // → { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
  */
 export function readChatRequest(raw: unknown, contentType: string | undefined): ChatRequestBody {
+  const json = readJsonObject(raw, contentType);
+  // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
+  if (isChatRequestBody(json)) return withModelNameChecked(json);
+  const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = formatPath(issue.path);
+    throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
+  }
+  return withModelNameChecked(parsed.data);
+}
+
+/**
+ * The body as a JSON object, read once whatever the API: the media type,
+ * an empty body, invalid JSON, forbidden keys and nesting are refused as
+ * for a chat completion.
+ */
+export function readJsonObject(raw: unknown, contentType: string | undefined): Record<string, unknown> {
   // No content type is accepted: some clients omit it for JSON.
   if (contentType !== undefined && !isJsonMediaType(mediaTypeOf(contentType))) throw new UnsupportedMediaTypeError(contentType);
   if (!Buffer.isBuffer(raw) || raw.length === 0) {
@@ -111,19 +129,10 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   if (raw.length > MAX_NESTING_DEPTH && nestedDeeperThan(json, MAX_NESTING_DEPTH)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
-  // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
-  const body = json as Record<string, unknown>;
-  if (isChatRequestBody(body)) return withModelNameChecked(body);
-  const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = formatPath(issue.path);
-    throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
-  }
-  return withModelNameChecked(parsed.data);
+  return json as Record<string, unknown>;
 }
 
-function withModelNameChecked(body: ChatRequestBody): ChatRequestBody {
+export function withModelNameChecked<Body extends { model: string }>(body: Body): Body {
   if (body.model.length > MAX_MODEL_NAME_LENGTH) {
     throw new InvalidRequestError({ code: 'invalid_body', message: `model: must be at most ${MAX_MODEL_NAME_LENGTH} characters`, param: 'model' });
   }

@@ -21,6 +21,8 @@ const COMMA = 0x2c;
 const COLON = 0x3a;
 
 const MESSAGES_KEY = Buffer.from('"messages"');
+/** The key the Responses API keeps its conversation under. */
+const INPUT_KEY = Buffer.from('"input"');
 
 /** Where a value lies in the bytes: `start` inclusive, `end` exclusive. */
 export interface ByteSpan {
@@ -82,12 +84,12 @@ function skipValue(bytes: Buffer, position: number): number {
   return position;
 }
 
-/** Whether the key string at `start`…`end` (quotes included) says `messages`, however it is escaped. */
-function isMessagesKey(bytes: Buffer, start: number, end: number): boolean {
-  if (end - start === MESSAGES_KEY.length) return bytes.compare(MESSAGES_KEY, 0, MESSAGES_KEY.length, start, end) === 0;
+/** Whether the key string at `start`…`end` (quotes included) says `key` (quoted in `quoted`), however it is escaped. */
+function isKey(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
+  if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
   // `"m\u0065ssages"` is the same key to JSON.parse: only an escaped key can be longer and still say it.
   if (bytes.indexOf(BACKSLASH, start) >= end || bytes.indexOf(BACKSLASH, start) === -1) return false;
-  return JSON.parse(bytes.toString('utf8', start, end)) === 'messages';
+  return JSON.parse(bytes.toString('utf8', start, end)) === quoted.toString('utf8', 1, quoted.length - 1);
 }
 
 /**
@@ -99,7 +101,7 @@ function isMessagesKey(bytes: Buffer, start: number, end: number): boolean {
  * @example
  * findMessagesSpan(Buffer.from('{"model":"m","messages":[1]}')) // → { start: 24, end: 27 }
  */
-export function findMessagesSpan(bytes: Buffer): ByteSpan | undefined {
+export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY): ByteSpan | undefined {
   let position = skipWhitespace(bytes, 0);
   if (bytes[position] !== OPEN_BRACE) return undefined;
   let found: ByteSpan | undefined;
@@ -107,7 +109,7 @@ export function findMessagesSpan(bytes: Buffer): ByteSpan | undefined {
   while (bytes[position] === QUOTE) {
     const keyStart = position;
     position = skipString(bytes, position);
-    const isMessages = isMessagesKey(bytes, keyStart, position);
+    const isMessages = isKey(bytes, keyStart, position, quotedKey);
     position = skipWhitespace(bytes, position);
     if (bytes[position] !== COLON) return found;
     position = skipWhitespace(bytes, position + 1);
@@ -134,5 +136,13 @@ export function spliceMessages(raw: Buffer, messages: unknown): Buffer {
   // A validated chat body always has a top-level `messages`: not finding it is a bug here.
   if (span === undefined) throw new Error('spliceMessages: the body has no top-level "messages"');
   const replacement = Buffer.from(JSON.stringify(messages));
+  return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
+}
+
+/** The same for a Responses body: its top-level `input` replaced by `items`, every other byte as it was. */
+export function spliceInput(raw: Buffer, items: unknown): Buffer {
+  const span = findMessagesSpan(raw, INPUT_KEY);
+  if (span === undefined) throw new Error('spliceInput: the body has no top-level "input"');
+  const replacement = Buffer.from(JSON.stringify(items));
   return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ChatExchange, ChatRoute, type ChatRouteOptions } from '../chat/exchange.js';
+import { MESSAGES_FORMAT, RESPONSES_FORMAT } from '../chat/wire-format.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
@@ -25,5 +26,14 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions
   };
   for (const url of ['/v1/chat/completions', '/chat/completions']) {
     app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
+  }
+  // The Anthropic Messages API (Claude Code): the same exchange through its adapter (src/formats/messages.ts).
+  // The OpenAI Responses API (Codex CLI): the same, through src/formats/responses.ts.
+  for (const [url, format] of [['/v1/messages', MESSAGES_FORMAT], ['/v1/responses', RESPONSES_FORMAT]] as const) {
+    const formatRoute = new ChatRoute({ ...options, format });
+    app.post(url, { bodyLimit, config: { kind: 'chat' } }, (request, reply) => {
+      request.record.kind = 'chat';
+      return new ChatExchange(request, reply, formatRoute).run();
+    });
   }
 }

@@ -1,0 +1,235 @@
+import { InvalidRequestError } from '../errors.js';
+import { type ChatMessage, type ContentPart, contentText } from '../transcript/message.js';
+import { isRecord, isUnchanged, originOf, tag } from './origin.js';
+
+/**
+ * The Anthropic Messages API (`POST /v1/messages`, what Claude Code speaks)
+ * as the transcript core sees it, and back. The view is a chat completion:
+ * top-level `system` is the head (a system message), a user message's
+ * `tool_result` blocks become `tool` messages (before the rest of it, as
+ * llama-server converts them), an assistant's `tool_use` blocks its
+ * `tool_calls`, `thinking` its `reasoning_content`, and `tools` the chat
+ * form of the same tools (so a summary asked through chat completions
+ * renders the same prefix). Back, a wire message whose view the core left
+ * alone is the client's object itself; one it changed is rebuilt from its
+ * own blocks (thinking and redacted thinking kept verbatim with their
+ * signatures, `cache_control` kept on every block that stays); the core's
+ * own messages (a summary pair, a missing result) are written afresh.
+ */
+
+export type WireMessage = Record<string, unknown>;
+
+export interface MessagesView {
+  /** A chat completion body: model, the head and the turns as chat messages, and the tools in chat form. */
+  readonly chat: { model: string; messages: ChatMessage[]; tools?: unknown[] };
+  readonly stream: boolean;
+  /** The client's messages. */
+  readonly wire: readonly WireMessage[];
+  /** How many chat messages each wire message became. */
+  readonly made: readonly number[];
+  /** The index of the first chat message after the head (the system message, when there is one). */
+  readonly headLength: number;
+}
+
+function invalid(param: string, message: string): InvalidRequestError {
+  return new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${message}`, param });
+}
+
+/** Checks what the view reads (loosely: unknown fields and block types pass) and throws a 400 naming the first problem. */
+export function checkMessagesBody(body: Record<string, unknown>): asserts body is { model: string; messages: WireMessage[] } {
+  if (typeof body['model'] !== 'string') throw invalid('model', body['model'] === undefined ? 'is required' : 'must be a string');
+  const messages = body['messages'];
+  if (!Array.isArray(messages)) throw invalid('messages', messages === undefined ? 'is required' : 'must be an array');
+  if (messages.length === 0) throw invalid('messages', 'must not be empty');
+  for (const [index, message] of messages.entries()) {
+    const param = `messages[${index}]`;
+    if (!isRecord(message)) throw invalid(param, 'must be an object');
+    if (message['role'] !== 'user' && message['role'] !== 'assistant') throw invalid(`${param}.role`, 'must be "user" or "assistant"');
+    const content = message['content'];
+    if (typeof content === 'string') continue;
+    if (!Array.isArray(content)) throw invalid(`${param}.content`, 'must be a string or an array of content blocks');
+    for (const [position, block] of content.entries()) {
+      if (!isRecord(block) || typeof block['type'] !== 'string') throw invalid(`${param}.content[${position}]`, 'must be a content block with a string "type"');
+    }
+  }
+  const system = body['system'];
+  if (system !== undefined && typeof system !== 'string' && !Array.isArray(system)) throw invalid('system', 'must be a string or an array of text blocks');
+}
+
+function blocksOf(message: WireMessage): Record<string, unknown>[] {
+  const content = message['content'];
+  return Array.isArray(content) ? (content as Record<string, unknown>[]) : [];
+}
+
+function textOfBlocks(blocks: readonly unknown[]): string {
+  return blocks
+    .filter((block): block is Record<string, unknown> => isRecord(block) && block['type'] === 'text' && typeof block['text'] === 'string')
+    .map((block) => block['text'] as string)
+    .join('\n');
+}
+
+/** A tool result's content as text: a string as is, its text blocks joined. */
+function resultText(block: Record<string, unknown>): string {
+  const content = block['content'];
+  if (typeof content === 'string') return content;
+  return Array.isArray(content) ? textOfBlocks(content) : '';
+}
+
+/** A user block as a chat content part: text as text, an image as an `image_url` (what llama-server makes of it). */
+function partOf(block: Record<string, unknown>): ContentPart {
+  if (block['type'] === 'image' && isRecord(block['source'])) {
+    const source = block['source'];
+    const url = source['type'] === 'base64' ? `data:${String(source['media_type'])};base64,${String(source['data'])}` : String(source['url'] ?? '');
+    return { type: 'image_url', image_url: { url } };
+  }
+  if (block['type'] === 'text') return { type: 'text', text: typeof block['text'] === 'string' ? block['text'] : '' };
+  // Documents and other blocks are kept as they are: counted as media, never rewritten.
+  return { ...block, type: String(block['type']) };
+}
+
+function userView(message: WireMessage, index: number): ChatMessage[] {
+  const content = message['content'];
+  if (typeof content === 'string') return [tag({ role: 'user', content }, index)];
+  const blocks = blocksOf(message);
+  const views: ChatMessage[] = [];
+  for (const block of blocks) {
+    if (block['type'] !== 'tool_result') continue;
+    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index));
+  }
+  const rest = blocks.filter((block) => block['type'] !== 'tool_result');
+  if (rest.length > 0 || views.length === 0) views.push(tag({ role: 'user', content: rest.map(partOf) }, index));
+  return views;
+}
+
+function assistantView(message: WireMessage, index: number): ChatMessage {
+  const content = message['content'];
+  if (typeof content === 'string') return tag({ role: 'assistant', content }, index);
+  const blocks = blocksOf(message);
+  const calls = blocks
+    .filter((block) => block['type'] === 'tool_use')
+    .map((block) => ({ id: String(block['id'] ?? ''), type: 'function', function: { name: String(block['name'] ?? ''), arguments: JSON.stringify(block['input'] ?? {}) } }));
+  const thinking = blocks
+    .filter((block) => block['type'] === 'thinking' && typeof block['thinking'] === 'string')
+    .map((block) => block['thinking'] as string)
+    .join('\n');
+  const view: ChatMessage = { role: 'assistant', content: textOfBlocks(blocks) };
+  if (calls.length > 0) view.tool_calls = calls;
+  if (thinking !== '') view['reasoning_content'] = thinking;
+  return tag(view, index);
+}
+
+/** The tools in chat form; server tools (`web_search_…`, with a `type` and no schema) have no chat form and are left out. */
+function chatTools(tools: unknown): unknown[] | undefined {
+  if (!Array.isArray(tools)) return undefined;
+  const converted = tools
+    .filter((tool): tool is Record<string, unknown> => isRecord(tool) && typeof tool['name'] === 'string' && tool['input_schema'] !== undefined)
+    .map((tool) => ({ type: 'function', function: { name: tool['name'], ...(tool['description'] === undefined ? {} : { description: tool['description'] }), parameters: tool['input_schema'] } }));
+  return converted.length > 0 ? converted : undefined;
+}
+
+/** The transcript view of a checked Messages body. */
+export function messagesView(body: { model: string; messages: WireMessage[] } & Record<string, unknown>): MessagesView {
+  const messages: ChatMessage[] = [];
+  const system = body['system'];
+  const systemText = typeof system === 'string' ? system : Array.isArray(system) ? textOfBlocks(system) : '';
+  if (systemText !== '') messages.push({ role: 'system', content: systemText });
+  const headLength = messages.length;
+  const made: number[] = [];
+  for (const [index, message] of body.messages.entries()) {
+    const views = message['role'] === 'user' ? userView(message, index) : [assistantView(message, index)];
+    made.push(views.length);
+    messages.push(...views);
+  }
+  const tools = chatTools(body['tools']);
+  const chat = tools === undefined ? { model: body.model, messages } : { model: body.model, messages, tools };
+  return { chat, stream: body['stream'] === true, wire: body.messages, made, headLength };
+}
+
+/** A chat message of the core's own, in Messages form. */
+function freshMessage(message: ChatMessage): WireMessage | undefined {
+  const text = contentText(message.content);
+  if (message.role === 'tool') return { role: 'user', content: [{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: text }] };
+  if (message.role === 'user' || message.role === 'assistant') return { role: message.role, content: text };
+  return undefined;
+}
+
+/** A user message the core changed, rebuilt from its own blocks. */
+function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): WireMessage | undefined {
+  const blocks = blocksOf(original);
+  const out: unknown[] = [];
+  for (const view of views) {
+    if (view.role === 'tool') {
+      const block = blocks.find((candidate) => candidate['type'] === 'tool_result' && candidate['tool_use_id'] === view.tool_call_id);
+      if (block === undefined) continue;
+      out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
+      continue;
+    }
+    const made = originOf(view)?.made.content;
+    const rest = blocks.filter((block) => block['type'] !== 'tool_result');
+    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
+    const parts = Array.isArray(view.content) ? view.content : [{ type: 'text', text: view.content ?? '' }];
+    for (const part of parts) {
+      const position = Array.isArray(made) ? made.indexOf(part) : -1;
+      out.push(position >= 0 ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
+    }
+  }
+  return out.length > 0 ? { ...original, content: out } : undefined;
+}
+
+/** An assistant message the core changed: thinking kept as it was, text replaced, only the calls still made. */
+function rebuiltAssistant(original: WireMessage, view: ChatMessage): WireMessage {
+  const text = contentText(view.content);
+  if (typeof original['content'] === 'string') return { ...original, content: text };
+  const calls = new Set((view.tool_calls ?? []).map((call) => call.id));
+  const textChanged = text !== contentText(originOf(view)?.made.content ?? null);
+  const out: unknown[] = [];
+  let textPlaced = !textChanged;
+  for (const block of blocksOf(original)) {
+    if (block['type'] === 'tool_use') {
+      if (!textPlaced && text !== '') out.push({ type: 'text', text });
+      textPlaced = true;
+      if (calls.has(String(block['id']))) out.push(block);
+    } else if (block['type'] === 'text' && textChanged) {
+      if (!textPlaced && text !== '') out.push({ ...block, text });
+      textPlaced = true;
+    } else out.push(block);
+  }
+  if (!textPlaced && text !== '') out.push({ type: 'text', text });
+  return { ...original, content: out };
+}
+
+/**
+ * The Messages list for the chat messages the core returned: the client's
+ * message object wherever its view came back untouched and whole.
+ */
+export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[]): WireMessage[] {
+  const out: WireMessage[] = [];
+  let position = view.headLength;
+  while (position < chat.length) {
+    const first = chat[position]!;
+    const origin = originOf(first);
+    if (origin === undefined) {
+      const fresh = freshMessage(first);
+      if (fresh !== undefined) out.push(fresh);
+      position++;
+      continue;
+    }
+    const run: ChatMessage[] = [first];
+    while (position + run.length < chat.length && originOf(chat[position + run.length]!)?.index === origin.index) run.push(chat[position + run.length]!);
+    position += run.length;
+    const original = view.wire[origin.index]!;
+    if (run.length === view.made[origin.index] && run.every(isUnchanged)) out.push(original);
+    else if (original['role'] === 'assistant') out.push(rebuiltAssistant(original, run[0]!));
+    else {
+      const rebuilt = rebuiltUser(original, run);
+      if (rebuilt !== undefined) out.push(rebuilt);
+    }
+  }
+  return out;
+}
+
+/** The wire index of the chat message at `index` of the view (for errors naming a message), or undefined for the head. */
+export function wireIndexOf(chat: readonly ChatMessage[], index: number): number | undefined {
+  const message = chat[index];
+  return message === undefined ? undefined : originOf(message)?.index;
+}
