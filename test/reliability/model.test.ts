@@ -447,6 +447,9 @@ function verdictFor(cause: Cause, tracked: Tracked): Verdict {
     case 'client':
       return client.ending === 'aborted' ? pass : fail('expected the client to have left');
     case 'finish':
+      // The upstream finished, but the client left before any of the relayed answer reached it (on a loaded
+      // machine relaying takes longer than RACE_MS): from the client's side, it left first.
+      if (client.leftAt !== null && client.status === null && client.ending === 'aborted') return pass;
       if (client.status !== 200 || client.ending !== 'ended' || !body.equals(sent)) return fail('expected the whole answer, byte for byte');
       if (tracked.stream && events.at(-1) !== '[DONE]') return fail('expected [DONE] last');
       return pass;
