@@ -123,7 +123,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
-  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
+  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
   const shutdown = new Shutdown();
   const inFlight = new InFlight(metrics);

@@ -42,11 +42,13 @@ class EngineRequest implements PrepareInput {
   readonly messages: ChatContext['body']['messages'];
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
+  readonly mode: 'compact' | 'observe';
   readonly #context: ChatContext;
   #tenant: string | undefined;
 
-  constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined) {
+  constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined, mode: 'compact' | 'observe') {
     this.body = context.body;
+    this.mode = mode;
     this.messages = context.body.messages;
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
@@ -63,7 +65,7 @@ class EngineRequest implements PrepareInput {
   }
 }
 
-export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient): { readonly planner: ChatPlanner } {
+export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient, mode: 'compact' | 'observe' = 'compact'): { readonly planner: ChatPlanner } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
     let ticker: NodeJS.Timeout | undefined;
@@ -75,7 +77,7 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
       }, PROGRESS_REPEAT_MS);
     };
     let result: Prepared;
-    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream));
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), mode);
     try {
       result = await compactor.prepare(request);
     } finally {

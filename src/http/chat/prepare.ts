@@ -1,7 +1,7 @@
 import { ExchangeContext } from './context.js';
 import type { ChatExchange } from './exchange.js';
 import type { ChatPlan, ChatRequestBody } from './planner.js';
-import { applyPairMode, readChatRequest } from './request.js';
+import { applyPairMode, observePairMode, readChatRequest } from './request.js';
 import { spliceMessages } from './splice-messages.js';
 
 /**
@@ -37,7 +37,9 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const record = exchange.record;
 
   const parsed = readChatRequest(request.body, request.headers['content-type']);
-  const pairs = applyPairMode(parsed, config.pairs);
+  // Observe mode forwards exactly what the client sent: pairs are checked and reported, never repaired or refused.
+  const observing = config.compaction.mode === 'observe';
+  const pairs = observing ? observePairMode(parsed, config.pairs) : applyPairMode(parsed, config.pairs);
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
   const raw = request.body as Buffer;
@@ -54,7 +56,8 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
   const bytes = changedBody === undefined ? raw : spliceMessages(raw, changedBody['messages']);
-  const report = joinReports(pairs.report, plan?.report);
+  const joined = joinReports(pairs.report, plan?.report);
+  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
   record.report = report ?? null;
   return { context, body: changedBody ?? (pairs.body as ChatRequestBody), changed: changedBody !== undefined, bytes, report, plan };
 }
