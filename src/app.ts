@@ -13,6 +13,7 @@ import { Metrics } from './http/metrics.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
+import { compactRoutes } from './http/routes/compact.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
@@ -219,6 +220,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
+  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {

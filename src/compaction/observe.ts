@@ -47,12 +47,13 @@ export function observedDecision(decision: Decision, options: { before: number; 
 /**
  * The settings `POST /v1/compact` with `"force": true` decides with: every
  * size crosses the threshold (so there is a compaction whenever there is
- * something old to summarize), and the target is out of reach (so the tier is
- * a summary, never a pruning that already fits). What is kept raw stays
- * `keep_recent`.
+ * something old to summarize), the target is out of reach (so the tier is
+ * a summary, never a pruning that already fits), and what is kept raw is the
+ * least the plan keeps: the last turn (or the task anchor and last steps of
+ * one long turn), as an agent's `/compact` command expects.
  */
 export function forcedSettings(settings: DecisionSettings): DecisionSettings {
   // Not 0: a size of 0 tokens is no reason to compact. One millionth of a 32k budget is 0.03 tokens.
   const tiny = 1e-6;
-  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny };
+  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny, keepRecent: tiny };
 }

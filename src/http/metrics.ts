@@ -103,7 +103,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #requests = new Counter({
     name: 'compactor_requests_total',
-    help: 'Requests answered, by route (chat, passthrough, ops) and HTTP status.',
+    help: 'Requests answered, by route (chat, compact, passthrough, ops, dashboard) and HTTP status.',
     labelNames: ['route', 'status'] as const,
     registers: [this.registry],
   });

@@ -26,7 +26,7 @@ export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>
 }
 
 /** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */
-function credentialHeaders(context: ChatContext, upstream: UpstreamClient): CallHeaders | undefined {
+export function credentialHeaders(context: Pick<ChatContext, 'headers'>, upstream: UpstreamClient): CallHeaders | undefined {
   if (upstream.apiKey !== null) return undefined;
   const authorization = context.headers.authorization;
   return typeof authorization === 'string' ? { authorization } : undefined;
