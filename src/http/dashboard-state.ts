@@ -105,7 +105,7 @@ function conversationId(tenant: string, model: string, messages: readonly ChatMe
 export class DashboardState implements CompactionObserver {
   // A Map keeps insertion order: deleting and setting again moves a conversation to the end, so the first is the one seen longest ago.
   readonly #conversations = new Map<string, Conversation>();
-  readonly #events: CompactionItem[] = [];
+  readonly #events: (CompactionItem & { readonly tenant: string })[] = [];
   readonly #options: DashboardStateOptions;
   readonly #now: () => number;
   readonly totals = { requests: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
@@ -162,7 +162,7 @@ export class DashboardState implements CompactionObserver {
     conversation.epochs++;
     conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
     const notes = this.#options.showText ? notesOf(request.forwarded) : undefined;
-    this.#events.push({ at, conversation: id, model: request.model, tier, report, ...(notes === undefined ? {} : { notes }) });
+    this.#events.push({ at, tenant: request.tenant, conversation: id, model: request.model, tier, report, ...(notes === undefined ? {} : { notes }) });
     if (this.#events.length > this.#options.maxEvents) this.#events.shift();
   }
 
@@ -186,10 +186,9 @@ export class DashboardState implements CompactionObserver {
   /** What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only. */
   snapshot(viewer: { readonly tenant: string | null }) {
     const visible = [...this.#conversations.values()].filter((conversation) => viewer.tenant === null || conversation.tenant === viewer.tenant).reverse();
-    const ids = new Set(visible.map((conversation) => conversation.id));
     return {
       conversations: visible.map(({ tenant: _tenant, cached, prompt, ...conversation }) => ({ ...conversation, kvReuse: prompt === 0 ? null : cached / prompt })),
-      compactions: this.#events.filter((event) => ids.has(event.conversation)).reverse(),
+      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(({ tenant: _tenant, ...event }): CompactionItem => event).reverse(),
       // Totals span every tenant: only an admin (or a proxy without keys) sees them.
       ...(viewer.tenant === null ? { totals: { ...this.totals } } : {}),
     };
