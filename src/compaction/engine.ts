@@ -40,7 +40,8 @@ export type { CompactionLogger } from './epoch-writer.js';
  * byte-identical from request to request.
  *
  * Over 300 lines: the one class that sequences lookup, decision and effects;
- * its parts (decide, the writer, the epoch helpers) live in their own files.
+ * its parts (decide, the writer, the epoch helpers, observe mode's words in
+ * observe.ts) live in their own files.
  */
 
 export interface CompactionEngineOptions {

@@ -41,6 +41,8 @@ const KEY = 'compactor.dashboard.key';
 const $ = (id) => document.getElementById(id);
 let selected = null;
 let polls = 0;
+let timer = null;
+let polling = false;
 const el = (tag, text, attributes) => {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = String(text);
@@ -147,6 +149,9 @@ function render(state) {
 }
 
 async function poll() {
+  // One poll at a time: a key submitted while one is running is used by the next.
+  if (polling) return;
+  polling = true;
   const key = sessionStorage.getItem(KEY);
   try {
     const response = await fetch('dashboard/state', { headers: key ? { authorization: 'Bearer ' + key } : {}, cache: 'no-store' });
@@ -169,13 +174,16 @@ async function poll() {
     $('status').textContent = 'cannot reach compactor (' + error.message + ')';
     $('status').className = 'error';
   } finally {
-    setTimeout(poll, POLL_MS);
+    polling = false;
+    timer = setTimeout(poll, POLL_MS);
   }
 }
 
 $('login').addEventListener('submit', (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY, $('key').value.trim());
+  clearTimeout(timer);
+  poll();
 });
 poll();
 `;

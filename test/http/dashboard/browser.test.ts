@@ -110,4 +110,30 @@ describe('issue 17 item 3: the dashboard in headless Chromium', () => {
     writeFileSync(join(ARTIFACTS, 'dashboard.json'), JSON.stringify({ pageBytes, firstRenderMs: Math.round(firstRenderMs) }, null, 2));
     await page.close();
   });
+
+  it('the dashboard behind auth.keys asks for a key in a form, keeps it in the tab, and shows only that key’s conversations', async () => {
+    const guarded = await startProxy(upstream, { listen: true, config: { auth: { keys: ['sk-a', 'sk-b'] } } });
+    try {
+      for (const key of ['sk-a', 'sk-b']) {
+        const keyed = new OpenAI({ baseURL: `${guarded.url}/v1`, apiKey: key, maxRetries: 0, timeout: 15_000 });
+        await keyed.chat.completions.create({ model: 'sim', messages: [{ role: 'user', content: `hello from ${key}` }], max_tokens: 4 });
+      }
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems: string[] = [];
+      page.on('pageerror', (error) => problems.push(error.message));
+      await page.goto(`${guarded.url}/dashboard`);
+      await page.locator('#login').waitFor();
+      await expect(page.locator('#content').isHidden()).resolves.toBe(true);
+      await page.fill('#key', 'sk-a');
+      await page.click('#login button');
+      await page.locator('tr[data-conversation]').first().waitFor();
+      await expect(page.locator('tr[data-conversation]').count()).resolves.toBe(1);
+      await expect(page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('compactor.dashboard.key'))).resolves.toBe('sk-a');
+      await expect(page.locator('#totals').isHidden()).resolves.toBe(true);
+      expect(problems).toEqual([]);
+      await page.close();
+    } finally {
+      await guarded.close();
+    }
+  });
 });
