@@ -84,6 +84,25 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
     }
   });
 
+  it('dashboard in observe mode: the conversation, what would be done, no epoch, and the observed total', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    new SimulatedLlama(upstream, { window: 8_192 });
+    const proxy = opened(await startProxy(upstream, { config: { compaction: { enabled: true, mode: 'observe' } } }));
+    const messages: ChatMessage[] = conversation({ turns: 20, stepsPerTurn: 2, resultBytes: 400 });
+    await proxy.app.inject({ method: 'POST', url: CHAT, headers: { 'content-type': 'application/json' }, payload: { model: 'sim', messages } });
+    await settled();
+    const state = (await proxy.app.inject({ method: 'GET', url: '/dashboard/state' })).json() as State & {
+      mode: string;
+      conversations: { epochs: number; report: string; saved: number }[];
+      totals: { observed: number };
+    };
+    expect(state.mode).toBe('observe');
+    expect(state.conversations[0]).toMatchObject({ epochs: 0, saved: 0 });
+    expect(state.conversations[0]!.report).toMatch(/^observe: would summarize/);
+    expect(state.compactions).toHaveLength(0);
+    expect(state.totals.observed).toBe(1);
+  });
+
   it('dashboard disabled: /dashboard is not compactor’s, it passes through', async () => {
     const upstream = opened(await FakeUpstream.start());
     const proxy = opened(await startProxy(upstream, { config: { dashboard: { enabled: false } } }));
