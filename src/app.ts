@@ -13,6 +13,9 @@ import { Metrics } from './http/metrics.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
+import { compactRoutes } from './http/routes/compact.js';
+import { dashboardRoutes } from './http/routes/dashboard.js';
+import { answeredOf, bothObservers, DashboardState } from './http/dashboard-state.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
@@ -108,6 +111,9 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const { summary } = config.compaction;
   const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
   const metrics = new Metrics();
+  const dashboard = config.dashboard.enabled
+    ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
+    : null;
   // The epoch store (cache.store): this process's memory, or Redis shared by replicas.
   const epochs = deps.planner === undefined && deps.compactor === undefined ? epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) }) : null;
   const engine =
@@ -120,12 +126,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           chat: chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }),
           ...(epochs === null ? {} : { store: epochs.store }),
           logger,
-          observer: metrics,
+          observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
-  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream);
-  const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : undefined;
+  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
+  // An admin key is a key too; it also sees every tenant on the dashboard.
+  const allKeys = [...config.auth.keys, ...config.auth.admin_keys];
+  const keyCheck = allKeys.length > 0 ? createKeyCheck(allKeys) : undefined;
+  const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
   // Every looped request gets its 508; the operator is told once what is wrong.
   let loopReported = false;
   const warnLoopOnce = (log: FastifyBaseLogger): void => {
@@ -209,15 +218,24 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   });
 
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage = withPromptTokens(deps.onUsage, metrics);
+  const countUsage = withPromptTokens(deps.onUsage, metrics);
+  const onUsage: UsageHook =
+    dashboard === null
+      ? countUsage
+      : (observation) => {
+          countUsage(observation);
+          dashboard.answered(answeredOf(observation));
+        };
   const chatOptions = {
     config,
     upstream,
     hooks: {
       ...(planner ? { planner } : {}),
       onUsage,
-      // Planning again after a refusal helps only when the engine compacts.
-      ...(deps.planner === undefined && engineHooks !== undefined && config.compaction.enabled ? { onRefusal: engineHooks.onRefusal } : {}),
+      // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
+      ...(deps.planner === undefined && engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact'
+        ? { onRefusal: engineHooks.onRefusal }
+        : {}),
     },
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
@@ -236,6 +254,12 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
+  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
+  if (dashboard !== null) {
+    app.register(async (scope) =>
+      dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
+    );
+  }
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {

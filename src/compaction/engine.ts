@@ -16,7 +16,8 @@ import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
 import { pruneOversizedResults, prunedReport } from './oversized.js';
-import { prunedLine, reusedLine } from './report.js';
+import { prunedLine, reusedLine, wouldLine } from './report.js';
+import { forcedSettings, observedDecision } from './observe.js';
 import { prunedEpoch } from './replacement.js';
 import { isNear, scaledTo, sizesOf } from './sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
@@ -39,7 +40,8 @@ export type { CompactionLogger } from './epoch-writer.js';
  * byte-identical from request to request.
  *
  * Over 300 lines: the one class that sequences lookup, decision and effects;
- * its parts (decide, the writer, the epoch helpers) live in their own files.
+ * its parts (decide, the writer, the epoch helpers, observe mode's words in
+ * observe.ts) live in their own files.
  */
 
 export interface CompactionEngineOptions {
@@ -70,6 +72,13 @@ export interface PrepareInput {
   readonly onProgress?: (line: string) => void;
   /** Headers for the upstream calls made for this request (the client's credential when no upstream key is set). */
   readonly upstreamHeaders?: CallHeaders | undefined;
+  /**
+   * compact (the default): rewrite what must be. observe: decide once and only
+   * say what would be done (no wait, no summary, no epoch written). force
+   * (`POST /v1/compact` with `"force": true`): compact whenever there is
+   * something old to summarize.
+   */
+  readonly mode?: 'compact' | 'observe' | 'force';
 }
 
 export interface Prepared {
@@ -82,6 +91,8 @@ export interface Prepared {
   readonly estimate: number;
   /** Work to start once the answer has been streamed (the next epoch, prepared in the background). */
   readonly afterResponse?: () => void;
+  /** Whether an epoch was written for this request (new), one already written was applied (reused), or neither (none). */
+  readonly epoch: 'new' | 'reused' | 'none';
 }
 
 export class CompactionEngine {
@@ -162,13 +173,15 @@ export class CompactionEngine {
     // Stringified once: an agent's tool definitions run to tens of kilobytes.
     const toolsEstimate = estimateToolsTokens(body['tools']);
     const estimateOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) + toolsEstimate;
-    const forwardAs = (messages: ChatMessage[], report: string | null, estimate = estimateOf(messages), afterResponse?: () => void): Prepared => ({
+    const forwardAs = (messages: ChatMessage[], report: string | null, estimate = estimateOf(messages), afterResponse?: () => void, epoch: Prepared['epoch'] = 'none'): Prepared => ({
       messages,
       changed: messages !== input.messages,
       report,
       estimate,
+      epoch,
       ...(afterResponse === undefined ? {} : { afterResponse }),
     });
+    const mode = input.mode ?? 'compact';
     if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
 
     const window = await this.windows.get(model, input.upstreamHeaders);
@@ -179,7 +192,11 @@ export class CompactionEngine {
     const originalSize = estimate * ratio;
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
-    if (skipsLookup(originalSize, messages.length, budget, this.#settings)) {
+    if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
+      if (mode === 'observe') {
+        const line = messages === input.messages ? null : wouldLine(prunedReport(input.messages, messages, estimateOf, ratio));
+        return forwardAs(input.messages, line, estimateOf(input.messages));
+      }
       return forwardAs(messages, messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio), estimate);
     }
 
@@ -188,6 +205,7 @@ export class CompactionEngine {
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
+    if (mode === 'observe') return this.#observe(input, request, forwardAs);
     const waits = { milliseconds: 0, count: 0 };
     try {
       return await this.#decideAndApply(input, request, forwardAs, waits);
@@ -200,9 +218,10 @@ export class CompactionEngine {
   async #decideAndApply(
     input: PrepareInput,
     request: CompactionRequest,
-    forwardAs: (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void) => Prepared,
+    forwardAs: ForwardAs,
     waits: { milliseconds: number; count: number },
   ): Promise<Prepared> {
+    const settings = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
     const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
     const ratio = this.ratios.get(model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
@@ -219,15 +238,15 @@ export class CompactionEngine {
       let candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
-      if (budget.tokens !== null && isNear(totalSize(sizes), this.#settings.threshold * budget.tokens)) {
+      if (budget.tokens !== null && isNear(totalSize(sizes), settings.threshold * budget.tokens)) {
         sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
       }
       const running = this.#runningFor(hashes);
-      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, this.#settings);
+      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, settings);
       // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
       if (compacts(decision) && this.#repairs(request, candidate)) {
         const beneath = await this.#beneath(request, candidate);
-        const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, this.#settings);
+        const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, settings);
         if (compacts(redo)) [candidate, decision] = [beneath.candidate, redo];
       }
       switch (decision.kind) {
@@ -235,7 +254,7 @@ export class CompactionEngine {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
           const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
-          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background);
+          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background, candidate.epoch === null ? 'none' : 'reused');
         }
         case 'apply-pending':
           await this.#store.save({ ...decision.epoch, pending: false });
@@ -334,7 +353,28 @@ export class CompactionEngine {
       }
       if (size > budget.tokens) throw this.#tooLarge(size, budget, request, 0);
     }
-    return { messages: forwarded, changed: true, report: epoch.report, estimate };
+    return { messages: forwarded, changed: true, report: epoch.report, estimate, epoch: 'new' };
+  }
+
+  /**
+   * Observe mode past the fast path: one lookup (an epoch another replica
+   * wrote still counts), one decision, said and counted, nothing done. The
+   * client's messages are forwarded as they came, oversized results included.
+   */
+  async #observe(input: PrepareInput, request: CompactionRequest, forwardAs: ForwardAs): Promise<Prepared> {
+    const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
+    const ratio = this.ratios.get(model, request.tenant);
+    const { inUse, pending } = await this.#store.lookup(hashes);
+    const candidate = candidateOf(messages, inUse);
+    this.#observer?.epochLookup(candidate.epoch !== null);
+    const sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
+    const decision = decide(candidate, sizes, budget, { pending, running: false, attempt: 0 }, this.#settings);
+    const observed = observedDecision(decision, { before: originalSize, budget, reusing: candidate.epoch !== null });
+    if (observed.counted) {
+      this.#observer?.compaction({ model, tier: observed.tier, outcome: 'observed', tokensBefore: originalSize, tokensAfter: observed.after, pending: false });
+    }
+    if (observed.line !== null) this.#logger?.info({ model, mode: 'observe', tier: observed.tier }, observed.line);
+    return forwardAs(input.messages, observed.line);
   }
 
   /** Sizes scaled to the upstream's exact count of the candidate, when it gives one. */
@@ -353,6 +393,8 @@ export class CompactionEngine {
   }
 
 }
+
+type ForwardAs = (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void, epoch?: Prepared['epoch']) => Prepared;
 
 /** Whether a decision makes a new epoch from the candidate. */
 function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {

@@ -14,9 +14,10 @@ export type { Tier };
  * epoch computed in the background, pending), `truncated`, `forwarded` (the
  * summary failed and the history went as it was), `failed` (the summary
  * failed: an error for the client, or a background epoch not made),
- * `too-large` (400 `context_length_exceeded`).
+ * `too-large` (400 `context_length_exceeded`), `observed` (observe mode:
+ * what would have been done, counted per request, nothing done).
  */
-export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too-large';
+export type CompactionOutcome = 'compacted' | 'prepared' | 'truncated' | 'forwarded' | 'failed' | 'too-large' | 'observed';
 
 /**
  * One compaction, counted once where its work was done (never by each request

@@ -37,3 +37,29 @@ export function truncatedLine(options: { dropped: number; kept: number; before: 
 export function reusedLine(options: { before: number; after: number }): string {
   return `epoch reused (${sizes(options.before, options.after)})`;
 }
+
+const PRESENT_OF: Readonly<Record<string, string>> = { summarized: 'summarize', pruned: 'prune', truncated: 'truncate', repaired: 'repair' };
+
+/**
+ * A report line said of what observe mode would have done: `pruned 3 tool
+ * results (…)` → `would prune 3 tool results (…)`.
+ */
+export function wouldLine(line: string): string {
+  return `would ${line.replace(/^(summarized|pruned|truncated|repaired)\b/, (verb) => PRESENT_OF[verb] ?? verb)}`;
+}
+
+/** What a summary would replace (observe mode never calls one, so it says nothing of what it would say). */
+export function wouldSummarizeLine(options: { tier: 'summary' | 'steps'; old: number; kept: number; before: number; after: number }): string {
+  const what = options.tier === 'steps' ? plural(options.old, 'step message') : plural(options.old, 'message');
+  return `would summarize ${what} -> 1 summary + ${options.kept} kept (${sizes(options.before, options.after)})`;
+}
+
+/** Observe mode's line for a history that could not fit even compacted. */
+export function wouldRefuseLine(options: { needed: number; window: number | null }): string {
+  return `would refuse: context_length_exceeded (${formatTokens(options.needed)} tokens needed, window ${options.window === null ? 'unknown' : formatTokens(options.window)})`;
+}
+
+/** Observe mode's line for a history in the soft zone: the next epoch would be prepared after the answer. */
+export function wouldPrepareLine(options: { size: number }): string {
+  return `would prepare the next epoch in the background (${formatTokens(options.size)} tokens, over the soft threshold)`;
+}

@@ -24,6 +24,7 @@ Options:
   --upstream URL              upstream server (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
   --context-window TOKENS     window of every model, or auto (env COMPACTOR_CONTEXT_WINDOW, default auto)
   --compaction on|off         compaction.enabled (env COMPACTOR_COMPACTION, default on)
+  --observe                   compaction.mode observe: forward untouched, report what would be done (env COMPACTOR_MODE)
   --max-messages N            compaction.max_messages, 0 = off (env COMPACTOR_MAX_MESSAGES)
   --summary-model NAME        compaction.summary.model (env COMPACTOR_SUMMARY_MODEL)
   --summary-upstream URL      compaction.summary.upstream (env COMPACTOR_SUMMARY_UPSTREAM)
@@ -40,9 +41,11 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
   COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
+  COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
 
 Other settings without a flag:
-  COMPACTOR_CACHE_STORE       cache.store: memory | redis`;
+  COMPACTOR_CACHE_STORE       cache.store: memory | redis
+  COMPACTOR_DASHBOARD         dashboard.enabled: on | off`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
@@ -61,12 +64,15 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
   COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
   COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
+  COMPACTOR_MODE: { path: ['compaction', 'mode'] },
   COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },
   COMPACTOR_SUMMARY_UPSTREAM: { path: ['compaction', 'summary', 'upstream'] },
   COMPACTOR_SUMMARY_API_KEY: { path: ['compaction', 'summary', 'api_key'] },
   COMPACTOR_SUMMARY_PROMPT_FILE: { path: ['compaction', 'summary', 'prompt_file'] },
   COMPACTOR_PAIRS: { path: ['pairs'] },
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
+  COMPACTOR_ADMIN_KEYS: { path: ['auth', 'admin_keys'], kind: 'list' },
+  COMPACTOR_DASHBOARD: { path: ['dashboard', 'enabled'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
@@ -191,6 +197,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
         config: { type: 'string' },
         ...Object.fromEntries(Object.keys(FLAG_OVERRIDES).map((name) => [name, { type: 'string' as const }])),
         'print-config': { type: 'boolean' },
+        observe: { type: 'boolean' },
         version: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -231,6 +238,12 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     sources.set(formatPath(override.path), `--${name}`);
   }
 
+  // A switch, not a value: `--observe` is `compaction.mode: observe`.
+  if (flags['observe'] === true) {
+    setPath(document, ['compaction', 'mode'], 'observe');
+    sources.set('compaction.mode', '--observe');
+  }
+
   const result = parseConfig(document);
   if (result.ok) {
     const { config, notices } = withoutApiSuffix(result.config);
@@ -267,7 +280,7 @@ export function printableConfig(config: Config): string {
         api_key: config.compaction.summary.api_key === null ? null : MASK,
       },
     },
-    auth: { keys: config.auth.keys.map(() => MASK) },
+    auth: { keys: config.auth.keys.map(() => MASK), admin_keys: config.auth.admin_keys.map(() => MASK) },
     cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrl(config.cache.redis.url) } },
   };
   return stringify(masked);

@@ -66,6 +66,8 @@ export const ConfigSchema = z
     compaction: z
       .strictObject({
         enabled: z.boolean('expected true or false').default(true),
+        /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
+        mode: z.enum(['compact', 'observe']).default('compact'),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
@@ -108,6 +110,18 @@ export const ConfigSchema = z
     auth: z
       .strictObject({
         keys: z.array(z.string().min(1, 'expected a non-empty key')).default([]),
+        /** Keys that also see every tenant's conversations on the dashboard; each is accepted like one of `keys`. */
+        admin_keys: z.array(z.string().min(1, 'expected a non-empty key')).default([]),
+      })
+      .prefault({}),
+    dashboard: z
+      .strictObject({
+        enabled: z.boolean('expected true or false').default(true),
+        /** When true, an epoch's notes can be opened on the page; otherwise no message text ever leaves the process. */
+        show_text: z.boolean('expected true or false').default(false),
+        // What the page's state keeps, whatever the traffic: ~1 KiB per conversation (its last points), ~300 B per event.
+        max_conversations: PositiveInteger.default(100),
+        max_events: PositiveInteger.default(200),
       })
       .prefault({}),
     limits: z.strictObject({ body_bytes: PositiveInteger.default(33_554_432) }).prefault({}),

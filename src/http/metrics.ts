@@ -106,7 +106,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #requests = new Counter({
     name: 'compactor_requests_total',
-    help: 'Requests answered, by route (chat, passthrough, ops) and HTTP status.',
+    help: 'Requests answered, by route (chat, compact, passthrough, ops, dashboard) and HTTP status.',
     labelNames: ['route', 'status'] as const,
     registers: [this.registry],
   });
@@ -129,7 +129,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #compactions = new Counter({
     name: 'compactor_compactions_total',
-    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large).',
+    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).',
     labelNames: ['model', 'tier', 'outcome'] as const,
     registers: [this.registry],
   });

@@ -3,7 +3,7 @@ import type { PairProblem } from '../transcript/pairs.js';
 import type { ProxyError } from '../errors.js';
 
 /** Which of compactor's routes answered a request; the log line names it. */
-export type RouteKind = 'chat' | 'passthrough' | 'ops';
+export type RouteKind = 'chat' | 'compact' | 'passthrough' | 'ops' | 'dashboard';
 
 /** Told when the response closes, by the one `close` listener every request has (app.ts). */
 export interface ResponseCloseListener {

@@ -26,7 +26,7 @@ export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>
 }
 
 /** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */
-function credentialHeaders(context: ChatContext, upstream: UpstreamClient): CallHeaders | undefined {
+export function credentialHeaders(context: Pick<ChatContext, 'headers'>, upstream: UpstreamClient): CallHeaders | undefined {
   if (upstream.apiKey !== null) return undefined;
   const authorization = context.headers.authorization;
   if (typeof authorization === 'string') return { authorization };
@@ -45,11 +45,13 @@ class EngineRequest implements PrepareInput {
   readonly messages: ChatContext['body']['messages'];
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
+  readonly mode: 'compact' | 'observe';
   readonly #context: ChatContext;
   #tenant: string | undefined;
 
-  constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined) {
+  constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined, mode: 'compact' | 'observe') {
     this.body = context.body;
+    this.mode = mode;
     this.messages = context.body.messages;
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
@@ -66,7 +68,11 @@ class EngineRequest implements PrepareInput {
   }
 }
 
-export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamClient): { readonly planner: ChatPlanner; readonly onRefusal: RefusalHook } {
+export function compactionHooks(
+  compactor: CompactionEngine,
+  upstream: UpstreamClient,
+  mode: 'compact' | 'observe' = 'compact',
+): { readonly planner: ChatPlanner; readonly onRefusal: RefusalHook } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {
     let lastLine: string | null = null;
     let ticker: NodeJS.Timeout | undefined;
@@ -78,7 +84,7 @@ export function compactionHooks(compactor: CompactionEngine, upstream: UpstreamC
       }, PROGRESS_REPEAT_MS);
     };
     let result: Prepared;
-    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream));
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), mode);
     try {
       result = await compactor.prepare(request);
     } finally {

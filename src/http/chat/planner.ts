@@ -90,6 +90,8 @@ export interface UsageObservation {
   readonly forwarded: Readonly<Record<string, unknown>>;
   /** Its size in bytes as sent. */
   readonly forwardedBytes: number;
+  /** The line `x-compactor` carried (pairs and compaction), if any. */
+  readonly report?: string | undefined;
   readonly status: number;
   readonly streamed: boolean;
   /** The last `usage` the answer carried (a streamed answer has it with `stream_options.include_usage`). */

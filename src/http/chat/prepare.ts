@@ -35,7 +35,9 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const record = exchange.record;
 
   const format = exchange.route.format;
-  const read = format.read(request.body, request.headers['content-type'], config.pairs);
+  // Observe mode forwards exactly what the client sent: pairs are checked and reported, never repaired or refused.
+  const observing = config.compaction.mode === 'observe';
+  const read = format.read(request.body, request.headers['content-type'], config.pairs, observing);
   const pairs = read.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
@@ -53,7 +55,8 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
   const bytes = changedBody === undefined ? raw : read.bytesFor(raw, (changedBody as ChatRequestBody).messages);
-  const report = joinReports(joinReports(read.untouched, pairs.report), plan?.report);
+  const joined = joinReports(joinReports(read.untouched, pairs.report), plan?.report);
+  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
   record.report = report ?? null;
   return { context, body: changedBody ?? (pairs.body as ChatRequestBody), changed: changedBody !== undefined, bytes, report, plan };
 }

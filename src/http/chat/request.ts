@@ -170,3 +170,18 @@ export function applyPairMode(body: ChatRequestBody, mode: 'repair' | 'reject' |
     report: `repaired ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}`,
   };
 }
+
+/**
+ * Pair handling in observe mode: nothing changes and nothing is refused; the
+ * report says what `repair` or `reject` would have done. `repairs` stays
+ * empty: none was made, so none is counted as made.
+ */
+export function observePairMode(body: ChatRequestBody, mode: 'repair' | 'reject' | 'off'): PairOutcome {
+  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
+  if (mode === 'reject') {
+    const first = findPairProblems(body.messages)[0];
+    return { body, changed: false, repairs: [], report: first === undefined ? undefined : `would reject: ${describePairProblem(first)}` };
+  }
+  const { repairs } = repairPairs(body.messages);
+  return { body, changed: false, repairs: [], report: repairs.length === 0 ? undefined : `would repair ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}` };
+}

@@ -53,6 +53,7 @@ function reportUsage(report: UsageReport): void {
       context: sent.context,
       forwarded: sent.forwarded,
       forwardedBytes: sent.forwardedBytes,
+      report: sent.report,
       status: report.status,
       streamed: report.streamed,
       usage: found.usage,

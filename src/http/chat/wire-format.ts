@@ -5,7 +5,7 @@ import { checkResponsesBody, inputIndexOf, itemsFromView, responsesView } from '
 import type { ChatMessage } from '../../transcript/message.js';
 import { describePairProblem, findPairProblems } from '../../transcript/pairs.js';
 import type { ChatRequestBody } from './planner.js';
-import { type PairOutcome, applyPairMode, readChatRequest, readJsonObject, withModelNameChecked } from './request.js';
+import { type PairOutcome, applyPairMode, observePairMode, readChatRequest, readJsonObject, withModelNameChecked } from './request.js';
 import { spliceInput, spliceMessages } from './splice-messages.js';
 
 /**
@@ -30,7 +30,8 @@ export interface FormatRequest {
 }
 
 export interface WireFormat {
-  read(raw: unknown, contentType: string | undefined, pairs: PairMode): FormatRequest;
+  /** `observe`: pairs are checked and reported, never repaired or refused (observe mode). */
+  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean): FormatRequest;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */
@@ -38,13 +39,18 @@ export interface WireFormat {
 }
 
 export const CHAT_FORMAT: WireFormat = {
-  read(raw, contentType, pairs) {
+  read(raw, contentType, pairs, observe = false) {
     const parsed = readChatRequest(raw, contentType);
-    return { pairs: applyPairMode(parsed, pairs), stream: parsed['stream'] === true, bytesFor: spliceMessages };
+    return { pairs: handlePairs(parsed, pairs, observe), stream: parsed['stream'] === true, bytesFor: spliceMessages };
   },
   errorBody: (error) => error.toBody(),
   errorEvent: sseErrorEvent,
 };
+
+/** Pairs repaired (or refused) as `mode` says; in observe mode only checked, and what would be done reported. */
+function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): PairOutcome {
+  return observe ? observePairMode(chat, mode) : applyPairMode(chat, mode);
+}
 
 /** `pairs: reject` names the wire message (or input item), not the chat view's. */
 function rejectPairs(chat: ChatRequestBody, key: string, indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined): void {
@@ -55,15 +61,15 @@ function rejectPairs(chat: ChatRequestBody, key: string, indexOf: (messages: rea
 }
 
 export const MESSAGES_FORMAT: WireFormat = {
-  read(raw, contentType, pairs) {
+  read(raw, contentType, pairs, observe = false) {
     const body = readJsonObject(raw, contentType);
     checkMessagesBody(body);
     withModelNameChecked(body);
     const view = messagesView(body);
     const chat = view.chat as ChatRequestBody;
-    if (pairs === 'reject') rejectPairs(chat, 'messages', wireIndexOf);
+    if (pairs === 'reject' && !observe) rejectPairs(chat, 'messages', wireIndexOf);
     return {
-      pairs: applyPairMode(chat, pairs === 'reject' ? 'off' : pairs),
+      pairs: handlePairs(chat, pairs === 'reject' && !observe ? 'off' : pairs, observe),
       stream: view.stream,
       bytesFor: (bytes, messages) => spliceMessages(bytes, messagesFromView(view, messages)),
     };
@@ -78,7 +84,7 @@ function responsesErrorEvent(error: ProxyError): string {
 }
 
 export const RESPONSES_FORMAT: WireFormat = {
-  read(raw, contentType, pairs) {
+  read(raw, contentType, pairs, observe = false) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);
     withModelNameChecked(body);
@@ -86,9 +92,9 @@ export const RESPONSES_FORMAT: WireFormat = {
     const chat = view.chat as ChatRequestBody;
     const untouched = view.untouched ?? (chat.messages.length === 0 ? 'passed through: no input' : undefined);
     const mode = untouched === undefined ? pairs : 'off';
-    if (mode === 'reject') rejectPairs(chat, 'input', inputIndexOf);
+    if (mode === 'reject' && !observe) rejectPairs(chat, 'input', inputIndexOf);
     return {
-      pairs: applyPairMode(chat, mode === 'reject' ? 'off' : mode),
+      pairs: handlePairs(chat, mode === 'reject' && !observe ? 'off' : mode, observe),
       stream: view.stream,
       ...(untouched === undefined ? {} : { untouched }),
       bytesFor: (bytes, messages) => spliceInput(bytes, itemsFromView(view, messages)),

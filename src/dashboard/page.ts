@@ -1,0 +1,240 @@
+/**
+ * The dashboard page (`GET /dashboard`): one hand-written HTML document with
+ * its style and script inline, so nothing is fetched from the network at run
+ * time and the build (tsc only) needs no step to copy assets. It polls
+ * `GET /dashboard/state` every {@link POLL_MS} ms and draws the chart as
+ * inline SVG. Every text that came from a client (model names) is set with
+ * `textContent`, never as HTML.
+ */
+
+/** How often the page asks for the state: live enough to watch a conversation, ~1 small JSON request per 2 s per open tab. */
+const POLL_MS = 2_000;
+
+const STYLE = `
+:root{color-scheme:light dark;--fg:#1d2330;--muted:#667085;--bg:#f7f8fa;--card:#fff;--line:#e3e6eb;--sent:#d9480f;--fwd:#1971c2;--win:#868e96;--thr:#e03131;--soft:#f08c00}
+@media (prefers-color-scheme:dark){:root{--fg:#e9ecef;--muted:#98a2b3;--bg:#14171c;--card:#1d2128;--line:#2c313a}}
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
+header{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:baseline;padding:.9rem 1.2rem;border-bottom:1px solid var(--line);background:var(--card)}
+h1{font-size:1.15rem;margin:0}h2{font-size:.95rem;margin:0 0 .6rem}.muted{color:var(--muted)}
+.badge{font-size:.75rem;padding:.1rem .5rem;border-radius:1rem;background:var(--line)}.badge.observe{background:#fff3bf;color:#5c3c00}
+main{padding:1rem 1.2rem;max-width:1400px}
+#content{display:grid;grid-template-columns:minmax(0,1fr);gap:1rem}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:.6rem}
+.card,section{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.7rem .9rem}
+.card b{display:block;font-size:1.25rem}.card span{color:var(--muted);font-size:.8rem}
+.wrap{overflow-x:auto}table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
+th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);white-space:nowrap}th{font-weight:600;color:var(--muted);font-size:.8rem}
+tr[data-conversation]{cursor:pointer}tr.selected{background:rgba(25,113,194,.12)}td.report{white-space:normal;min-width:16rem}
+code{font-family:ui-monospace,monospace}
+svg{width:100%;height:auto;max-height:340px;display:block}.legend{display:flex;flex-wrap:wrap;gap:.8rem;font-size:.8rem;margin-top:.4rem}
+.legend i{display:inline-block;width:.9rem;height:.2rem;vertical-align:middle;margin-right:.3rem}
+ol{margin:0;padding-left:1.2rem}li{margin:.25rem 0}pre{white-space:pre-wrap;font-size:.8rem;max-height:16rem;overflow:auto}
+form{display:flex;gap:.5rem;flex-wrap:wrap}input{font:inherit;padding:.35rem .5rem;min-width:16rem}button{font:inherit;padding:.35rem .8rem}
+.error{color:var(--thr)}[hidden]{display:none!important}
+@media (max-width:600px){header,main{padding:.7rem}.cards{grid-template-columns:repeat(2,1fr)}}
+`;
+
+const SCRIPT = `
+'use strict';
+const POLL_MS = ${POLL_MS};
+const KEY = 'compactor.dashboard.key';
+const $ = (id) => document.getElementById(id);
+let selected = null;
+let polls = 0;
+let timer = null;
+let polling = false;
+const el = (tag, text, attributes) => {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  return node;
+};
+const tokens = (n) => (n === null || n === undefined ? '-' : n < 1000 ? String(Math.round(n)) : (n / 1000).toFixed(1) + 'k');
+const seconds = (ms) => (ms / 1000).toFixed(1) + 's';
+const percent = (x) => (x === null ? '-' : Math.round(x * 100) + '%');
+const time = (at) => new Date(at).toLocaleTimeString();
+const kinds = (record) => Object.entries(record).map(([k, v]) => k + ' ' + v).join(', ') || '-';
+
+function card(label, value, field) {
+  const node = el('div', null, { class: 'card', 'data-total': field });
+  node.append(el('b', value), el('span', label));
+  return node;
+}
+
+function drawChart(conversation, models) {
+  const svg = $('chart');
+  const NS = 'http://www.w3.org/2000/svg';
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  $('chart-title').textContent = conversation ? 'Conversation ' + conversation.id + ' (' + conversation.model + '): tokens per request' : 'No conversation yet';
+  if (!conversation) return;
+  const model = models.find((m) => m.model === conversation.model) || {};
+  const points = conversation.points;
+  const W = 640, H = 240, L = 44, R = 8, T = 8, B = 22;
+  const top = Math.max(1, model.window || 0, ...points.map((p) => p.sent)) * 1.05;
+  const x = (i) => L + (points.length <= 1 ? 0 : (i * (W - L - R)) / (points.length - 1));
+  const y = (v) => T + (H - T - B) * (1 - v / top);
+  const add = (tag, attributes, text) => {
+    const node = document.createElementNS(NS, tag);
+    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+    if (text !== undefined) node.textContent = text;
+    svg.appendChild(node);
+    return node;
+  };
+  add('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: 'currentColor', 'stroke-opacity': 0.3 });
+  for (const [value, color, name] of [[model.window, 'var(--win)', 'window'], [model.softThreshold, 'var(--soft)', 'soft threshold'], [model.threshold, 'var(--thr)', 'threshold']]) {
+    if (!value) continue;
+    add('line', { x1: L, y1: y(value), x2: W - R, y2: y(value), stroke: color, 'stroke-dasharray': '5 4', class: 'limit', 'data-limit': name });
+    add('text', { x: 2, y: y(value) + 4, fill: color, 'font-size': 10 }, tokens(value));
+  }
+  for (const [field, color] of [['sent', 'var(--sent)'], ['forwarded', 'var(--fwd)']]) {
+    const line = points.map((p, i) => x(i).toFixed(1) + ',' + y(p[field]).toFixed(1)).join(' ');
+    add('polyline', { points: line, fill: 'none', stroke: color, 'stroke-width': 2, class: 'series', 'data-series': field });
+    for (let i = 0; i < points.length; i++) add('circle', { cx: x(i), cy: y(points[i][field]), r: 2.5, fill: color });
+  }
+  add('text', { x: L, y: H - 6, fill: 'currentColor', 'font-size': 10, 'fill-opacity': 0.6 }, 'last ' + points.length + ' requests');
+}
+
+function render(state) {
+  $('upstream').textContent = state.upstream;
+  const mode = $('mode');
+  mode.textContent = state.mode;
+  mode.className = 'badge ' + state.mode;
+  const models = $('models');
+  models.replaceChildren(...state.models.map((m) => el('span', m.model + ': ' + (m.window === null ? 'window unknown' : tokens(m.window) + ' window'), { class: 'badge', 'data-model': m.model })));
+  const totals = $('totals');
+  totals.hidden = !state.totals;
+  if (state.totals) {
+    const t = state.totals;
+    totals.replaceChildren(
+      card('requests', t.requests, 'requests'),
+      card('tokens saved', tokens(t.tokensSaved), 'tokensSaved'),
+      card('summary time', seconds(t.summaryMs), 'summaryMs'),
+      card('summary calls', t.summaryCalls, 'summaryCalls'),
+      card('requests that waited', t.waits, 'waits'),
+      card('failures', t.failures, 'failures'),
+      card('truncations', t.truncations, 'truncations'),
+      ...(state.mode === 'observe' ? [card('would compact', t.observed, 'observed')] : []),
+    );
+  }
+  const rows = $('conversations');
+  if (!state.conversations.some((c) => c.id === selected)) selected = state.conversations.length > 0 ? state.conversations[0].id : null;
+  rows.replaceChildren(...state.conversations.map((c) => {
+    const row = el('tr', null, { 'data-conversation': c.id });
+    if (c.id === selected) row.className = 'selected';
+    const tiers = Object.entries(c.tiers).map(([k, v]) => k + ' ' + v).join(', ');
+    row.append(
+      el('td', null), el('td', c.model), el('td', c.requests, { 'data-field': 'requests' }), el('td', c.turns, { 'data-field': 'turns' }),
+      el('td', c.epochs + (tiers ? ' (' + tiers + ')' : ''), { 'data-field': 'epochs' }), el('td', c.reused, { 'data-field': 'reused' }),
+      el('td', tokens(c.saved), { 'data-field': 'saved', 'data-value': String(c.saved) }), el('td', percent(c.kvReuse), { 'data-field': 'kv' }),
+      el('td', kinds(c.repairs), { 'data-field': 'repairs' }), el('td', c.report || '-', { class: 'report', 'data-field': 'report' }),
+    );
+    row.firstChild.append(el('code', c.id));
+    row.addEventListener('click', () => { selected = c.id; render(state); });
+    return row;
+  }));
+  $('empty').hidden = state.conversations.length > 0;
+  drawChart(state.conversations.find((c) => c.id === selected), state.models);
+  const list = $('compactions');
+  list.replaceChildren(...state.compactions.map((event) => {
+    const item = el('li', null, { 'data-conversation': event.conversation });
+    item.append(el('span', time(event.at) + ' ', { class: 'muted' }), el('code', event.conversation), document.createTextNode(' ' + event.tier + ': ' + event.report));
+    if (state.showText && event.notes) {
+      const details = el('details');
+      details.append(el('summary', 'notes'), el('pre', event.notes));
+      item.append(details);
+    }
+    return item;
+  }));
+  $('no-compactions').hidden = state.compactions.length > 0;
+}
+
+async function poll() {
+  // One poll at a time: a key submitted while one is running is used by the next.
+  if (polling) return;
+  polling = true;
+  const key = sessionStorage.getItem(KEY);
+  try {
+    const response = await fetch('dashboard/state', { headers: key ? { authorization: 'Bearer ' + key } : {}, cache: 'no-store' });
+    if (response.status === 401) {
+      $('login').hidden = false;
+      $('content').hidden = true;
+      $('login-error').hidden = !key;
+      return;
+    }
+    if (!response.ok) throw new Error('state: HTTP ' + response.status);
+    const state = await response.json();
+    $('login').hidden = true;
+    $('content').hidden = false;
+    $('status').textContent = 'updated ' + new Date().toLocaleTimeString();
+    $('status').className = 'muted';
+    render(state);
+    polls++;
+    document.body.dataset.polls = String(polls);
+  } catch (error) {
+    $('status').textContent = 'cannot reach compactor (' + error.message + ')';
+    $('status').className = 'error';
+  } finally {
+    polling = false;
+    timer = setTimeout(poll, POLL_MS);
+  }
+}
+
+$('login').addEventListener('submit', (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $('key').value.trim());
+  clearTimeout(timer);
+  poll();
+});
+poll();
+`;
+
+export const DASHBOARD_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>compactor dashboard</title>
+<link rel="icon" href="data:,">
+<style>${STYLE}</style>
+</head>
+<body>
+<header>
+  <h1>compactor</h1>
+  <span class="muted">upstream <code id="upstream">…</code></span>
+  <span id="mode" class="badge">…</span>
+  <span id="models"></span>
+  <span id="status" class="muted"></span>
+</header>
+<main>
+  <form id="login" hidden>
+    <label for="key">Key (one of auth.keys; kept in this tab only)</label>
+    <input id="key" type="password" autocomplete="off" required>
+    <button type="submit">Open</button>
+    <span id="login-error" class="error" hidden>That key was refused.</span>
+  </form>
+  <div id="content" hidden>
+    <div id="totals" class="cards"></div>
+    <section>
+      <h2 id="chart-title">Conversation</h2>
+      <svg id="chart" viewBox="0 0 640 240" role="img" aria-label="client-sent and forwarded tokens per request, against the window and thresholds"></svg>
+      <div class="legend"><span><i style="background:var(--sent)"></i>sent by the client</span><span><i style="background:var(--fwd)"></i>forwarded</span><span><i style="background:var(--win)"></i>window</span><span><i style="background:var(--thr)"></i>threshold</span><span><i style="background:var(--soft)"></i>soft threshold</span></div>
+    </section>
+    <section>
+      <h2>Conversations</h2>
+      <div class="wrap"><table>
+        <thead><tr><th>id</th><th>model</th><th>requests</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>pair repairs</th><th>last report</th></tr></thead>
+        <tbody id="conversations"></tbody>
+      </table></div>
+      <p id="empty" class="muted">No conversation yet: send a chat request through compactor.</p>
+    </section>
+    <section>
+      <h2>Recent compactions</h2>
+      <ol id="compactions"></ol>
+      <p id="no-compactions" class="muted">None yet.</p>
+    </section>
+  </div>
+</main>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;

@@ -1,0 +1,221 @@
+import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
+import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
+import { isMarked } from '../transcript/marks.js';
+import { isRealUserMessage } from '../transcript/groups.js';
+import { contentText, type ChatMessage } from '../transcript/message.js';
+import type { UsageObservation } from './chat/planner.js';
+import { tenantOfRequest } from './chat/engine-planner.js';
+import type { PromptTokens } from './metrics.js';
+import { promptTokensOf } from './prompt-tokens.js';
+
+/**
+ * What `GET /dashboard/state` shows: per conversation (a short id from the
+ * hash of its first messages, never their text), its requests, turns,
+ * client-sent vs forwarded tokens over its last requests, epochs by tier,
+ * KV reuse from the upstream's own timings and pair repairs by kind; the
+ * recent compactions with their one-line reports; and totals.
+ *
+ * Bounded whatever the traffic: the last `maxConversations` conversations
+ * seen (the one seen longest ago is forgotten first), the last `maxEvents`
+ * compactions, the last {@link POINTS_PER_CONVERSATION} requests of each,
+ * and notes (kept only with `show_text`) cut at {@link MAX_NOTES_CHARS}.
+ */
+
+/** Requests drawn per conversation: a chart of 60 points is readable at 390 px wide. */
+export const POINTS_PER_CONVERSATION = 60;
+/** Notes of one epoch kept for the page (show_text): a 1024-token summary is about 4 KiB of text. */
+export const MAX_NOTES_CHARS = 8_192;
+/** Characters of the hash shown as the conversation's id: 8 hex digits, 4 billion ids. */
+const ID_LENGTH = 8;
+
+export interface Point {
+  readonly at: number;
+  readonly sent: number;
+  readonly forwarded: number;
+}
+
+interface Conversation {
+  readonly id: string;
+  readonly tenant: string;
+  readonly model: string;
+  requests: number;
+  turns: number;
+  messages: number;
+  readonly points: Point[];
+  epochs: number;
+  reused: number;
+  readonly tiers: Record<string, number>;
+  saved: number;
+  cached: number;
+  prompt: number;
+  readonly repairs: Record<string, number>;
+  report: string | null;
+  lastAt: number;
+}
+
+export interface CompactionItem {
+  readonly at: number;
+  readonly conversation: string;
+  readonly model: string;
+  readonly tier: string;
+  readonly report: string;
+  readonly notes?: string;
+}
+
+export interface AnsweredRequest {
+  readonly tenant: string;
+  readonly model: string;
+  readonly messages: readonly ChatMessage[];
+  readonly forwarded: readonly ChatMessage[];
+  readonly report: string | undefined;
+  readonly tokens: PromptTokens | null;
+  readonly repairs: readonly { readonly kind: string }[];
+}
+
+export interface DashboardStateOptions {
+  readonly maxConversations: number;
+  readonly maxEvents: number;
+  readonly showText: boolean;
+  readonly now?: () => number;
+}
+
+/** The tier a report line names, or null for a line that made no epoch (`epoch reused`, `repaired …`, observe mode's `would …`). */
+function tierOf(report: string): string | null {
+  for (const part of report.split('; ')) {
+    if (part.startsWith('summarized')) return 'summary';
+    if (part.startsWith('pruned')) return 'prune';
+    if (part.startsWith('truncated')) return 'truncated';
+  }
+  return null;
+}
+
+/** The notes of the forwarded history: the text of the first message compactor wrote. */
+function notesOf(forwarded: readonly ChatMessage[]): string | undefined {
+  const marked = forwarded.find((message) => isMarked(message));
+  return marked === undefined ? undefined : contentText(marked.content).slice(0, MAX_NOTES_CHARS);
+}
+
+/** Where the conversation starts: its head and first real user message, hashed as epochs are (tenant and model first). */
+function conversationId(tenant: string, model: string, messages: readonly ChatMessage[]): string {
+  const firstUser = messages.findIndex((message) => isRealUserMessage(message));
+  const upTo = firstUser === -1 ? messages.length : firstUser + 1;
+  return prefixHashes({ tenant, model }, messages, upTo).at(-1)!.slice(0, ID_LENGTH);
+}
+
+export class DashboardState implements CompactionObserver {
+  // A Map keeps insertion order: deleting and setting again moves a conversation to the end, so the first is the one seen longest ago.
+  readonly #conversations = new Map<string, Conversation>();
+  readonly #events: (CompactionItem & { readonly tenant: string })[] = [];
+  readonly #options: DashboardStateOptions;
+  readonly #now: () => number;
+  readonly totals = { requests: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
+
+  constructor(options: DashboardStateOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  get conversationCount(): number {
+    return this.#conversations.size;
+  }
+
+  get eventCount(): number {
+    return this.#events.length;
+  }
+
+  /** One chat request answered (2xx, streamed whole). */
+  answered(request: AnsweredRequest): void {
+    const at = this.#now();
+    const id = conversationId(request.tenant, request.model, request.messages);
+    const key = `${request.tenant}\n${id}`;
+    let conversation = this.#conversations.get(key);
+    if (conversation === undefined) {
+      conversation = { id, tenant: request.tenant, model: request.model, requests: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, lastAt: at };
+    } else {
+      this.#conversations.delete(key);
+    }
+    this.#conversations.set(key, conversation);
+    if (this.#conversations.size > this.#options.maxConversations) this.#conversations.delete(this.#conversations.keys().next().value!);
+
+    this.totals.requests++;
+    conversation.requests++;
+    conversation.lastAt = at;
+    conversation.messages = request.messages.length;
+    conversation.turns = request.messages.filter((message) => isRealUserMessage(message)).length;
+    for (const repair of request.repairs) conversation.repairs[repair.kind] = (conversation.repairs[repair.kind] ?? 0) + 1;
+    const { tokens } = request;
+    if (tokens !== null) {
+      conversation.points.push({ at, sent: tokens.sent, forwarded: tokens.forwarded });
+      if (conversation.points.length > POINTS_PER_CONVERSATION) conversation.points.shift();
+      const saved = Math.max(0, tokens.sent - tokens.forwarded);
+      conversation.saved += saved;
+      this.totals.tokensSaved += saved;
+      conversation.cached += tokens.cached;
+      conversation.prompt += tokens.forwarded;
+    }
+    const report = request.report;
+    if (report === undefined) return;
+    conversation.report = report;
+    if (report.includes('epoch reused')) conversation.reused++;
+    const tier = tierOf(report);
+    if (tier === null) return;
+    conversation.epochs++;
+    conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
+    const notes = this.#options.showText ? notesOf(request.forwarded) : undefined;
+    this.#events.push({ at, tenant: request.tenant, conversation: id, model: request.model, tier, report, ...(notes === undefined ? {} : { notes }) });
+    if (this.#events.length > this.#options.maxEvents) this.#events.shift();
+  }
+
+  compaction(event: CompactionEvent): void {
+    if (event.outcome === 'failed') this.totals.failures++;
+    if (event.outcome === 'truncated') this.totals.truncations++;
+    if (event.outcome === 'observed') this.totals.observed++;
+  }
+
+  summary(event: SummaryEvent): void {
+    this.totals.summaryMs += event.milliseconds;
+    this.totals.summaryCalls += event.calls;
+  }
+
+  epochLookup(): void {}
+
+  summaryWait(): void {
+    this.totals.waits++;
+  }
+
+  /** What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only. */
+  snapshot(viewer: { readonly tenant: string | null }) {
+    const visible = [...this.#conversations.values()].filter((conversation) => viewer.tenant === null || conversation.tenant === viewer.tenant).reverse();
+    return {
+      conversations: visible.map(({ tenant: _tenant, cached, prompt, ...conversation }) => ({ ...conversation, kvReuse: prompt === 0 ? null : cached / prompt })),
+      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(({ tenant: _tenant, ...event }): CompactionItem => event).reverse(),
+      // Totals span every tenant: only an admin (or a proxy without keys) sees them.
+      ...(viewer.tenant === null ? { totals: { ...this.totals } } : {}),
+    };
+  }
+}
+
+/** Tells every observer in turn (the metrics and the dashboard). */
+export function bothObservers(first: CompactionObserver, second: CompactionObserver): CompactionObserver {
+  return {
+    compaction: (event) => (first.compaction(event), second.compaction(event)),
+    summary: (event) => (first.summary(event), second.summary(event)),
+    epochLookup: (hit) => (first.epochLookup(hit), second.epochLookup(hit)),
+    summaryWait: (milliseconds) => (first.summaryWait?.(milliseconds), second.summaryWait?.(milliseconds)),
+  };
+}
+
+/** A chat answer as the dashboard takes it. */
+export function answeredOf(observation: UsageObservation): AnsweredRequest {
+  const { context, forwarded } = observation;
+  const forwardedMessages = forwarded['messages'];
+  return {
+    tenant: tenantOfRequest(context),
+    model: context.body.model,
+    messages: context.body.messages,
+    forwarded: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
+    report: observation.report,
+    tokens: promptTokensOf(observation),
+    repairs: context.pairRepairs,
+  };
+}
