@@ -18,6 +18,7 @@ import {
   type Sizes,
 } from '../../src/compaction/plan.js';
 import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
+import { replacementOf } from '../../src/compaction/replacement.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 
 const settings: CompactionSettings = {
@@ -344,17 +345,25 @@ describe('planCompaction properties', () => {
         const anchor = taskAnchorIndex(messages);
         expect(plan.cut).toBeGreaterThan(head);
         expect(plan.cut).toBeLessThanOrEqual(anchor);
-        expect(turnRanges(messages).map((range) => range.start)).toContain(plan.cut);
+        const turnStarts = turnRanges(messages).map((range) => range.start);
+        if (plan.turnStart === undefined) {
+          expect(turnStarts).toContain(plan.cut);
+        } else {
+          // Issue 13 item 10: the cut may go through the last complete turn, at a step boundary, its user message kept.
+          expect(turnStarts).toContain(plan.turnStart);
+          expect(plan.turnStart).toBeLessThan(plan.cut);
+          expect(messages[plan.cut]!.role).toBe('assistant');
+        }
         expect(messages[plan.cut]!.role).not.toBe('tool');
         if (budget !== null) expect(plan.size).toBeLessThanOrEqual(budget);
 
-        // Notes as long as the summary may be: summaryMaxTokens tokens of text.
-        const pair = summaryPair('n'.repeat(4 * settings.summaryMaxTokens));
-        const applied = [...messages.slice(0, head), ...pair, ...messages.slice(plan.cut)];
+        // Applied as the engine applies it, with notes as long as the summary may be: summaryMaxTokens tokens of text.
+        const applied = replacementOf(messages, plan, messages.length, 'n'.repeat(4 * settings.summaryMaxTokens), 'summary');
+        const keptUserMessage = plan.turnStart === undefined ? 0 : 1;
         expect(findPairProblems(applied)).toEqual([]);
         applied.slice(0, head).forEach((message, index) => expect(message).toBe(messages[index]));
         expect(applied.at(-1 - (messages.length - 1 - anchor))).toBe(messages[anchor]);
-        expect(taskAnchorIndex(applied)).toBe(head + 2 + (anchor - plan.cut));
+        expect(taskAnchorIndex(applied)).toBe(head + 2 + keptUserMessage + (anchor - plan.cut));
         expect(isMarked(applied[head]!, 'summary')).toBe(true);
 
         const appliedSize = totalSize(estimatedSizes(applied, fixed));
