@@ -26,6 +26,10 @@
  * - compactor, cached epoch: the same request with `max_messages: 8`, so it
  *   is over the count threshold, and the epoch made by an earlier request (a
  *   summary written by the upstream) is found and applied on every request.
+ * - compactor, cached epoch, Redis store: the same with `cache.store: redis`
+ *   on a redis-server this script starts (loopback, not pinned): every
+ *   request makes its one lookup round trip (issue 15). Left out when
+ *   redis-server is not on the PATH.
  * Every path gets the same client request (2 KB, 13 messages) and headers
  * (Portkey also gets its two routing headers).
  */
@@ -39,6 +43,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { chatBody, runLoad } from './load-client.js';
 import type { PlanningResult } from './planning-cpu.js';
+import { RedisServer } from '../test/support/redis-server.js';
 
 const quick = process.argv.includes('--quick');
 const option = (name: string): string | undefined => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -295,6 +300,18 @@ const NOT_TRIGGERED = JSON.stringify({ compaction: { enabled: true }, log: { lev
 // same 32k), which summarizes the old turns into a summary pair + the last messages; from then
 // on every request hashes its prefix, finds that epoch and forwards 6 messages.
 const CACHED_EPOCH = JSON.stringify({ compaction: { enabled: true, max_messages: 8 }, log: { level: 'info' } });
+/** The cached epoch from a Redis store: the lookup is one script round trip per request; the store's 50 ms bound as shipped. */
+const cachedEpochOnRedis = (url: string): string =>
+  JSON.stringify({ compaction: { enabled: true, max_messages: 8 }, cache: { store: 'redis', redis: { url, key_prefix: 'bench:' } }, log: { level: 'info' } });
+
+/** A redis-server of the run's own, or undefined when none is installed. */
+async function startRedis(): Promise<RedisServer | undefined> {
+  try {
+    return await RedisServer.start();
+  } catch {
+    return undefined;
+  }
+}
 
 async function startCompactor(name: string, upstream: Running, configuration: string): Promise<Running> {
   return startScript(name, PROXY_CPU, compactorScript, [upstream.origin, configuration], ['--expose-gc']);
@@ -344,6 +361,9 @@ async function main(): Promise<void> {
   const nodePipe = await startScript('node-pipe', PROXY_CPU, 'bench/servers/bare-proxy.ts', [upstream.origin, '--node-pipe']);
   const plain = await startCompactor('compactor', upstream, NOT_TRIGGERED);
   const epoch = await startCompactor('compactor-epoch', upstream, CACHED_EPOCH);
+  const redis = await startRedis();
+  if (redis === undefined) log('redis-server not found: the Redis store is not measured');
+  const epochOnRedis = redis === undefined ? undefined : await startCompactor('compactor-epoch-redis', upstream, cachedEpochOnRedis(redis.url));
   const portkey = await startPortkey();
 
   // Portkey last in every round: it is loaded hardest and longest, and the proxy measured after it must not share CPU 1 with its aftermath.
@@ -354,6 +374,7 @@ async function main(): Promise<void> {
     { name: 'bare node:http pipe', origin: nodePipe.origin, headers: baseHeaders, pid: nodePipe.child.pid!, running: nodePipe },
     { name: 'compactor, not triggered', origin: plain.origin, headers: baseHeaders, pid: plain.child.pid!, running: plain },
     { name: 'compactor, cached epoch', origin: epoch.origin, headers: baseHeaders, pid: epoch.child.pid!, running: epoch },
+    ...(epochOnRedis === undefined ? [] : [{ name: 'compactor, cached epoch, Redis store', origin: epochOnRedis.origin, headers: baseHeaders, pid: epochOnRedis.child.pid!, running: epochOnRedis }]),
     {
       name: 'Portkey gateway 1.15.2',
       origin: portkey.origin,
@@ -362,8 +383,11 @@ async function main(): Promise<void> {
       running: portkey,
     },
   ];
-  const [direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget] = targets as [Target, Target, Target, Target, Target, Target, Target];
+  const [direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget] = targets as [Target, Target, Target, Target, Target, Target];
+  const portkeyTarget = targets.at(-1)!;
+  const redisTarget = epochOnRedis === undefined ? undefined : targets[6]!;
   const epochReport = await warmEpoch(epochTarget);
+  if (redisTarget !== undefined) log(`cached epoch, Redis store: ${await warmEpoch(redisTarget)}`);
   log(`cached epoch: ${epochReport}`);
   const measured: Measured = { p50: new Map(), p99: new Map(), rates: new Map(), streams: new Map(), portkeyStream: undefined, idle: new Map(), growth: new Map(), planning: undefined };
 
@@ -440,7 +464,8 @@ async function main(): Promise<void> {
       measured.idle.set(target, await idleStreams(target, settings.idleStreams));
     }
   }
-  for (const running of [bare, parsing, nodePipe, portkey, plain, epoch]) await stop(running);
+  for (const running of [bare, parsing, nodePipe, portkey, plain, epoch, ...(epochOnRedis === undefined ? [] : [epochOnRedis])]) await stop(running);
+  await redis?.close();
 
   // 5. Memory over sequential requests: fresh processes, heap after a full collection every fifth of the run.
   if (only.has('sequential')) {
@@ -476,7 +501,7 @@ async function main(): Promise<void> {
     measured.planning = JSON.parse(output.trim().split('\n').at(-1)!) as PlanningResult;
   }
   await stop(upstream);
-  console.log(report({ started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured }));
+  console.log(report({ started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, redisTarget, portkeyTarget, epochReport, measured }));
 }
 
 function report(run: {
@@ -488,11 +513,12 @@ function report(run: {
   parseTarget: Target;
   plainTarget: Target;
   epochTarget: Target;
+  redisTarget: Target | undefined;
   portkeyTarget: Target;
   epochReport: string;
   measured: Measured;
 }): string {
-  const { started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, portkeyTarget, epochReport, measured } = run;
+  const { started, targets, direct, bareTarget, parseTarget, pipeTarget, plainTarget, epochTarget, redisTarget, portkeyTarget, epochReport, measured } = run;
   const { p50, p99, streams, idle, growth, planning } = measured;
   const rate = (target: Target): number => median(measured.rates.get(target) ?? [Number.NaN]);
   const spread = (target: Target): string => {
@@ -521,6 +547,15 @@ function report(run: {
     );
   }
   lines.push('');
+  if (redisTarget !== undefined) {
+    // Issue 15: what the Redis store costs a request past the soft threshold, against the memory store in the same run.
+    const overMemory = (p50.get(redisTarget) ?? Number.NaN) - (p50.get(epochTarget) ?? Number.NaN);
+    lines.push(
+      `Redis store against memory, cached epoch (one lookup round trip per request): added p50 ${fixed(overMemory)} ms (c=1); ` +
+        `throughput c=32 ${fixed(rate(redisTarget), 0)} against ${fixed(rate(epochTarget), 0)} req/s (${fixed(rate(redisTarget) / rate(epochTarget), 2)}×).`,
+    );
+    lines.push('');
+  }
 
   const goals: Array<[string, string, string, boolean]> = [];
   for (const target of [plainTarget, epochTarget]) {

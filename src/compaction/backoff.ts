@@ -16,8 +16,11 @@ const MAX_CONVERSATIONS = 10_000;
 
 export class SummaryBackoff {
   readonly #failures: LRUCache<string, true>;
+  /** Told of each failure noted here (a shared store, so other replicas back off too). */
+  readonly #onFailure: ((conversation: string) => void) | undefined;
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, onFailure?: (conversation: string) => void) {
+    this.#onFailure = onFailure;
     this.#failures = new LRUCache<string, true>({
       max: MAX_CONVERSATIONS,
       // Kept while its age is at most `ttl`: a failure ends its back-off once it is a full minute old.
@@ -42,6 +45,14 @@ export class SummaryBackoff {
   note(conversation: string): void {
     this.#failures.purgeStale();
     this.#failures.set(conversation, true);
+    this.#onFailure?.(conversation);
+  }
+
+  /** A failure another replica saw, `remainingMs` before its back-off ends: kept as long, and not told again. */
+  adopt(conversation: string, remainingMs: number): void {
+    if (!(remainingMs > 0)) return;
+    this.#failures.purgeStale();
+    this.#failures.set(conversation, true, { ttl: Math.min(FAILURE_BACKOFF_MS - 1, remainingMs) });
   }
 
   forget(conversation: string): void {

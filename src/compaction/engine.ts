@@ -2,7 +2,7 @@ import type { Config, ModelConfig } from '../config/schema.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { estimateRequestTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { ContextLengthExceededError } from '../errors.js';
-import { SummaryBackoff } from './backoff.js';
+import { FAILURE_BACKOFF_MS, SummaryBackoff } from './backoff.js';
 import { type Budget, budgetOf } from './budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
@@ -22,10 +22,18 @@ import { prunedEpoch } from './replacement.js';
 import { isNear, scaledTo, sizesOf } from './sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import type { ChatCall } from './summary/summarize.js';
-import { TokenRatios } from './token-ratio.js';
+import { sharedRatioName, TokenRatios } from './token-ratio.js';
 import type { CallHeaders, UpstreamJson } from './upstream-json.js';
 
 export type { CompactionLogger } from './epoch-writer.js';
+
+/**
+ * How often a replica gives its new ratio measures to a shared store: off any
+ * request, batched (one round trip for every tenant's model measured since),
+ * and soon enough that a conversation moving to another replica finds them
+ * (an agent's next request comes seconds later).
+ */
+const RATIO_SHARE_INTERVAL_MS = 2_000;
 
 /**
  * The compaction engine: per chat request, gathers what {@link decide} needs
@@ -97,7 +105,7 @@ export interface Prepared {
 
 export class CompactionEngine {
   readonly windows: ContextWindows;
-  readonly ratios = new TokenRatios();
+  readonly ratios: TokenRatios;
   /** Conversations whose summary failed within the last minute. */
   readonly backoff: SummaryBackoff;
   readonly #config: Config;
@@ -109,6 +117,8 @@ export class CompactionEngine {
   readonly #flights = new SingleFlight<Epoch | null>();
   readonly #writer: EpochWriter;
   readonly #now: () => number;
+  /** The next share of ratio measures with the store, while one is due. */
+  #ratioShare: NodeJS.Timeout | undefined;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
@@ -120,7 +130,10 @@ export class CompactionEngine {
     this.#counter = new ExactCounter(options.upstream, now);
     this.#logger = options.logger;
     this.#observer = options.observer;
-    this.backoff = new SummaryBackoff(now);
+    const store = this.#store;
+    this.ratios = new TokenRatios({ shared: store.shareRatios !== undefined });
+    // A failure is told to a shared store at once, so no replica retries that conversation's summary within the minute.
+    this.backoff = new SummaryBackoff(now, store.noteFailure === undefined ? undefined : (conversation) => void store.noteFailure?.(conversation, FAILURE_BACKOFF_MS));
     this.#writer = new EpochWriter({
       config: compaction,
       chat: options.chat,
@@ -152,6 +165,18 @@ export class CompactionEngine {
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
     this.ratios.learn(model, tenant, promptTokens, estimate);
+    if (this.#store.shareRatios === undefined || !this.ratios.hasUnshared || this.#ratioShare !== undefined) return;
+    this.#ratioShare = setTimeout(() => void this.shareRatios(), RATIO_SHARE_INTERVAL_MS);
+    // A pending share never keeps the process alive; measures not shared at exit are this replica's only.
+    this.#ratioShare.unref();
+  }
+
+  /** Gives the ratio measures taken since the last share to a shared store now (the timer's work; tests call it). */
+  async shareRatios(): Promise<void> {
+    clearTimeout(this.#ratioShare);
+    this.#ratioShare = undefined;
+    if (this.#store.shareRatios === undefined || !this.ratios.hasUnshared) return;
+    await this.#store.shareRatios(this.ratios.takeUnshared());
   }
 
   #modelConfig(model: string): ModelConfig {
@@ -223,7 +248,7 @@ export class CompactionEngine {
   ): Promise<Prepared> {
     const settings = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
     const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
-    const ratio = this.ratios.get(model, request.tenant);
+    let ratio = this.ratios.get(model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();
       waits.count++;
@@ -234,7 +259,14 @@ export class CompactionEngine {
       }
     };
     for (let attempt = 0; ; attempt++) {
-      const { inUse, pending } = await this.#store.lookup(hashes);
+      // The first lookup also reads what other replicas learned (the same round trip): the ratio, a summary's back-off.
+      const shared = attempt === 0 ? { ratio: sharedRatioName(model, request.tenant), conversation: this.#writer.conversationOf(request) } : undefined;
+      const { inUse, pending, shared: state } = await this.#store.lookup(hashes, shared);
+      if (state !== undefined && shared !== undefined) {
+        if (state.ratio !== undefined) this.ratios.adopt(model, request.tenant, state.ratio);
+        this.backoff.adopt(shared.conversation, state.backoffMs);
+        ratio = this.ratios.get(model, request.tenant);
+      }
       let candidate = candidateOf(messages, inUse);
       if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
@@ -347,7 +379,7 @@ export class CompactionEngine {
       if (isNear(size, budget.tokens)) {
         const exact = await this.#counter.count({ ...request.body, messages: forwarded }, input.signal, request.headers);
         if (exact !== null) {
-          this.ratios.learn(request.model, request.tenant, exact, estimate);
+          this.learn(request.model, request.tenant, exact, estimate);
           size = exact;
         }
       }
@@ -381,7 +413,7 @@ export class CompactionEngine {
   async #measured(request: CompactionRequest, messages: readonly ChatMessage[], sizes: CandidateSizes, signal: AbortSignal): Promise<CandidateSizes> {
     const exact = await this.#counter.count({ ...request.body, messages }, signal, request.headers);
     if (exact === null) return sizes;
-    this.ratios.learn(request.model, request.tenant, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
+    this.learn(request.model, request.tenant, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
     return { ...scaledTo(sizes, exact), ratio: sizes.ratio };
   }
 

@@ -17,7 +17,15 @@ import { LRUCache } from 'lru-cache';
 export const INITIAL_TOKEN_RATIO = 1.25;
 
 /** Weight of a new measure: a few requests are enough to follow a change of model, one odd request is not. */
-const LEARNING_WEIGHT = 0.3;
+export const LEARNING_WEIGHT = 0.3;
+
+/**
+ * Measures kept per (tenant, model) until they are shared (a shared store
+ * takes them every few seconds): far more than one replica answers for one
+ * tenant's model in that time; beyond it the oldest go, whose weight in the
+ * moving average is already below 0.7^32 ≈ 1e-5.
+ */
+const UNSHARED_KEPT = 32;
 
 /** Below this many estimated tokens the template's fixed tokens dominate and a measure says little. */
 const MIN_ESTIMATE_TO_LEARN = 64;
@@ -33,8 +41,23 @@ export const RATIOS_REMEMBERED = 1024;
 /** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
 const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
+/** A (tenant, model) pair's measures not yet given to the shared store. */
+export interface UnsharedMeasures {
+  /** The pair's name in the store: see {@link sharedRatioName}. */
+  readonly name: string;
+  readonly samples: readonly number[];
+}
+
 export class TokenRatios {
   readonly #ratios = new LRUCache<string, number>({ max: RATIOS_REMEMBERED });
+  /** Measures taken since the shared store last took them, in order (see {@link adopt}). */
+  readonly #unshared = new Map<string, number[]>();
+  readonly #shared: boolean;
+
+  /** `shared`: measures are kept for a shared store until {@link takeUnshared} (without one, none are kept). */
+  constructor({ shared = false }: { shared?: boolean } = {}) {
+    this.#shared = shared;
+  }
 
   /** (Tenant, model) pairs with a measure (at most {@link RATIOS_REMEMBERED}: a forgotten one starts over from the initial guess). */
   get size(): number {
@@ -55,9 +78,49 @@ export class TokenRatios {
     if (!(estimate >= MIN_ESTIMATE_TO_LEARN) || !(realTokens > 0)) return;
     const sample = Math.min(RATIO_RANGE.max, Math.max(RATIO_RANGE.min, realTokens / estimate));
     const key = keyOf(model, tenant);
-    const previous = this.#ratios.get(key);
-    this.#ratios.set(key, previous === undefined ? sample : previous + LEARNING_WEIGHT * (sample - previous));
+    this.#ratios.set(key, averaged(this.#ratios.get(key), [sample]));
+    // Bounded like the ratios: past that many pairs within one share, a new pair's measures stay this replica's.
+    if (!this.#shared || (!this.#unshared.has(key) && this.#unshared.size >= RATIOS_REMEMBERED)) return;
+    const unshared = this.#unshared.get(key) ?? [];
+    unshared.push(sample);
+    if (unshared.length > UNSHARED_KEPT) unshared.shift();
+    this.#unshared.set(key, unshared);
   }
+
+  /** Whether measures wait to be shared. */
+  get hasUnshared(): boolean {
+    return this.#unshared.size > 0;
+  }
+
+  /** The measures taken since the last call, for the shared store, which merges them into its own average in order. */
+  takeUnshared(): UnsharedMeasures[] {
+    const taken = [...this.#unshared].map(([name, samples]) => ({ name, samples }));
+    this.#unshared.clear();
+    return taken;
+  }
+
+  /**
+   * Takes the shared store's ratio for a tenant's model (every replica's
+   * measures merged), then the measures of this replica it has not been
+   * given yet, so none is lost between two shares.
+   */
+  adopt(model: string, tenant: string, shared: number): void {
+    if (!(shared >= RATIO_RANGE.min && shared <= RATIO_RANGE.max)) return;
+    const key = keyOf(model, tenant);
+    this.#ratios.set(key, averaged(shared, this.#unshared.get(key) ?? []));
+  }
+}
+
+/** The ratio's name in a shared store: the tenant and the model, NUL between them (Redis keys are binary-safe). */
+export function sharedRatioName(model: string, tenant: string): string {
+  return keyOf(model, tenant);
+}
+
+/** The moving average after `samples`, in order; the first measure replaces a missing average outright. */
+function averaged(previous: number | undefined, samples: readonly number[]): number {
+  let value = previous;
+  for (const sample of samples) value = value === undefined ? sample : value + LEARNING_WEIGHT * (sample - value);
+  return value ?? INITIAL_TOKEN_RATIO;
 }
 
 /** A tenant is a digest or ''; NUL never occurs in one, so no two pairs share a key. */

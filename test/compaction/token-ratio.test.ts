@@ -106,3 +106,22 @@ describe('TokenRatios', () => {
     );
   });
 });
+
+describe('TokenRatios shared between replicas (issue 15, item 1)', () => {
+  it('keeps measures for a shared store only when it has one, and adopts the shared ratio with its own measures since replayed', () => {
+    const alone = new TokenRatios();
+    alone.learn('m', 't', 2_000, 1_000);
+    expect(alone.hasUnshared).toBe(false);
+    const ratios = new TokenRatios({ shared: true });
+    ratios.learn('m', 't', 2_000, 1_000);
+    expect(ratios.takeUnshared()).toEqual([{ name: 't\u0000m', samples: [2] }]);
+    expect(ratios.hasUnshared).toBe(false);
+    ratios.learn('m', 't', 1_000, 1_000);
+    // Another replica's measures made the shared ratio 3; this replica's measure of 1 is not shared yet: 3 + 0.3 × (1 - 3).
+    ratios.adopt('m', 't', 3);
+    expect(ratios.get('m', 't')).toBeCloseTo(2.4, 10);
+    // A value out of any tokenizer's range is not taken.
+    ratios.adopt('m', 't', 40);
+    expect(ratios.get('m', 't')).toBeCloseTo(2.4, 10);
+  });
+});

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { ChatMessage } from '../../transcript/message.js';
 import type { Tier } from '../plan.js';
+import type { UnsharedMeasures } from '../token-ratio.js';
 import { lookupEpochs } from './lookup.js';
 
 /** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
@@ -51,6 +52,23 @@ export interface Epoch {
 export interface EpochLookup {
   readonly inUse: Epoch | null;
   readonly pending: Epoch | null;
+  /** What a shared store read with the epochs (same round trip), when asked and reachable. */
+  readonly shared?: SharedState;
+}
+
+/** What a lookup also reads from a shared store: the state replicas learn from one another. */
+export interface SharedReads {
+  /** The tenant's model, named as `sharedRatioName` does. */
+  readonly ratio: string;
+  /** The conversation, named as the back-off names it. */
+  readonly conversation: string;
+}
+
+export interface SharedState {
+  /** The token ratio every replica's measures made, when one was shared. */
+  readonly ratio: number | undefined;
+  /** How long a summary failure of the conversation still holds back its summary (ms; 0: none). */
+  readonly backoffMs: number;
 }
 
 /** The right to compute the epoch of one key, held by one replica at a time (see `leased`). */
@@ -67,7 +85,11 @@ export interface EpochLease {
  */
 export interface EpochStore {
   /** The epochs for a history whose prefix hashes are `hashes` (`hashes[i]` names the first `i` messages): one round trip. */
-  lookup(hashes: readonly string[]): Promise<EpochLookup>;
+  lookup(hashes: readonly string[], shared?: SharedReads): Promise<EpochLookup>;
+  /** A shared store merges these measures into its ratios (off the request path); absent in memory. */
+  shareRatios?(measures: readonly UnsharedMeasures[]): Promise<void>;
+  /** A shared store holds the conversation's summary back for `ms` on every replica; absent in memory. */
+  noteFailure?(conversation: string, ms: number): Promise<void>;
   /** The epoch stored under `key`, in use or pending. */
   load(key: string): Promise<Epoch | undefined>;
   save(epoch: Epoch): Promise<void>;

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { CompactionLogger } from '../epoch-writer.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
-import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore } from './epoch-store.js';
+import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
+import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore, SharedReads } from './epoch-store.js';
 
 /**
  * Epochs in Redis (≥ 7) or Valkey, shared by every replica, with this
@@ -17,12 +18,27 @@ import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore } fro
  * A lookup is one script over every prefix hash of the history, longest
  * first: one round trip, whatever its length, returning only the epoch in
  * use and the pending one beyond it, and refreshing the TTL of the one used.
+ *
+ * Shared with the epochs, read in that same script: `<prefix>ratio:<tenant
+ * NUL model>` (the learned token ratio: each replica sends its measures every
+ * few seconds, merged in order into one moving average by a script) and
+ * `<prefix>backoff:<conversation>` (set for a minute when its summary failed).
+ *
+ * Over 200 lines: the scripts sit with the calls that run them.
  */
 
-// KEYS: the history's epoch keys, longest prefix first; ARGV[1]: the TTL (ms) an epoch in use gets again when used.
+// KEYS: the ratio and back-off keys when ARGV[2] is 2, then the history's epoch keys, longest prefix first;
+// ARGV[1]: the TTL (ms) an epoch in use gets again when used. Returns the epoch in use, the pending one, the
+// shared ratio ('' when none) and the back-off's PTTL (negative when none).
 const LOOKUP_SCRIPT = `
+local shared = tonumber(ARGV[2])
+local ratio, backoff = '', -2
+if shared == 2 then
+  ratio = redis.call('GET', KEYS[1]) or ''
+  backoff = redis.call('PTTL', KEYS[2])
+end
 local pending = ''
-for index = 1, #KEYS do
+for index = shared + 1, #KEYS do
   local value = redis.call('GET', KEYS[index])
   if value then
     local flag = string.sub(value, 1, 1)
@@ -30,11 +46,23 @@ for index = 1, #KEYS do
       if pending == '' then pending = value end
     else
       if flag == 'u' then redis.call('PEXPIRE', KEYS[index], ARGV[1]) end
-      return { value, pending }
+      return { value, pending, ratio, backoff }
     end
   end
 end
-return { '', pending }`;
+return { '', pending, ratio, backoff }`;
+
+// KEYS[1]: a ratio; ARGV[1]: the weight of a measure, ARGV[2]: the TTL (ms), ARGV[3…]: one replica's measures in
+// order. The same moving average as token-ratio.ts, over every replica's measures in the order they arrive.
+const RATIO_SCRIPT = `
+local value = tonumber(redis.call('GET', KEYS[1]))
+local weight = tonumber(ARGV[1])
+for index = 3, #ARGV do
+  local sample = tonumber(ARGV[index])
+  if value == nil then value = sample else value = value + weight * (sample - value) end
+end
+if value ~= nil then redis.call('SET', KEYS[1], tostring(value), 'PX', ARGV[2]) end
+return 1`;
 
 // Only the holder (its token) extends or ends a lease: one that expired and was taken by another replica stays theirs.
 const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
@@ -50,7 +78,7 @@ const RECONNECT_MAX_MS = 2_000;
 /** A connection attempt that takes longer than this has failed: requests meanwhile use memory anyway. */
 const CONNECT_TIMEOUT_MS = 2_000;
 
-type StoreOperation = 'lookup' | 'load' | 'save' | 'lease';
+type StoreOperation = 'lookup' | 'load' | 'save' | 'lease' | 'ratio' | 'backoff';
 
 export interface RedisEpochStoreOptions {
   /** `redis://[:password@]host:port[/db]` or `rediss://…` (TLS). */
@@ -68,7 +96,8 @@ export interface RedisEpochStoreOptions {
 }
 
 interface ScriptedRedis extends Redis {
-  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer]>;
+  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number]>;
+  tokenRatioMerge(key: string, ...args: Array<string | number>): Promise<number>;
   epochLeaseRenew(key: string, token: string, ttlMs: number): Promise<number>;
   epochLeaseRelease(key: string, token: string): Promise<number>;
 }
@@ -97,6 +126,7 @@ export class RedisEpochStore implements EpochStore {
         epochLookup: { lua: LOOKUP_SCRIPT },
         epochLeaseRenew: { lua: RENEW_SCRIPT, numberOfKeys: 1 },
         epochLeaseRelease: { lua: RELEASE_SCRIPT, numberOfKeys: 1 },
+        tokenRatioMerge: { lua: RATIO_SCRIPT, numberOfKeys: 1 },
       },
     }) as ScriptedRedis;
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
@@ -114,12 +144,15 @@ export class RedisEpochStore implements EpochStore {
     return this.#faulty || this.#redis.status !== 'ready';
   }
 
-  async lookup(hashes: readonly string[]): Promise<EpochLookup> {
+  async lookup(hashes: readonly string[], shared?: SharedReads): Promise<EpochLookup> {
     const local = await this.#memory.lookup(hashes);
-    const keys: string[] = [];
+    const keys: string[] = shared === undefined ? [] : [this.#ratioKey(shared.ratio), this.#backoffKey(shared.conversation)];
+    const sharedKeys = keys.length;
     for (let index = hashes.length - 1; index > 0; index--) keys.push(this.#epochKey(hashes[index]!));
-    const reply = await this.#call('lookup', () => this.#redis.epochLookupBuffer(keys.length, ...keys, this.#options.ttlMs));
+    const reply = await this.#call('lookup', () => this.#redis.epochLookupBuffer(keys.length, ...keys, this.#options.ttlMs, sharedKeys));
     if (reply === undefined) return local;
+    const ratio = reply[2].length === 0 ? undefined : Number(reply[2].toString());
+    const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
     const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
     const found = reply[0].length === 0 ? undefined : decodeEpoch(reply[0]);
     const pendingFound = reply[1].length === 0 ? undefined : decodeEpoch(reply[1]);
@@ -132,7 +165,20 @@ export class RedisEpochStore implements EpochStore {
       this.#memory.set(inUse);
     }
     const pending = matches(pendingFound) && pendingFound.sourceLength > (inUse?.sourceLength ?? 0) ? pendingFound : local.pending;
-    return { inUse, pending };
+    return { inUse, pending, ...state };
+  }
+
+  async shareRatios(measures: readonly UnsharedMeasures[]): Promise<void> {
+    // Sent together: ioredis writes them to the socket in one go, one round trip for all.
+    await Promise.all(
+      measures.map(({ name, samples }) =>
+        this.#call('ratio', () => this.#redis.tokenRatioMerge(this.#ratioKey(name), LEARNING_WEIGHT, this.#options.ttlMs, ...samples)),
+      ),
+    );
+  }
+
+  async noteFailure(conversation: string, ms: number): Promise<void> {
+    await this.#call('backoff', () => this.#redis.set(this.#backoffKey(conversation), '1', 'PX', ms));
   }
 
   async load(key: string): Promise<Epoch | undefined> {
@@ -165,6 +211,14 @@ export class RedisEpochStore implements EpochStore {
 
   async close(): Promise<void> {
     this.#redis.disconnect();
+  }
+
+  #ratioKey(name: string): string {
+    return `${this.#options.keyPrefix}ratio:${name}`;
+  }
+
+  #backoffKey(conversation: string): string {
+    return `${this.#options.keyPrefix}backoff:${conversation}`;
   }
 
   #epochKey(hash: string): string {
