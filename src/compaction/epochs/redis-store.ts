@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis as RedisClient } from 'ioredis';
+
+// ioredis is loaded only when a Redis store is configured: the default memory store starts ~90 ms sooner
+// without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
+const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
 import type { CompactionLogger } from '../epoch-writer.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
 import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
@@ -95,7 +100,7 @@ export interface RedisEpochStoreOptions {
   readonly now?: () => number;
 }
 
-interface ScriptedRedis extends Redis {
+interface ScriptedRedis extends RedisClient {
   epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number]>;
   tokenRatioMerge(key: string, ...args: Array<string | number>): Promise<number>;
   epochLeaseRenew(key: string, token: string, ttlMs: number): Promise<number>;
@@ -114,6 +119,7 @@ export class RedisEpochStore implements EpochStore {
     this.#options = options;
     this.#memory = options.memory;
     this.#now = options.now ?? Date.now;
+    const { Redis } = loadIoredis();
     this.#redis = new Redis(options.url, {
       // Fail at once while disconnected rather than queue: the request goes on with memory.
       enableOfflineQueue: false,
