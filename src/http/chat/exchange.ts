@@ -199,6 +199,17 @@ export class ChatExchange implements Ending, ResponseCloseListener {
     this.record.errorCode = 'client_closed';
   }
 
+  /**
+   * An answer that cannot end with an error event (a JSON body, a compressed
+   * stream) broke off: the connection is cut, so it cannot pass for a whole
+   * answer, and the request is logged and counted with the error's status.
+   */
+  cutWithError(error: ProxyError): void {
+    this.record.errorCode = error.code;
+    this.record.errorStatus = error.status;
+    this.response.destroy();
+  }
+
   /** The client left: nothing to answer; the upstream request (if any) is already aborted. */
   clientGone(): void {
     this.record.errorCode = 'client_closed';

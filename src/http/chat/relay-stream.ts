@@ -67,9 +67,7 @@ export async function relayStream(exchange: ChatExchange, answer: UpstreamRespon
     case 'failed': {
       const error = exchange.endedBy ?? midStreamError(end.error);
       if (tap === undefined) {
-        record.errorCode = error.code;
-        record.errorStatus = error.status;
-        response.destroy();
+        exchange.cutWithError(error);
         return;
       }
       exchange.endWithError(error, tap.closingBytes());

@@ -91,10 +91,8 @@ export async function relayJson(exchange: ChatExchange, answer: UpstreamResponse
       return;
     case 'failed': {
       const error = exchange.endedBy ?? midStreamError(end.error);
-      // A JSON body (or a compressed one) cut short cannot be mended; a cut connection at least cannot pass for a whole answer.
-      record.errorCode = error.code;
-      record.errorStatus = error.status;
-      exchange.response.destroy();
+      // A JSON body (or a compressed one) cut short cannot be mended.
+      exchange.cutWithError(error);
       return;
     }
     case 'ended':

@@ -52,10 +52,21 @@ function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): P
   return observe ? observePairMode(chat, mode) : applyPairMode(chat, mode);
 }
 
-/** `pairs: reject` names the wire message (or input item), not the chat view's. */
-function rejectPairs(chat: ChatRequestBody, key: string, indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined): void {
+/**
+ * Pairs of a view made from another wire format: handled as the chat view's,
+ * except that `pairs: reject` names the wire message (or input item) at
+ * `key`, not the chat view's message.
+ */
+function wirePairs(
+  chat: ChatRequestBody,
+  mode: PairMode,
+  observe: boolean,
+  key: string,
+  indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined,
+): PairOutcome {
+  if (mode !== 'reject' || observe) return handlePairs(chat, mode, observe);
   const first = findPairProblems(chat.messages)[0];
-  if (first === undefined) return;
+  if (first === undefined) return handlePairs(chat, 'off', false);
   const wire = `${key}[${indexOf(chat.messages, first.index) ?? 0}]`;
   throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first).replace(/^messages\[\d+\]/, wire), param: wire });
 }
@@ -67,9 +78,8 @@ export const MESSAGES_FORMAT: WireFormat = {
     withModelNameChecked(body);
     const view = messagesView(body);
     const chat = view.chat as ChatRequestBody;
-    if (pairs === 'reject' && !observe) rejectPairs(chat, 'messages', wireIndexOf);
     return {
-      pairs: handlePairs(chat, pairs === 'reject' && !observe ? 'off' : pairs, observe),
+      pairs: wirePairs(chat, pairs, observe, 'messages', wireIndexOf),
       stream: view.stream,
       bytesFor: (bytes, messages) => spliceMessages(bytes, messagesFromView(view, messages)),
     };
@@ -92,9 +102,8 @@ export const RESPONSES_FORMAT: WireFormat = {
     const chat = view.chat as ChatRequestBody;
     const untouched = view.untouched ?? (chat.messages.length === 0 ? 'passed through: no input' : undefined);
     const mode = untouched === undefined ? pairs : 'off';
-    if (mode === 'reject' && !observe) rejectPairs(chat, 'input', inputIndexOf);
     return {
-      pairs: handlePairs(chat, mode === 'reject' && !observe ? 'off' : mode, observe),
+      pairs: wirePairs(chat, mode, observe, 'input', inputIndexOf),
       stream: view.stream,
       ...(untouched === undefined ? {} : { untouched }),
       bytesFor: (bytes, messages) => spliceInput(bytes, itemsFromView(view, messages)),
