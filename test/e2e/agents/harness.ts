@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { spawnOwned } from '../../support/child-processes.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
@@ -173,4 +173,33 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
     largestPrompt: Math.max(...llama.received.map((request) => request.tokens)),
     seconds: result.milliseconds / 1000,
   };
+}
+
+/** A harness for the whole test file: started before its tests, closed after them (also when one fails). */
+export function harnessForFile(window: number): () => Harness {
+  let harness: Harness | undefined;
+  beforeAll(async () => {
+    harness = await startHarness(window);
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+  return () => harness!;
+}
+
+/**
+ * Runs an agent CLI of node_modules/.bin in the harness's sandbox, with the
+ * configuration `configure` writes (pointing it at compactor), and checks the
+ * scripted run passed: the figures of the run.
+ */
+export async function runScriptedAgent(
+  harness: Harness,
+  command: string,
+  args: readonly string[],
+  configure: (baseUrl: string, home: string) => Record<string, string>,
+): Promise<RunFigures> {
+  const { sandbox, proxy } = harness;
+  const env = { ...sandbox.env, ...configure(proxy.url, sandbox.home) };
+  const result = await runAgentCli(join(BIN, command), args, { cwd: sandbox.work, env });
+  return expectScriptedRunPassed(harness, result);
 }

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENT_TIMEOUT_MS, BIN, expectScriptedRunPassed, type Harness, runAgentCli, startHarness } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { AGENT_TIMEOUT_MS, harnessForFile, runScriptedAgent } from './harness.js';
 import { TASK } from './shop-project.js';
 
 /**
@@ -14,13 +14,7 @@ import { TASK } from './shop-project.js';
 
 const WINDOW = 32_768;
 
-let harness: Harness;
-beforeAll(async () => {
-  harness = await startHarness(WINDOW);
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = harnessForFile(WINDOW);
 
 /** opencode's configuration: one OpenAI-compatible provider (compactor), every permission allowed, nothing fetched. */
 function configure(baseUrl: string, home: string): Record<string, string> {
@@ -62,10 +56,8 @@ describe('opencode through compactor', () => {
   it(
     'finishes a 25-step task across at least two epochs, every prompt inside the window, every pair valid',
     async () => {
-      const { sandbox, proxy, llama } = harness;
-      const env = { ...sandbox.env, ...configure(proxy.url, sandbox.home) };
-      const result = await runAgentCli(join(BIN, 'opencode'), ['run', TASK], { cwd: sandbox.work, env });
-      const figures = await expectScriptedRunPassed(harness, result);
+      const figures = await runScriptedAgent(harness(), 'opencode', ['run', TASK], configure);
+      const { llama } = harness();
 
       // What opencode sends: tool_choice "auto", string contents, "" beside tool_calls, its session headers, a title request first.
       const main = llama.requestsOf('main');

@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { contentText } from './scripted-llama.js';
-import { AGENT_TIMEOUT_MS, BIN, expectScriptedRunPassed, type Harness, runAgentCli, startHarness } from './harness.js';
+import { AGENT_TIMEOUT_MS, harnessForFile, runScriptedAgent } from './harness.js';
 import { TASK } from './shop-project.js';
 
 /**
@@ -15,13 +15,7 @@ import { TASK } from './shop-project.js';
 
 const WINDOW = 49_152;
 
-let harness: Harness;
-beforeAll(async () => {
-  harness = await startHarness(WINDOW);
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = harnessForFile(WINDOW);
 
 /** qwen-code's settings: no telemetry, no update check; the endpoint comes from the environment. */
 function configure(baseUrl: string, home: string): Record<string, string> {
@@ -45,10 +39,8 @@ describe('qwen-code through compactor', () => {
   it(
     'finishes a 25-step task across at least two epochs, every prompt inside the window, every pair valid',
     async () => {
-      const { sandbox, proxy, llama } = harness;
-      const env = { ...sandbox.env, ...configure(proxy.url, sandbox.home) };
-      const result = await runAgentCli(join(BIN, 'qwen'), ['--auth-type', 'openai', '--approval-mode', 'yolo', '-p', TASK], { cwd: sandbox.work, env });
-      const figures = await expectScriptedRunPassed(harness, result);
+      const figures = await runScriptedAgent(harness(), 'qwen', ['--auth-type', 'openai', '--approval-mode', 'yolo', '-p', TASK], configure);
+      const { llama } = harness();
 
       // What qwen-code sends: text parts for user and tool content, <system-reminder> parts in the first user message.
       const main = llama.requestsOf('main');
