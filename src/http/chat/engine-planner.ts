@@ -21,8 +21,8 @@ const PROGRESS_REPEAT_MS = 5_000;
  */
 export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>): string {
   if (context.tenant !== '') return context.tenant;
-  const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join('\n') : value);
-  return tenantOf({ authorization: headerText(context.headers.authorization), apiKey: headerText(context.headers['x-api-key']) });
+  const joined = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join('\n') : value);
+  return tenantOf({ authorization: joined(context.headers.authorization), apiKey: joined(context.headers['x-api-key']) });
 }
 
 /** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */

@@ -5,7 +5,7 @@ import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { sseComment } from '../../upstream/sse.js';
 import { UpstreamBadResponseError, UpstreamStatusError } from '../../errors.js';
-import { SSE_RESPONSE_HEADERS, forwardResponseHeaders, isContentEncoded } from '../headers.js';
+import { SSE_RESPONSE_HEADERS, forwardResponseHeaders, headerText, isContentEncoded } from '../headers.js';
 import type { ChatExchange } from './exchange.js';
 import { relayStream } from './relay-stream.js';
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited, relayJson } from './respond-json.js';
@@ -18,11 +18,6 @@ import type { Sent } from './usage.js';
  * comments the head is gone: an upstream error can then only reach the
  * client as an SSE error event, and the report as a last comment.
  */
-
-/** Header values carry ASCII only, on one line. */
-function headerText(text: string): string {
-  return text.replace(/[^\x20-\x7e]/g, '?');
-}
 
 export async function respond(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent): Promise<void> {
   const { status, body } = answer;

@@ -1,3 +1,4 @@
+import { headerText } from '../headers.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CompactionEngine } from '../../compaction/engine.js';
 import type { Config } from '../../config/schema.js';
@@ -91,7 +92,7 @@ export async function compactRoutes(app: FastifyInstance, options: CompactRouteO
     try {
       const answer = await compact(request, options, abort.signal);
       if (abort.signal.aborted) return;
-      const headers = answer.report === 'nothing to compact' ? {} : { 'x-compactor': answer.report };
+      const headers = answer.report === 'nothing to compact' ? {} : { 'x-compactor': headerText(answer.report) };
       await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(JSON.stringify(answer));
     } catch (error) {
       if (abort.signal.aborted) return;
