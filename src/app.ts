@@ -265,6 +265,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (ownsUpstream) await upstream.close();
+    // The last measures of this replica go to the other replicas before its store closes, not with the process.
+    await engine?.shareRatios();
     await epochs?.close();
   });
   return app;

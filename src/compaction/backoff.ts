@@ -14,13 +14,19 @@ export const FAILURE_BACKOFF_MS = 60_000;
 /** Far more conversations than fail within one minute on one proxy; a bound, not a working size. */
 const MAX_CONVERSATIONS = 10_000;
 
+/** Where a replica tells the others of a conversation's failure and of its success (a shared store). */
+export interface SharedBackoff {
+  failed(conversation: string): void;
+  succeeded(conversation: string): void;
+}
+
 export class SummaryBackoff {
   readonly #failures: LRUCache<string, true>;
-  /** Told of each failure noted here (a shared store, so other replicas back off too). */
-  readonly #onFailure: ((conversation: string) => void) | undefined;
+  /** Told of each failure noted here, and of each success (a shared store, so other replicas back off, or stop). */
+  readonly #shared: SharedBackoff | undefined;
 
-  constructor(now: () => number = Date.now, onFailure?: (conversation: string) => void) {
-    this.#onFailure = onFailure;
+  constructor(now: () => number = Date.now, shared?: SharedBackoff) {
+    this.#shared = shared;
     this.#failures = new LRUCache<string, true>({
       max: MAX_CONVERSATIONS,
       // Kept while its age is at most `ttl`: a failure ends its back-off once it is a full minute old.
@@ -45,17 +51,27 @@ export class SummaryBackoff {
   note(conversation: string): void {
     this.#failures.purgeStale();
     this.#failures.set(conversation, true);
-    this.#onFailure?.(conversation);
+    this.#shared?.failed(conversation);
   }
 
-  /** A failure another replica saw, `remainingMs` before its back-off ends: kept as long, and not told again. */
+  /**
+   * What the shared store says of the conversation: a back-off ending in
+   * `remainingMs` (another replica's failure: kept as long, not told again),
+   * or none (0): then none here either, since a summary of it succeeded
+   * somewhere and cleared it for every replica.
+   */
   adopt(conversation: string, remainingMs: number): void {
-    if (!(remainingMs > 0)) return;
+    if (!(remainingMs > 0)) {
+      this.#failures.delete(conversation);
+      return;
+    }
     this.#failures.purgeStale();
     this.#failures.set(conversation, true, { ttl: Math.min(FAILURE_BACKOFF_MS - 1, remainingMs) });
   }
 
+  /** A summary of the conversation succeeded: its back-off ends, here and (told) on every replica. */
   forget(conversation: string): void {
     this.#failures.delete(conversation);
+    this.#shared?.succeeded(conversation);
   }
 }

@@ -132,8 +132,13 @@ export class CompactionEngine {
     this.#observer = options.observer;
     const store = this.#store;
     this.ratios = new TokenRatios({ shared: store.shareRatios !== undefined });
-    // A failure is told to a shared store at once, so no replica retries that conversation's summary within the minute.
-    this.backoff = new SummaryBackoff(now, store.noteFailure === undefined ? undefined : (conversation) => void store.noteFailure?.(conversation, FAILURE_BACKOFF_MS));
+    // A failure is told to a shared store at once, so no replica retries that conversation's summary within the minute;
+    // a success too, so none waits for the rest of a minute another replica's failure began.
+    const shared = store.noteFailure === undefined ? undefined : {
+      failed: (conversation: string) => void store.noteFailure?.(conversation, FAILURE_BACKOFF_MS),
+      succeeded: (conversation: string) => void store.clearFailure?.(conversation),
+    };
+    this.backoff = new SummaryBackoff(now, shared);
     this.#writer = new EpochWriter({
       config: compaction,
       chat: options.chat,
@@ -167,7 +172,7 @@ export class CompactionEngine {
     this.ratios.learn(model, tenant, promptTokens, estimate);
     if (this.#store.shareRatios === undefined || !this.ratios.hasUnshared || this.#ratioShare !== undefined) return;
     this.#ratioShare = setTimeout(() => void this.shareRatios(), RATIO_SHARE_INTERVAL_MS);
-    // A pending share never keeps the process alive; measures not shared at exit are this replica's only.
+    // A pending share never keeps the process alive: the shutdown drain (app.ts, onClose) sends what is left.
     this.#ratioShare.unref();
   }
 
@@ -216,8 +221,11 @@ export class CompactionEngine {
     const estimate = estimateOf(messages);
     const originalSize = estimate * ratio;
 
-    // Fast path: well under the soft threshold nothing is hashed or looked up.
-    if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
+    // Fast path: well under the soft threshold nothing is hashed or looked up. With a shared store, only once this
+    // replica holds the ratio of the tenant's model (it is read with the first lookup): sized at the initial ratio, a
+    // fresh replica would forward raw a history the others size over the threshold and forward compacted.
+    const ratioSettled = this.#store.shareRatios === undefined || this.ratios.known(model, input.tenant);
+    if (mode !== 'force' && ratioSettled && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
       if (mode === 'observe') {
         const line = messages === input.messages ? null : wouldLine(prunedReport(input.messages, messages, estimateOf, ratio));
         return forwardAs(input.messages, line, estimateOf(input.messages));
@@ -258,23 +266,33 @@ export class CompactionEngine {
         waits.milliseconds += this.#now() - started;
       }
     };
+    const store = this.#storeOf(request);
+    // Whether a lookup the store did not answer in time has been asked again, patiently (once per request).
+    let patient = false;
     for (let attempt = 0; ; attempt++) {
       // The first lookup also reads what other replicas learned (the same round trip): the ratio, a summary's back-off.
-      const shared = attempt === 0 ? { ratio: sharedRatioName(model, request.tenant), conversation: this.#writer.conversationOf(request) } : undefined;
-      const { inUse, pending, shared: state } = await this.#store.lookup(hashes, shared);
+      const first = attempt === (patient ? 1 : 0);
+      const shared = first ? { ratio: sharedRatioName(model, request.tenant), conversation: this.#writer.conversationOf(request) } : undefined;
+      const { inUse, pending, shared: state, degraded } = await store.lookup(hashes, shared, { patient });
       if (state !== undefined && shared !== undefined) {
         if (state.ratio !== undefined) this.ratios.adopt(model, request.tenant, state.ratio);
         this.backoff.adopt(shared.conversation, state.backoffMs);
         ratio = this.ratios.get(model, request.tenant);
       }
       let candidate = candidateOf(messages, inUse);
-      if (attempt === 0) this.#observer?.epochLookup(candidate.epoch !== null);
+      if (first) this.#observer?.epochLookup(candidate.epoch !== null);
       let sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
       if (budget.tokens !== null && isNear(totalSize(sizes), settings.threshold * budget.tokens)) {
         sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
       }
       const running = this.#runningFor(hashes);
-      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt }, settings);
+      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt: attempt - (patient ? 1 : 0) }, settings);
+      // A new epoch on the strength of an answer the store did not give (a fresh process, a busy machine): another
+      // replica, answered, would reuse the stored one. Asked again with a longer bound before anything is written.
+      if (compacts(decision) && degraded === true && !patient) {
+        patient = true;
+        continue;
+      }
       // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
       if (compacts(decision) && this.#repairs(request, candidate)) {
         const beneath = await this.#beneath(request, candidate);
@@ -289,7 +307,7 @@ export class CompactionEngine {
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background, candidate.epoch === null ? 'none' : 'reused');
         }
         case 'apply-pending':
-          await this.#store.save({ ...decision.epoch, pending: false });
+          await store.save({ ...decision.epoch, pending: false });
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
@@ -305,7 +323,7 @@ export class CompactionEngine {
           const { plan, boundary } = decision;
           const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
           const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
-          await this.#store.save(epoch);
+          await store.save(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, input, request);
@@ -349,7 +367,7 @@ export class CompactionEngine {
   async #prepareAhead(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, signal: AbortSignal): Promise<Epoch | null> {
     // Looked up again: the request's own lookup is older than its answer, and the background epoch of the
     // request before it (keyed by that shorter history) may have been written since. After the answer, off the hot path.
-    if ((await this.#store.lookup(request.hashes)).pending !== null) return null;
+    if ((await this.#storeOf(request).lookup(request.hashes)).pending !== null) return null;
     const repair = derivesFromTruncation(current.epoch);
     const { candidate, sizes } = repair ? await this.#beneath(request, current) : { candidate: current, sizes: currentSizes };
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);
@@ -364,7 +382,7 @@ export class CompactionEngine {
 
   /** The candidate made of the original messages beneath the candidate's truncation, and its sizes. */
   async #beneath(request: CompactionRequest, candidate: Candidate): Promise<{ candidate: Candidate; sizes: CandidateSizes }> {
-    const beneath = candidateOf(request.messages, await epochBeneath(this.#store, request.hashes, candidate.epoch!));
+    const beneath = candidateOf(request.messages, await epochBeneath(this.#storeOf(request), request.hashes, candidate.epoch!));
     const ratio = this.ratios.get(request.model, request.tenant);
     return { candidate: beneath, sizes: { ...sizesOf(beneath.messages, request.toolsEstimate, ratio), ratio } };
   }
@@ -396,7 +414,7 @@ export class CompactionEngine {
   async #observe(input: PrepareInput, request: CompactionRequest, forwardAs: ForwardAs): Promise<Prepared> {
     const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
     const ratio = this.ratios.get(model, request.tenant);
-    const { inUse, pending } = await this.#store.lookup(hashes);
+    const { inUse, pending } = await this.#storeOf(request).lookup(hashes);
     const candidate = candidateOf(messages, inUse);
     this.#observer?.epochLookup(candidate.epoch !== null);
     const sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
@@ -415,6 +433,11 @@ export class CompactionEngine {
     if (exact === null) return sizes;
     this.learn(request.model, request.tenant, exact, estimateRequestTokens({ messages }) + request.toolsEstimate);
     return { ...scaledTo(sizes, exact), ratio: sizes.ratio };
+  }
+
+  /** The store as this request's conversation uses it (on a Redis Cluster, its keys on one node). */
+  #storeOf(request: Pick<CompactionRequest, 'hashes' | 'messages'>): EpochStore {
+    return this.#store.forConversation?.(this.#writer.conversationOf(request)) ?? this.#store;
   }
 
   /** The key of the summary running for a prefix of this history, if any. */

@@ -109,6 +109,12 @@ export class EpochWriter {
     return request.hashes[Math.min(headLength(request.messages) + 1, request.messages.length)]!;
   }
 
+  /** The store as the request's conversation uses it (on a Redis Cluster, its keys on one node). */
+  #storeOf(request: Pick<CompactionRequest, 'hashes' | 'messages'>): EpochStore {
+    const { store } = this.#options;
+    return store.forConversation?.(this.conversationOf(request)) ?? store;
+  }
+
   /**
    * Writes the notes for a summary or steps decision and stores the epoch they
    * make (pending when computed in the background). On failure it falls back
@@ -123,11 +129,12 @@ export class EpochWriter {
     // The epoch's own key (the whole history its summary sees): the lease, and what the holder finds written when it is back.
     const { key } = seenWhole(request);
     const { signal, onProgress, pending } = options;
-    return leased(this.#options.store, key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
+    return leased(this.#storeOf(request), key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
   }
 
   async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
-    const { chat, store, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
+    const { chat, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
+    const store = this.#storeOf(request);
     const { plan, boundary, counts } = decision;
     const { signal, onProgress, pending } = options;
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.

@@ -69,6 +69,11 @@ export class TokenRatios {
     return this.#ratios.get(keyOf(model, tenant)) ?? INITIAL_TOKEN_RATIO;
   }
 
+  /** Whether this process has a ratio for a tenant's model: measured here, or adopted from a shared store. */
+  known(model: string, tenant: string): boolean {
+    return this.#ratios.has(keyOf(model, tenant));
+  }
+
   /**
    * Takes one measure of a tenant's request: the upstream counted `realTokens`
    * for what we estimated at `estimate`. The first measure replaces the

@@ -54,6 +54,17 @@ export interface EpochLookup {
   readonly pending: Epoch | null;
   /** What a shared store read with the epochs (same round trip), when asked and reachable. */
   readonly shared?: SharedState;
+  /** A shared store did not answer (down, or slower than its bound): this is what this process's memory knows. */
+  readonly degraded?: true;
+}
+
+export interface LookupOptions {
+  /**
+   * Wait longer than the store's usual bound: asked before writing a summary
+   * that an answer not given in time led to (a summary costs seconds, and
+   * would not be written by a replica that got the answer).
+   */
+  readonly patient?: boolean;
 }
 
 /** What a lookup also reads from a shared store: the state replicas learn from one another. */
@@ -85,11 +96,19 @@ export interface EpochLease {
  */
 export interface EpochStore {
   /** The epochs for a history whose prefix hashes are `hashes` (`hashes[i]` names the first `i` messages): one round trip. */
-  lookup(hashes: readonly string[], shared?: SharedReads): Promise<EpochLookup>;
+  lookup(hashes: readonly string[], shared?: SharedReads, options?: LookupOptions): Promise<EpochLookup>;
+  /**
+   * The store as one conversation's requests use it (named as the back-off
+   * names it): a Redis Cluster keeps a conversation's keys on one node.
+   * Absent: the store itself.
+   */
+  forConversation?(conversation: string): EpochStore;
   /** A shared store merges these measures into its ratios (off the request path); absent in memory. */
   shareRatios?(measures: readonly UnsharedMeasures[]): Promise<void>;
   /** A shared store holds the conversation's summary back for `ms` on every replica; absent in memory. */
   noteFailure?(conversation: string, ms: number): Promise<void>;
+  /** A shared store ends the conversation's back-off on every replica (its summary succeeded); absent in memory. */
+  clearFailure?(conversation: string): Promise<void>;
   /** The epoch stored under `key`, in use or pending. */
   load(key: string): Promise<Epoch | undefined>;
   save(epoch: Epoch): Promise<void>;
