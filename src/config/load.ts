@@ -5,7 +5,7 @@ import { formatPath } from '../issue-words.js';
 import { type Config, parseConfig } from './schema.js';
 import { unknownEnvironmentVariables } from './unknown-variables.js';
 import { withoutApiSuffix } from './api-suffix.js';
-import { MASK, maskUrl } from './mask.js';
+import { MASK, maskUrl, maskUrls } from './mask.js';
 
 /**
  * Where the configuration comes from, lowest precedence first: the defaults,
@@ -40,15 +40,16 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_UPSTREAM_API_KEY  upstream.api_key
   COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
-  COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
+  COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password; comma-separated seed nodes of a cluster)
   COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis
+  COMPACTOR_REDIS_CLUSTER     cache.redis.cluster: on | off (a Redis Cluster: COMPACTOR_REDIS_URL names seed nodes)
   COMPACTOR_DASHBOARD         dashboard.enabled: on | off`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
-type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
+type OverrideKind = 'text' | 'integer' | 'boolean' | 'list' | 'text or list';
 
 interface Override {
   readonly path: readonly string[];
@@ -76,7 +77,8 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
-  COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'] },
+  COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'], kind: 'text or list' },
+  COMPACTOR_REDIS_CLUSTER: { path: ['cache', 'redis', 'cluster'], kind: 'boolean' },
 };
 
 /** The same keys by command-line flag, secrets excepted. */
@@ -151,6 +153,8 @@ function overrideValue(override: Override, text: string): unknown {
       if (/^(true|on|yes|1)$/i.test(text)) return true;
       if (/^(false|off|no|0)$/i.test(text)) return false;
       return text;
+    case 'text or list':
+      return text.includes(',') ? overrideValue({ ...override, kind: 'list' }, text) : text;
     case 'list':
       return text
         .split(',')
@@ -281,7 +285,7 @@ export function printableConfig(config: Config): string {
       },
     },
     auth: { keys: config.auth.keys.map(() => MASK), admin_keys: config.auth.admin_keys.map(() => MASK) },
-    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrl(config.cache.redis.url) } },
+    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url) } },
   };
   return stringify(masked);
 }

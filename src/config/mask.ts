@@ -9,3 +9,9 @@ export function maskUrl(url: string | null): string | null {
   parsed.password = MASK;
   return parsed.toString();
 }
+
+/** One URL or a list of them (a cluster's seed nodes), passwords masked. */
+export function maskUrls<T extends string | readonly string[] | null>(urls: T): T {
+  if (urls === null || typeof urls === 'string') return maskUrl(urls as string | null) as T;
+  return (urls as readonly string[]).map((url) => maskUrl(url)!) as unknown as T;
+}

@@ -99,7 +99,10 @@ export const ConfigSchema = z
         store: z.enum(['memory', 'redis']).default('memory'),
         redis: z
           .strictObject({
-            url: RedisUrl.nullable().default(null),
+            // One server's URL; with `cluster`, a seed node or a list of them (any one reachable is enough).
+            url: z.union([RedisUrl, z.array(RedisUrl).min(1, 'expected at least one URL')], { error: 'expected a redis:// or rediss:// URL, or a list of them' }).nullable().default(null),
+            /** A Redis Cluster (or Valkey cluster): `url` names seed nodes, and each conversation's keys share a hash tag. */
+            cluster: z.boolean('expected true or false').default(false),
             key_prefix: z.string().default('compactor:'),
             // A store slower than this is treated as down for that call: the request goes on with the memory store.
             timeout_ms: Milliseconds.default(50),
@@ -130,6 +133,14 @@ export const ConfigSchema = z
   .superRefine((config, context) => {
     if (config.cache.store === 'redis' && config.cache.redis.url === null) {
       context.addIssue({ code: 'custom', path: ['cache', 'redis', 'url'], message: 'required when cache.store is redis' });
+    }
+    const { url, cluster, key_prefix: keyPrefix } = config.cache.redis;
+    if (!cluster && Array.isArray(url) && url.length > 1) {
+      context.addIssue({ code: 'custom', path: ['cache', 'redis', 'url'], message: 'a list of seed nodes needs cache.redis.cluster: true (one server takes one URL)' });
+    }
+    // Redis hashes the first {…} of a key: one in the prefix would put every conversation on one node.
+    if (cluster && /[{}]/.test(keyPrefix)) {
+      context.addIssue({ code: 'custom', path: ['cache', 'redis', 'key_prefix'], message: 'must not contain { or } with cache.redis.cluster (they make the hash tag)' });
     }
     const { threshold, soft_threshold: softThreshold, target, keep_recent: keepRecent } = config.compaction;
     // A target at or above the threshold would compact into another compaction.

@@ -233,6 +233,18 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'disk' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.store: expected one of memory, redis/)] });
   });
 
+  it('cache.redis.cluster (issue 27): COMPACTOR_REDIS_CLUSTER, seed nodes as a list or comma-separated, passwords masked, a list needs cluster', () => {
+    const loaded = loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_CLUSTER: 'on', COMPACTOR_REDIS_URL: 'redis://:pw@node-a:7000, redis://:pw@node-b:7001' } });
+    expect(loaded).toMatchObject({ ok: true, config: { cache: { redis: { cluster: true, url: ['redis://:pw@node-a:7000', 'redis://:pw@node-b:7001'] } } } });
+    if (!loaded.ok) return;
+    expect(printableConfig(loaded.config)).toContain('redis://:***@node-b:7001');
+    expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_CLUSTER: 'on', COMPACTOR_REDIS_URL: 'redis://node-a:7000' } })).toMatchObject({ ok: true, config: { cache: { redis: { cluster: true, url: 'redis://node-a:7000' } } } });
+    expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: 'redis://a:1,redis://b:2' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.url: a list of seed nodes needs cache\.redis\.cluster: true/)] });
+    expect(loadConfig({ env: { COMPACTOR_REDIS_CLUSTER: 'maybe' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.cluster: expected true or false \(from COMPACTOR_REDIS_CLUSTER\)/)] });
+    const prefixed = parseConfig({ cache: { store: 'redis', redis: { url: 'redis://a:1', cluster: true, key_prefix: 'app{1}:' } } });
+    expect(prefixed).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.key_prefix: must not contain \{ or \}/)] });
+  });
+
   it('an empty file is the defaults', () => {
     const loaded = loadConfig({ argv: ['--config', file('')] });
     expect(loaded.ok && loaded.config).toEqual(defaultConfig());

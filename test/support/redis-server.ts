@@ -14,7 +14,7 @@ import { spawnOwned } from './child-processes.js';
 
 const REDIS_SERVER = process.env['REDIS_SERVER'] ?? 'redis-server';
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();

@@ -23,6 +23,7 @@ export function epochStoreOf(config: Config, options: StoreOfConfigOptions = {})
   if (cache.store === 'memory' || cache.redis.url === null) return { store: memory, state: () => 'memory', close: async () => undefined };
   const redis = new RedisEpochStore({
     url: cache.redis.url,
+    cluster: cache.redis.cluster,
     keyPrefix: cache.redis.key_prefix,
     ttlMs: cache.ttl_s * 1000,
     timeoutMs: cache.redis.timeout_ms,
