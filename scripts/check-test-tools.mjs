@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Before `npm test`: the end-to-end suites start real programs from the
- * Debian packages (redis-server for the replica tests, chromium for the
+ * Debian packages (redis-server and redis-cli for the replica and cluster tests, chromium for the
  * dashboard's browser test, ripgrep for opencode's grep tool). Without them
  * those suites fail after minutes of timeouts; this says at once what is
  * missing and how to install it (.ci/run installs them itself).
@@ -11,6 +11,8 @@ import { delimiter, join } from 'node:path';
 
 const TOOLS = [
   { command: 'redis-server', debianPackage: 'redis-server' },
+  // The cluster tests join their three nodes with `redis-cli --cluster create` (redis-server depends on redis-tools).
+  { command: 'redis-cli', debianPackage: 'redis-tools' },
   { command: 'chromium', debianPackage: 'chromium' },
   { command: 'rg', debianPackage: 'ripgrep' },
 ];
