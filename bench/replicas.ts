@@ -37,6 +37,8 @@ const argument = (name: string, fallback: number): number => Number(process.argv
 const CONVERSATIONS = argument('conversations', 16);
 const TURNS = argument('turns', 24);
 const REQUESTS = argument('requests', 300);
+/** `--only=latency`: part 2 alone, memory against one Redis (to compare two builds of the same store). */
+const ONLY_LATENCY = process.argv.includes('--only=latency');
 
 type Cache = Record<string, unknown>;
 
@@ -45,6 +47,8 @@ interface Row {
   readonly requests: number;
   readonly failed: number;
   readonly summaryCalls: number;
+  /** Distinct epoch keys the shared store holds afterwards (null for memory). */
+  readonly epochKeys: number | null;
 }
 
 function percentile(values: readonly number[], share: number): number {
@@ -67,7 +71,7 @@ function post(url: string, messages: ChatMessage[]): Promise<Response> {
 }
 
 /** Part 1: summary calls of `CONVERSATIONS` growing conversations across `replicas`. */
-async function callsPerEpoch(name: string, replicas: number, cache: Cache): Promise<Row> {
+async function callsPerEpoch(name: string, replicas: number, cache: Cache, epochKeys: () => Promise<number | null> = async () => null): Promise<Row> {
   const upstream = await FakeUpstream.start();
   const llama = new SimulatedLlama(upstream, { window: 8192 });
   const proxies = await replicasOn(upstream, replicas, cache);
@@ -89,7 +93,7 @@ async function callsPerEpoch(name: string, replicas: number, cache: Cache): Prom
   );
   for (const proxy of proxies) await proxy.close();
   await upstream.close();
-  return { name, requests, failed, summaryCalls: llama.summaryRecords.length };
+  return { name, requests, failed, summaryCalls: llama.summaryRecords.length, epochKeys: await epochKeys() };
 }
 
 /** Part 2: the cached-epoch path, c=1, the stores interleaved request by request; each request's milliseconds per store. */
@@ -147,20 +151,34 @@ async function realisticEpochBytes(url: string): Promise<Array<{ json: number; v
 }
 
 const redis = await RedisServer.start();
-const cluster = await RedisCluster.start();
+const cluster = ONLY_LATENCY ? null : await RedisCluster.start();
 try {
   const one: Cache = { store: 'redis', redis: { url: redis.url, timeout_ms: 50 } };
+  if (cluster === null) {
+    for (const [name, values] of await cachedEpochLatency([['memory', {}], ['one Redis', one]])) console.log(`${name}: p50 ${percentile(values, 0.5).toFixed(3)} ms`);
+    process.exit(0);
+  }
   const three: Cache = { store: 'redis', redis: { url: cluster.urls, cluster: true, timeout_ms: 50 } };
   const rows: Row[] = [];
   rows.push(await callsPerEpoch('memory, 1 replica', 1, {}));
   rows.push(await callsPerEpoch('memory, 3 replicas', 3, {}));
-  rows.push(await callsPerEpoch('one Redis, 3 replicas', 3, { ...one, redis: { ...(one['redis'] as Cache), key_prefix: 'calls:' } }));
-  rows.push(await callsPerEpoch('Redis Cluster (3 nodes), 3 replicas', 3, { ...three, redis: { ...(three['redis'] as Cache), key_prefix: 'calls:' } }));
+  const keysOnServer = async (): Promise<number> => {
+    const client = new Redis(redis.url);
+    const keys = await client.keys('calls:*epoch:*');
+    client.disconnect();
+    return keys.length;
+  };
+  const keysOnCluster = async (): Promise<number> => (await Promise.all(cluster.ports.map((port) => cluster.keysOn(port, 'calls:*epoch:*')))).flat().length;
+  rows.push(await callsPerEpoch('one Redis, 3 replicas', 3, { ...one, redis: { ...(one['redis'] as Cache), key_prefix: 'calls:' } }, keysOnServer));
+  rows.push(await callsPerEpoch('Redis Cluster (3 nodes), 3 replicas', 3, { ...three, redis: { ...(three['redis'] as Cache), key_prefix: 'calls:' } }, keysOnCluster));
   const epochs = rows[0]!.summaryCalls;
   console.log(`## calls per epoch: ${CONVERSATIONS} conversations at once, ${TURNS} turns each, 8k window; epochs (one memory replica's summary calls): ${epochs}\n`);
-  console.log('| store, replicas | requests | failed | summary calls | calls per epoch |');
-  console.log('|---|---|---|---|---|');
-  for (const row of rows) console.log(`| ${row.name} | ${row.requests} | ${row.failed} | ${row.summaryCalls} | ${(row.summaryCalls / epochs).toFixed(2)} |`);
+  console.log('| store, replicas | requests | failed | summary calls | per epoch of one replica | epoch keys in the store | calls per epoch key |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const row of rows) {
+    const perKey = row.epochKeys === null ? '—' : (row.summaryCalls / row.epochKeys).toFixed(2);
+    console.log(`| ${row.name} | ${row.requests} | ${row.failed} | ${row.summaryCalls} | ${(row.summaryCalls / epochs).toFixed(2)} | ${row.epochKeys ?? '—'} | ${perKey} |`);
+  }
 
   const latencies = await cachedEpochLatency([['memory', {}], ['one Redis', one], ['Redis Cluster (3 nodes)', three]]);
   const memoryP50 = percentile(latencies.get('memory')!, 0.5);
@@ -177,7 +195,7 @@ try {
   console.log('|---|---|---|');
   for (const size of await realisticEpochBytes(redis.url)) console.log(`| ${size.json} | ${size.value} | ${size.memory} |`);
 } finally {
-  await cluster.close();
+  await cluster?.close();
   await redis.close();
   endOwnedProcesses();
 }
