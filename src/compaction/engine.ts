@@ -24,6 +24,8 @@ import { yieldOnLongHistory } from './long-history.js';
 import type { ChatCall } from './summary/summarize.js';
 import { sharedRatioName, TokenRatios } from './token-ratio.js';
 import type { CallHeaders, UpstreamJson } from './upstream-json.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LEASE_POLL_MS } from './epochs/lease.js';
 
 export type { CompactionLogger } from './epoch-writer.js';
 
@@ -269,11 +271,15 @@ export class CompactionEngine {
     const store = this.#storeOf(request);
     // Whether a lookup the store did not answer in time has been asked again, patiently (once per request).
     let patient = false;
+    // Waits for a summary running here (bounded by MAX_WAITS), and until when one running on another replica is waited for
+    // (as long as a summary may take here; its lease ends sooner when its holder dies).
+    let localWaits = 0;
+    const waitsElsewhereUntil = this.#now() + this.#config.compaction.summary.timeout_ms;
     for (let attempt = 0; ; attempt++) {
       // The first lookup also reads what other replicas learned (the same round trip): the ratio, a summary's back-off.
       const first = attempt === (patient ? 1 : 0);
       const shared = first ? { ratio: sharedRatioName(model, request.tenant), conversation: this.#writer.conversationOf(request) } : undefined;
-      const { inUse, pending, shared: state, degraded } = await store.lookup(hashes, shared, { patient });
+      const { inUse, pending, shared: state, degraded, runningElsewhere } = await store.lookup(hashes, shared, { patient });
       if (state !== undefined && shared !== undefined) {
         if (state.ratio !== undefined) this.ratios.adopt(model, request.tenant, state.ratio);
         this.backoff.adopt(shared.conversation, state.backoffMs);
@@ -286,7 +292,9 @@ export class CompactionEngine {
         sizes = await this.#measured(request, candidate.messages, sizes, input.signal);
       }
       const running = this.#runningFor(hashes);
-      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined, attempt: attempt - (patient ? 1 : 0) }, settings);
+      // Another replica computing this conversation's next epoch counts as one running here: one replica would wait for it.
+      const elsewhere = running === undefined && runningElsewhere !== undefined && this.#now() < waitsElsewhereUntil ? runningElsewhere : undefined;
+      let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined || elsewhere !== undefined, attempt: localWaits }, settings);
       // A new epoch on the strength of an answer the store did not give (a fresh process, a busy machine): another
       // replica, answered, would reuse the stored one. Asked again with a longer bound before anything is written.
       if (compacts(decision) && degraded === true && !patient) {
@@ -303,7 +311,8 @@ export class CompactionEngine {
         case 'forward': {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
-          const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
+          // Not while another replica prepares it: that one is the conversation's next epoch.
+          const background = decision.prepareNext && runningElsewhere === undefined ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
           return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background, candidate.epoch === null ? 'none' : 'reused');
         }
         case 'apply-pending':
@@ -311,6 +320,12 @@ export class CompactionEngine {
           continue;
         case 'wait':
           input.onProgress?.(`compacting (waiting for the summary already running)`);
+          if (running === undefined) {
+            // On another replica: looked up again until its epoch is stored or its lease is gone (the holder died).
+            await waited(sleep(LEASE_POLL_MS, undefined, { signal: input.signal }));
+            continue;
+          }
+          localWaits++;
           // A background summary still in line goes before the other background ones: a request waits for it now.
           this.#writer.promote(running!);
           await waited(this.#flights.wait(running!, input.signal)).catch((error: unknown) => {
@@ -367,7 +382,8 @@ export class CompactionEngine {
   async #prepareAhead(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, signal: AbortSignal): Promise<Epoch | null> {
     // Looked up again: the request's own lookup is older than its answer, and the background epoch of the
     // request before it (keyed by that shorter history) may have been written since. After the answer, off the hot path.
-    if ((await this.#storeOf(request).lookup(request.hashes)).pending !== null) return null;
+    const now = await this.#storeOf(request).lookup(request.hashes);
+    if (now.pending !== null || now.runningElsewhere !== undefined) return null;
     const repair = derivesFromTruncation(current.epoch);
     const { candidate, sizes } = repair ? await this.#beneath(request, current) : { candidate: current, sizes: currentSizes };
     const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#settings);

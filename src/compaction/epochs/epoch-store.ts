@@ -56,6 +56,12 @@ export interface EpochLookup {
   readonly shared?: SharedState;
   /** A shared store did not answer (down, or slower than its bound): this is what this process's memory knows. */
   readonly degraded?: true;
+  /**
+   * A shared store: another replica holds the lease on a prefix of this
+   * history beyond the epoch in use (it computes the conversation's next
+   * epoch), named by the lease. Absent when there is a pending epoch.
+   */
+  readonly runningElsewhere?: string;
 }
 
 export interface LookupOptions {

@@ -18,7 +18,7 @@ export type StoreOperation = 'lookup' | 'load' | 'save' | 'lease' | 'ratio' | 'b
 
 /** The store's scripts, as ioredis defines them on the client (sent with EVALSHA, re-sent whole after a restart). */
 export interface StoreScripts {
-  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number]>;
+  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number, Buffer]>;
   tokenRatioMerge(key: string, ...args: Array<string | number>): Promise<number>;
   epochLeaseRenew(key: string, token: string, ttlMs: number): Promise<number>;
   epochLeaseRelease(key: string, token: string): Promise<number>;

@@ -33,7 +33,8 @@ import { RedisKeys } from './redis-keys.js';
 
 // KEYS: the ratio key when ARGV[3] is '1', the back-off key when ARGV[2] counts it, then the history's epoch keys,
 // longest prefix first; ARGV[1]: the TTL (ms) an epoch in use gets again when used; ARGV[2]: how many keys come before
-// the epoch keys. Returns the epoch in use, the pending one, the ratio ('' when none) and the back-off's PTTL (negative when none).
+// the epoch keys. Returns the epoch in use, the pending one, the ratio ('' when none), the back-off's PTTL (negative
+// when none) and the lease of the longest prefix beyond the epoch in use that a replica is summarizing ('' when none).
 const LOOKUP_SCRIPT = `
 local shared = tonumber(ARGV[2])
 local ratio, backoff = '', -2
@@ -43,7 +44,7 @@ if ARGV[3] == '1' then
   next = 2
 end
 if shared >= next then backoff = redis.call('PTTL', KEYS[next]) end
-local pending = ''
+local pending, running = '', ''
 for index = shared + 1, #KEYS do
   local value = redis.call('GET', KEYS[index])
   if value then
@@ -52,11 +53,16 @@ for index = shared + 1, #KEYS do
       if pending == '' then pending = value end
     else
       if flag == 'u' then redis.call('PEXPIRE', KEYS[index], ARGV[1]) end
-      return { value, pending, ratio, backoff }
+      return { value, pending, ratio, backoff, running }
     end
   end
+  -- A summary another replica computes for this prefix (its lease: same name, same hash tag, so same slot).
+  if running == '' and pending == '' then
+    local lease = string.gsub(KEYS[index], 'epoch:([^:]*)$', 'lease:%1')
+    if redis.call('EXISTS', lease) == 1 then running = lease end
+  end
 end
-return { '', pending, ratio, backoff }`;
+return { '', pending, ratio, backoff, running }`;
 
 // KEYS[1]: a ratio; ARGV[1]: the weight of a measure, ARGV[2]: the TTL (ms), ARGV[3…]: one replica's measures in
 // order. The same moving average as token-ratio.ts, over every replica's measures in the order they arrive.
@@ -150,7 +156,7 @@ export class RedisEpochStore implements EpochStore {
     const local = await memory.lookup(hashes);
     const reply = await this.#lookupReply(hashes, shared, options);
     if (reply === undefined) return { ...local, degraded: true };
-    const [found, pendingFound, ratio, backoff] = reply;
+    const [found, pendingFound, ratio, backoff, running] = reply;
     const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, backoff) } };
     const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
     let inUse = matches(found) ? found : null;
@@ -162,11 +168,11 @@ export class RedisEpochStore implements EpochStore {
       memory.set(inUse);
     }
     const pending = matches(pendingFound) && pendingFound.sourceLength > (inUse?.sourceLength ?? 0) ? pendingFound : local.pending;
-    return { inUse, pending, ...state };
+    return { inUse, pending, ...state, ...(running === '' || pending !== null ? {} : { runningElsewhere: running }) };
   }
 
   /** The script's answer (the ratio read beside it on a cluster), decoded; undefined when Redis did not answer. */
-  async #lookupReply(hashes: readonly string[], shared: SharedReads | undefined, { patient = false }: LookupOptions): Promise<[Epoch | undefined, Epoch | undefined, number | undefined, number] | undefined> {
+  async #lookupReply(hashes: readonly string[], shared: SharedReads | undefined, { patient = false }: LookupOptions): Promise<[Epoch | undefined, Epoch | undefined, number | undefined, number, string] | undefined> {
     const { keys, connection, options } = this.#core;
     const conversation = this.#conversation;
     const scriptKeys: string[] = [];
@@ -184,7 +190,7 @@ export class RedisEpochStore implements EpochStore {
     const ratioText = ratioInScript ? reply[2] : (ratioBeside ?? Buffer.alloc(0));
     const ratio = ratioText.length === 0 ? undefined : Number(ratioText.toString());
     const decoded = (value: Buffer): Epoch | undefined => (value.length === 0 ? undefined : decodeEpoch(value));
-    return [decoded(reply[0]), decoded(reply[1]), ratio, reply[3]];
+    return [decoded(reply[0]), decoded(reply[1]), ratio, reply[3], reply[4].toString()];
   }
 
   async shareRatios(measures: readonly UnsharedMeasures[]): Promise<void> {

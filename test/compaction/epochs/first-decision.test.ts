@@ -89,4 +89,27 @@ describe('a replica\'s first decision', () => {
     expect(prepared.epoch).toBe('reused');
     expect(b.summarizer.calls).toBe(0);
   });
+
+  it('a summary another replica computes in the background counts as running: the request crossing the threshold waits for it, no second summary', async () => {
+    const redis = opened(await RedisServer.start());
+    // A turn between the soft threshold and the threshold (an epoch prepared in the background), the next one over it.
+    let turns = 0;
+    for (let count = 8; count < 40 && turns === 0; count++) {
+      const scratch = compactorWith();
+      const between = await prepare(scratch.compactor, conversation({ turns: count }));
+      if (between.afterResponse !== undefined && (await prepare(compactorWith().compactor, conversation({ turns: count + 1 }))).epoch === 'new') turns = count;
+    }
+    expect(turns).toBeGreaterThan(0);
+    const a = compactorWith({}, { store: await connected(storeOn(redis.url, [], 2_000)) });
+    const b = compactorWith({}, { store: await connected(storeOn(redis.url, [], 2_000)) });
+    a.summarizer.delayMs = 600;
+    const prepared = await prepare(a.compactor, conversation({ turns }));
+    prepared.afterResponse!();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const crossing = await prepare(b.compactor, conversation({ turns: turns + 1 }));
+    expect(b.summarizer.calls).toBe(0);
+    expect(a.summarizer.calls).toBe(1);
+    expect(crossing.changed).toBe(true);
+    expect(crossing.report).toMatch(/^epoch reused/);
+  });
 });
