@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -21,6 +22,15 @@ const REDIS_CLI = process.env['REDIS_CLI'] ?? 'redis-cli';
 /** How soon the other nodes mark a silent node as failed (the default is 15 s). */
 const NODE_TIMEOUT_MS = 1_000;
 
+/** Whether a loopback port can be listened on now. */
+function isFree(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
 export class RedisCluster {
   readonly #directory = mkdtempSync(join(tmpdir(), 'compactor-cluster-'));
   readonly #children = new Map<number, ReturnType<typeof spawnOwned>>();
@@ -32,7 +42,7 @@ export class RedisCluster {
     while (ports.length < nodes) {
       const port = await freePort();
       // The cluster bus listens on port + 10000: both must be free.
-      if (port < 55_000 && !ports.includes(port)) ports.push(port);
+      if (port < 55_000 && !ports.includes(port) && (await isFree(port + 10_000))) ports.push(port);
     }
     const cluster = new RedisCluster(ports);
     try {
