@@ -22,8 +22,9 @@
  * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
-import { applyPairMode, readChatRequest } from '../src/http/chat/request.js';
-import { spliceMessages } from '../src/http/chat/splice-messages.js';
+import { readChatRequest } from '../src/formats/chat/read.js';
+import { applyPairMode } from '../src/formats/pairs.js';
+import { spliceMessages } from '../src/formats/splice.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summary/summarize.js';

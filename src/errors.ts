@@ -284,8 +284,3 @@ function messageOfUpstreamBody(body: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') return error.message;
   return undefined;
 }
-
-/** The SSE event that tells a streaming client its answer failed; no `[DONE]` follows it. */
-export function sseErrorEvent(error: ProxyError): string {
-  return `data: ${JSON.stringify(error.toBody())}\n\n`;
-}

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
-import { applyPairMode } from '../../src/http/chat/request.js';
+import { applyPairMode } from '../../src/formats/pairs.js';
 import { headLength, taskAnchorIndex } from '../../src/transcript/groups.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';

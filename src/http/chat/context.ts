@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { ChatExchange } from './exchange.js';
-import type { ChatContext, ChatRequestBody } from './planner.js';
+import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatContext } from './planner.js';
 import { sendProgress } from './progress.js';
 
 /**

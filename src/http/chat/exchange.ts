@@ -12,7 +12,7 @@ import type { ChatHooks, ChatPlan } from './planner.js';
 import { type Prepared, prepare } from './prepare.js';
 import { readRefusal } from './refusal.js';
 import { respond } from './respond.js';
-import { CHAT_FORMAT, type WireFormat } from './wire-format.js';
+import { CHAT_FORMAT, type WireFormat } from '../../formats/registry.js';
 
 /**
  * One chat completion request, from the client's bytes to the end of the

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import { z } from 'zod';
-import { ChatMessagesSchema, isChatMessageList } from '../../transcript/message.js';
+import type { ChatRequestBody } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
+import type { RequestView } from '../../transcript/request-view.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
 
 /**
@@ -11,22 +11,6 @@ import type { Timings, Usage } from '../../upstream/usage.js';
  * pair handling and before forwarding, and `onUsage` once the answer has been
  * streamed to the client.
  */
-
-/**
- * A chat completion request, validated loosely: `model` a string, `messages`
- * a non-empty list of objects with a string `role`. Unknown fields and roles
- * pass through untouched.
- */
-export const ChatRequestSchema = z.looseObject({
-  model: z.string(),
-  messages: ChatMessagesSchema,
-});
-export type ChatRequestBody = z.infer<typeof ChatRequestSchema>;
-
-/** Whether a parsed body passes {@link ChatRequestSchema}; the body is kept as it is (zod would copy it). */
-export function isChatRequestBody(value: Record<string, unknown>): value is ChatRequestBody {
-  return typeof value['model'] === 'string' && isChatMessageList(value['messages']);
-}
 
 export interface ChatContext {
   /** The request after pair handling (the parsed client body when pairs changed nothing). */

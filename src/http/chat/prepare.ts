@@ -1,6 +1,7 @@
 import { ExchangeContext } from './context.js';
 import type { ChatExchange } from './exchange.js';
-import type { ChatPlan, ChatRequestBody } from './planner.js';
+import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatPlan } from './planner.js';
 
 /**
  * The first half of a chat exchange: the client's bytes read once (parse,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ChatExchange, ChatRoute, type ChatRouteOptions } from '../chat/exchange.js';
-import { MESSAGES_FORMAT, RESPONSES_FORMAT } from '../chat/wire-format.js';
+import { WIRE_FORMATS } from '../../formats/registry.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
@@ -13,27 +13,19 @@ export type { ChatRouteOptions } from '../chat/exchange.js';
 
 export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
-  const route = new ChatRoute(options);
   // Every content type is read as bytes, up to the limit (413 beyond): the
   // handler keeps the raw bytes and answers 415 itself, in OpenAI's shape.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     done(null, body);
   });
-  const handler = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    request.record.kind = 'chat';
-    return new ChatExchange(request, reply, route).run();
-  };
-  for (const url of ['/v1/chat/completions', '/chat/completions']) {
-    app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
-  }
-  // The Anthropic Messages API (Claude Code): the same exchange through its adapter (src/formats/messages.ts).
-  // The OpenAI Responses API (Codex CLI): the same, through src/formats/responses.ts.
-  for (const [url, format] of [['/v1/messages', MESSAGES_FORMAT], ['/v1/responses', RESPONSES_FORMAT]] as const) {
-    const formatRoute = new ChatRoute({ ...options, format });
-    app.post(url, { bodyLimit, config: { kind: 'chat' } }, (request, reply) => {
+  // One route per wire format (src/formats/registry.ts), each the same exchange through its format.
+  for (const format of WIRE_FORMATS) {
+    const route = new ChatRoute({ ...options, format });
+    const handler = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
       request.record.kind = 'chat';
-      return new ChatExchange(request, reply, formatRoute).run();
-    });
+      return new ChatExchange(request, reply, route).run();
+    };
+    for (const url of format.urls) app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
   }
 }

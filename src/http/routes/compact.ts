@@ -6,7 +6,8 @@ import { InternalError, InvalidRequestError, ProxyError } from '../../errors.js'
 import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from '../chat/engine-planner.js';
-import { applyPairMode, readChatRequest } from '../chat/request.js';
+import { applyPairMode } from '../../formats/pairs.js';
+import { readChatRequest } from '../../formats/chat/read.js';
 import { sendError } from '../request-record.js';
 
 /**
