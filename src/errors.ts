@@ -210,7 +210,7 @@ export class InternalError extends ProxyError {
  */
 export interface AnswerReservation {
   readonly tokens: number;
-  readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens';
+  readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens' | 'max_output_tokens';
   /** The number asked for (the request's, or `reserve_output_tokens`) before the quarter-of-the-window cap, when the cap applied. */
   readonly requested?: number;
 }

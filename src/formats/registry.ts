@@ -15,4 +15,6 @@ export { CHAT_FORMAT };
 
 export type { ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
+/** A chat-form body as the engine reads it. */
+export { chatRequestView } from './chat/read.js';
 export type { PairMode, PairOutcome } from './pairs.js';

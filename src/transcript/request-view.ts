@@ -20,8 +20,12 @@ export interface RequestView {
   readonly model: string;
   /** The history in chat form (after pair handling). */
   readonly messages: ChatMessage[];
-  /** The tools in chat completions form, as a summary request carries them (they render at the start of the prompt). */
-  readonly tools: readonly unknown[] | undefined;
+  /**
+   * The tools in chat completions form, as a summary request carries them
+   * (they render at the start of the prompt): a list, or whatever a chat
+   * client sent there, counted as it came.
+   */
+  readonly tools: unknown;
   /** The client's limit on the answer; undefined when it set none. */
   readonly maxOutputTokens: OutputLimit | undefined;
   /**

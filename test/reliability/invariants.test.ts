@@ -17,6 +17,7 @@ import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
 import { parseSse, sseData } from '../support/sse.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 7, "Invariants under fast-check". 100 runs per property in CI;
@@ -282,7 +283,7 @@ async function checkCompaction(testCase: CompactionCase): Promise<string> {
   summarizer.answer = () => ({ choices: [{ message: { role: 'assistant', content: `NOTES ${'n'.repeat(Math.max(0, Math.min(notesChars, summaryMaxTokens * 4 - 6)))}` } }] });
   let prepared;
   try {
-    prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+    prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
   } catch (error) {
     // The only refusals: it cannot fit, or it must not forward a failed summary.
     const allowed = error instanceof ContextLengthExceededError || (error instanceof SummaryFailedError && onFailure === 'error');

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { InvalidRequestError } from '../../errors.js';
 import { describeType, formatPath } from '../../issue-words.js';
 import { ChatMessagesSchema, isChatMessageList } from '../../transcript/message.js';
-import { type OutputLimit, outputLimitOf } from '../../transcript/request-view.js';
+import { type OutputLimit, type RequestView, outputLimitOf } from '../../transcript/request-view.js';
 import { readJsonObject, withModelNameChecked } from '../json-body.js';
 
 /**
@@ -62,4 +62,15 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
 /** The answer's limit a chat completions body sets: `max_tokens`, or the newer `max_completion_tokens` when larger. */
 export function chatOutputLimit(body: Readonly<Record<string, unknown>>): OutputLimit | undefined {
   return outputLimitOf(body, ['max_tokens', 'max_completion_tokens']);
+}
+
+/**
+ * The engine's view of a chat-form body (a chat completion, or another
+ * format's chat view with the limit its own field set).
+ *
+ * @example
+ * chatRequestView({ model: 'm', messages, max_tokens: 512 }) // → { model: 'm', messages, tools: undefined, maxOutputTokens: { tokens: 512, field: 'max_tokens' }, chatBody: <the body> }
+ */
+export function chatRequestView(body: ChatRequestBody, maxOutputTokens: OutputLimit | undefined = chatOutputLimit(body)): RequestView {
+  return { model: body.model, messages: body.messages, tools: body['tools'], maxOutputTokens, chatBody: body };
 }

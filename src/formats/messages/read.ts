@@ -11,7 +11,7 @@ import { isRecord, originOf, tag } from '../origin.js';
  * `tool_calls`, `thinking` its `reasoning_content`, and `tools` the chat
  * form of the same tools (so a summary asked through chat completions
  * renders the same prefix). Back, a wire message whose view the core left
- * alone is the client's object itself; one it changed is rebuilt from its
+ * alone goes as the client's own bytes; one it changed is rebuilt from its
  * own blocks (thinking and redacted thinking kept verbatim with their
  * signatures, `cache_control` kept on every block that stays); the core's
  * own messages (a summary pair, a missing result) are written afresh.
@@ -92,9 +92,10 @@ function userView(message: WireMessage, index: number): ChatMessage[] {
   if (typeof content === 'string') return [tag({ role: 'user', content }, index)];
   const blocks = blocksOf(message);
   const views: ChatMessage[] = [];
-  for (const block of blocks) {
+  for (const [position, block] of blocks.entries()) {
     if (block['type'] !== 'tool_result') continue;
-    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index));
+    // Tagged with its block: a turn may repeat a tool_use_id, and each result is written back from its own block.
+    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index, position));
   }
   const rest = blocks.filter((block) => block['type'] !== 'tool_result');
   if (rest.length > 0 || views.length === 0) views.push(tag({ role: 'user', content: rest.map(partOf) }, index));

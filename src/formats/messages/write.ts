@@ -1,11 +1,11 @@
 import { type ChatMessage, contentText } from '../../transcript/message.js';
 import { isUnchanged, originOf } from '../origin.js';
-import { spliceMessages } from '../splice.js';
+import { type ListEntry, spliceList } from '../splice.js';
 import { type MessagesView, type WireMessage, blocksOf } from './read.js';
 
 /**
  * A Messages body written back from the chat messages the core returned: a
- * wire message whose view the core left alone is the client's object itself;
+ * wire message whose view the core left alone goes as the client's own bytes;
  * one it changed is rebuilt from its own blocks (thinking and redacted
  * thinking kept verbatim with their signatures, `cache_control` kept on every
  * block that stays); the core's own messages (a summary pair, a missing
@@ -26,7 +26,8 @@ function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): Wire
   const out: unknown[] = [];
   for (const view of views) {
     if (view.role === 'tool') {
-      const block = blocks.find((candidate) => candidate['type'] === 'tool_result' && candidate['tool_use_id'] === view.tool_call_id);
+      const position = originOf(view)?.block;
+      const block = position === undefined ? undefined : blocks[position];
       if (block === undefined) continue;
       out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
       continue;
@@ -67,17 +68,17 @@ function rebuiltAssistant(original: WireMessage, view: ChatMessage): WireMessage
 
 /**
  * The Messages list for the chat messages the core returned: the client's
- * message object wherever its view came back untouched and whole.
+ * own message (by its index) wherever its view came back untouched and whole.
  */
-export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[]): WireMessage[] {
-  const out: WireMessage[] = [];
+export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[]): ListEntry[] {
+  const out: ListEntry[] = [];
   let position = view.headLength;
   while (position < chat.length) {
     const first = chat[position]!;
     const origin = originOf(first);
     if (origin === undefined) {
       const fresh = freshMessage(first);
-      if (fresh !== undefined) out.push(fresh);
+      if (fresh !== undefined) out.push({ value: fresh });
       position++;
       continue;
     }
@@ -85,18 +86,17 @@ export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[
     while (position + run.length < chat.length && originOf(chat[position + run.length]!)?.index === origin.index) run.push(chat[position + run.length]!);
     position += run.length;
     const original = view.wire[origin.index]!;
-    if (run.length === view.made[origin.index] && run.every(isUnchanged)) out.push(original);
-    else if (original['role'] === 'assistant') out.push(rebuiltAssistant(original, run[0]!));
+    if (run.length === view.made[origin.index] && run.every(isUnchanged)) out.push({ kept: origin.index });
+    else if (original['role'] === 'assistant') out.push({ value: rebuiltAssistant(original, run[0]!) });
     else {
       const rebuilt = rebuiltUser(original, run);
-      if (rebuilt !== undefined) out.push(rebuilt);
+      if (rebuilt !== undefined) out.push({ value: rebuilt });
     }
   }
   return out;
 }
 
-
-/** The client's bytes with `messages` rewritten from the chat messages the core returned. */
+/** The client's bytes with `messages` rewritten from the chat messages the core returned: a kept message spliced as it came. */
 export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[]): Buffer {
-  return spliceMessages(raw, messagesFromView(view, chat));
+  return spliceList(raw, 'messages', messagesFromView(view, chat));
 }

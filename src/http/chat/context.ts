@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { ChatExchange } from './exchange.js';
-import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatRequestBody, ReadRequest } from '../../formats/registry.js';
 import type { ChatContext } from './planner.js';
 import { sendProgress } from './progress.js';
 
@@ -16,17 +16,20 @@ export class ExchangeContext implements ChatContext {
   readonly body: ChatRequestBody;
   readonly raw: Buffer;
   readonly changed: boolean;
+  readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
   readonly #exchange: ChatExchange;
   readonly #streamRequested: boolean;
 
-  constructor(exchange: ChatExchange, body: ChatRequestBody, raw: Buffer, changed: boolean, pairRepairs: readonly PairProblem[], streamRequested: boolean) {
+  constructor(exchange: ChatExchange, read: ReadRequest, raw: Buffer) {
+    const { pairs } = read;
     this.#exchange = exchange;
-    this.body = body;
+    this.body = pairs.body;
+    this.maxOutputTokens = read.maxOutputTokens;
     this.raw = raw;
-    this.changed = changed;
-    this.pairRepairs = pairRepairs;
-    this.#streamRequested = streamRequested;
+    this.changed = pairs.changed;
+    this.pairRepairs = pairs.repairs;
+    this.#streamRequested = read.stream;
   }
 
   get tenant(): string {

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChatRequestBody } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
-import type { RequestView } from '../../transcript/request-view.js';
+import type { OutputLimit } from '../../transcript/request-view.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
 
 /**
@@ -17,6 +17,8 @@ export interface ChatContext {
   readonly body: ChatRequestBody;
   /** The bytes the client sent; forwarded as they are when nothing changes the body. */
   readonly raw: Buffer;
+  /** The client's limit on the answer, read from its own API's field (`max_tokens`, `max_completion_tokens`, `max_output_tokens`). */
+  readonly maxOutputTokens: OutputLimit | undefined;
   /** Whether pair handling changed `body` (repairs were made). */
   readonly changed: boolean;
   /** The repairs made (mode `repair`); empty otherwise. */

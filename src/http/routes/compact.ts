@@ -7,7 +7,7 @@ import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from '../chat/engine-planner.js';
 import { applyPairMode } from '../../formats/pairs.js';
-import { readChatRequest } from '../../formats/chat/read.js';
+import { chatRequestView, readChatRequest } from '../../formats/chat/read.js';
 import { sendError } from '../request-record.js';
 
 /**
@@ -64,8 +64,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
     return { object: 'compaction', messages: pairs.body.messages, report: pairs.report ?? 'compaction is off', tokens: { before, after: tokensOf(pairs.body.messages) }, epoch: 'none' };
   }
   const prepared = await engine.prepare({
-    body: pairs.body,
-    messages: pairs.body.messages,
+    request: chatRequestView(pairs.body),
     tenant,
     signal,
     upstreamHeaders: credentialHeaders(request, upstream),

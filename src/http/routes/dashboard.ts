@@ -46,7 +46,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
     const { threshold, soft_threshold: softThreshold, summary } = config.compaction;
     const models = Object.entries(windows()).map(([model, window]) => {
       const settings = (Object.hasOwn(config.models, model) ? config.models[model] : undefined) ?? config.models['*']!;
-      const budget = budgetOf(window, {}, settings.reserve_output_tokens, summary.max_tokens).tokens;
+      const budget = budgetOf(window, undefined, settings.reserve_output_tokens, summary.max_tokens).tokens;
       return {
         model,
         window,
