@@ -122,7 +122,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const raw = Buffer.from(JSON.stringify({ model: 'bench', messages: history, max_tokens: 512, stream: true }));
   const signal = new AbortController().signal;
 
-  // The route's planning, as src/http/chat/prepare.ts does it with a planner (chat/engine-planner.ts).
+  // The route's planning, as src/http/chat/plan.ts does it with a planner (chat/engine-planner.ts).
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');

@@ -229,8 +229,3 @@ function isDone(data: Buffer): boolean {
 function isErrorEvent(data: Buffer): boolean {
   return ERROR_EVENT.test(data.subarray(0, 32).toString('latin1'));
 }
-
-/** An SSE comment line: clients ignore it, so it can carry progress without changing the answer. */
-export function sseComment(text: string): string {
-  return `: ${text.replace(/[\r\n]+/g, ' ')}\n\n`;
-}

@@ -1,15 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ChatExchange, ChatRoute, type ChatRouteOptions } from '../chat/exchange.js';
+import { runChatExchange } from '../chat/exchange.js';
+import { ChatRoute, type ChatRouteOptions } from '../chat/route.js';
 import { WIRE_FORMATS } from '../../formats/registry.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
- * Each request is one `ChatExchange` (src/http/chat/exchange.ts): read once,
+ * Each request is one exchange (src/http/chat/exchange.ts): read once,
  * pairs, the planner, forward, and the answer relayed back byte for byte
- * (src/http/chat/relay-stream.ts for a streamed one).
+ * (src/http/chat/relay-stream.ts for a streamed one). The Messages and
+ * Responses APIs are the same exchange through their wire format.
  */
 
-export type { ChatRouteOptions } from '../chat/exchange.js';
+export type { ChatRouteOptions } from '../chat/route.js';
 
 export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
@@ -24,7 +26,7 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions
     const route = new ChatRoute({ ...options, format });
     const handler = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
       request.record.kind = 'chat';
-      return new ChatExchange(request, reply, route).run();
+      return runChatExchange(request, reply, route);
     };
     for (const url of format.urls) app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
   }
