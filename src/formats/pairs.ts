@@ -12,6 +12,8 @@ export type PairMode = 'repair' | 'reject' | 'off';
 
 export interface PairOutcome {
   readonly body: ChatRequestBody;
+  /** The chat view as it was read, before pairs were handled (`body` itself when nothing changed). */
+  readonly before: ChatRequestBody;
   readonly changed: boolean;
   readonly repairs: readonly PairProblem[];
   /** `repaired 2 tool pairs`, when something was repaired. */
@@ -24,18 +26,19 @@ export interface PairOutcome {
  * (`messages[7]: tool result "c9" answers no call`).
  */
 export function applyPairMode(body: ChatRequestBody, mode: PairMode): PairOutcome {
-  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
+  if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
     const first = findPairProblems(body.messages)[0];
     if (first !== undefined) {
       throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first), param: `messages[${first.index}]` });
     }
-    return { body, changed: false, repairs: [], report: undefined };
+    return { body, before: body, changed: false, repairs: [], report: undefined };
   }
   const { messages, repairs } = repairPairs(body.messages);
-  if (repairs.length === 0) return { body, changed: false, repairs, report: undefined };
+  if (repairs.length === 0) return { body, before: body, changed: false, repairs, report: undefined };
   return {
     body: { ...body, messages },
+    before: body,
     changed: true,
     repairs,
     report: `repaired ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}`,
@@ -48,13 +51,13 @@ export function applyPairMode(body: ChatRequestBody, mode: PairMode): PairOutcom
  * empty: none was made, so none is counted as made.
  */
 export function observePairMode(body: ChatRequestBody, mode: PairMode): PairOutcome {
-  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
+  if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
     const first = findPairProblems(body.messages)[0];
-    return { body, changed: false, repairs: [], report: first === undefined ? undefined : `would reject: ${describePairProblem(first)}` };
+    return { body, before: body, changed: false, repairs: [], report: first === undefined ? undefined : `would reject: ${describePairProblem(first)}` };
   }
   const { repairs } = repairPairs(body.messages);
-  return { body, changed: false, repairs: [], report: repairs.length === 0 ? undefined : `would repair ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}` };
+  return { body, before: body, changed: false, repairs: [], report: repairs.length === 0 ? undefined : `would repair ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}` };
 }
 
 /** Pairs repaired (or refused) as `mode` says; in observe mode only checked, and what would be done reported. */

@@ -48,7 +48,7 @@ async function exchange(answer: AnswerWriter): Promise<void> {
 /** Read, then plan; undefined when the exchange already ended (the client left during planning). */
 async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const { request, record, route } = answer;
-  const read = readExchange(route, request.body, request.headers['content-type']);
+  const read = readExchange(route.read, request.body, request.headers['content-type']);
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;

@@ -1,5 +1,4 @@
-import type { ReadRequest } from '../../formats/registry.js';
-import type { ChatRoute } from './route.js';
+import type { PairMode, ReadRequest, WireFormat } from '../../formats/registry.js';
 
 /**
  * The first step of a chat exchange, pure: the client's bytes read once by
@@ -15,8 +14,14 @@ export interface ExchangeRead {
   readonly observing: boolean;
 }
 
-export function readExchange(route: ChatRoute, body: unknown, contentType: string | undefined): ExchangeRead {
-  const { config } = route.options;
-  const observing = config.compaction.mode === 'observe';
-  return { request: route.format.read(body, contentType, config.pairs, observing), raw: body as Buffer, observing };
+export interface ReadSettings {
+  readonly format: WireFormat;
+  /** `pairs:` in the configuration. */
+  readonly pairs: PairMode;
+  readonly observing: boolean;
+}
+
+export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {
+  const { format, pairs, observing } = settings;
+  return { request: format.read(body, contentType, pairs, observing), raw: body as Buffer, observing };
 }

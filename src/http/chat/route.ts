@@ -4,6 +4,7 @@ import type { UpstreamClient } from '../../upstream/client.js';
 import type { ForwardRequestHeadersOptions } from '../headers.js';
 import type { Shutdown } from '../shutdown.js';
 import type { ChatHooks } from './planner.js';
+import type { ReadSettings } from './read.js';
 
 /**
  * What every exchange of one chat route shares: its options, and what
@@ -31,10 +32,13 @@ export class ChatRoute {
   /** How the client's headers are forwarded: the same for every request. */
   readonly forwardHeaders: ForwardRequestHeadersOptions;
   readonly format: WireFormat;
+  /** How its bodies are read: the format, `pairs:`, and observe mode (pairs checked and reported, never repaired or refused). */
+  readonly read: ReadSettings;
 
   constructor(options: ChatRouteOptions) {
     this.options = options;
     this.format = options.format ?? CHAT_FORMAT;
+    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe' };
     this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
   }
 }
