@@ -196,7 +196,7 @@ export class CompactionEngine {
     // Stringified once: an agent's tool definitions run to tens of kilobytes.
     const toolsEstimate = estimateToolsTokens(input.request.tools);
     const estimateOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) + toolsEstimate;
-    const forwardAs = (messages: ChatMessage[], report: string | null, estimate = estimateOf(messages), afterResponse?: () => void, epoch: Prepared['epoch'] = 'none'): Prepared => ({
+    const forwardAs: ForwardAs = (messages, { report, estimate = estimateOf(messages), afterResponse, epoch = 'none' }) => ({
       messages,
       changed: messages !== input.request.messages,
       report,
@@ -205,7 +205,7 @@ export class CompactionEngine {
       ...(afterResponse === undefined ? {} : { afterResponse }),
     });
     const mode = input.mode ?? 'compact';
-    if (!this.#config.compaction.enabled) return forwardAs(input.request.messages, null);
+    if (!this.#config.compaction.enabled) return forwardAs(input.request.messages, { report: null });
 
     const window = await this.windows.get(model, input.upstreamHeaders);
     const budget = budgetOf(window, input.request.maxOutputTokens, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
@@ -218,9 +218,9 @@ export class CompactionEngine {
     if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
       if (mode === 'observe') {
         const line = messages === input.request.messages ? null : wouldLine(prunedReport(input.request.messages, messages, estimateOf, ratio));
-        return forwardAs(input.request.messages, line, estimateOf(input.request.messages));
+        return forwardAs(input.request.messages, { report: line, estimate: estimateOf(input.request.messages) });
       }
-      return forwardAs(messages, messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio), estimate);
+      return forwardAs(messages, { report: messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio), estimate });
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
@@ -284,7 +284,7 @@ export class CompactionEngine {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
           const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
-          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background, candidate.epoch === null ? 'none' : 'reused');
+          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], { report: reused, afterResponse: background, epoch: candidate.epoch === null ? 'none' : 'reused' });
         }
         case 'apply-pending':
           await this.#store.save({ ...decision.epoch, pending: false });
@@ -318,7 +318,7 @@ export class CompactionEngine {
             ),
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
-          if (epoch === null) return forwardAs([...candidate.messages], null);
+          if (epoch === null) return forwardAs([...candidate.messages], { report: null });
           return this.#forward(epoch, input, request);
         }
       }
@@ -404,7 +404,7 @@ export class CompactionEngine {
       this.#observer?.compaction({ model, tier: observed.tier, outcome: 'observed', tokensBefore: originalSize, tokensAfter: observed.after, pending: false });
     }
     if (observed.line !== null) this.#logger?.info({ model, mode: 'observe', tier: observed.tier }, observed.line);
-    return forwardAs(input.request.messages, observed.line);
+    return forwardAs(input.request.messages, { report: observed.line });
   }
 
   /** Sizes scaled to the upstream's exact count of the candidate, when it gives one. */
@@ -424,7 +424,16 @@ export class CompactionEngine {
 
 }
 
-type ForwardAs = (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void, epoch?: Prepared['epoch']) => Prepared;
+/** How a request goes on: the messages to forward, and what is said and kept about them. */
+interface Forwarding {
+  readonly report: string | null;
+  /** The bytes/4 estimate of the messages; measured when absent. */
+  readonly estimate?: number;
+  readonly afterResponse?: (() => void) | undefined;
+  readonly epoch?: Prepared['epoch'];
+}
+
+type ForwardAs = (messages: ChatMessage[], forwarding: Forwarding) => Prepared;
 
 /** Whether a decision makes a new epoch from the candidate. */
 function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {
