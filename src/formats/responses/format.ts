@@ -3,6 +3,7 @@ import { outputLimitOf } from '../../transcript/request-view.js';
 import { readJsonObject, withModelNameChecked } from '../json-body.js';
 import { wirePairs } from '../pairs.js';
 import type { WireFormat } from '../wire-format.js';
+import { RESPONSES_STREAM_END } from './stream.js';
 import { responsesErrorBody, responsesErrorEvent } from './errors.js';
 import { checkResponsesBody, inputIndexOf, responsesView } from './read.js';
 import { responsesBytesFor } from './write.js';
@@ -10,6 +11,7 @@ import { responsesBytesFor } from './write.js';
 /** The OpenAI Responses API (Codex CLI): the chat view made by read.ts, written back by write.ts. */
 export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
+  streamEnd: RESPONSES_STREAM_END,
   read(raw, contentType, pairs, observe = false) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);
