@@ -150,7 +150,7 @@ export function spliceMessages(raw: Buffer, messages: unknown): Buffer {
 }
 
 /** The spans of the elements of the list whose value lies at `span` (a list `JSON.parse` accepted). */
-export function elementSpans(bytes: Buffer, span: ByteSpan): ByteSpan[] {
+function elementSpans(bytes: Buffer, span: ByteSpan): ByteSpan[] {
   const spans: ByteSpan[] = [];
   let position = skipWhitespace(bytes, span.start + 1);
   while (position < span.end && bytes[position] !== CLOSE_BRACKET) {

@@ -41,8 +41,7 @@ async function exchange(answer: AnswerWriter): Promise<void> {
     if (again === null) return;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again)];
   }
-  const { body: forwarded, bytes, report, context } = planned;
-  await respond(answer, upstreamAnswer, { context, forwarded, forwardedBytes: bytes.length, report, planUsage: planned.plan?.onUsage, appUsage: hooks.onUsage });
+  await respond(answer, upstreamAnswer, planned);
 }
 
 /** Read, then plan; undefined when the exchange already ended (the client left during planning). */

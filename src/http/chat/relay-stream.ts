@@ -4,7 +4,8 @@ import { SseTap } from '../../upstream/sse.js';
 import { ProxyError } from '../../errors.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
-import { type Sent, hasUsageHooks, reportUsageLater } from './usage-hooks.js';
+import type { Planned } from './plan.js';
+import { hasUsageHooks, reportUsageLater } from './usage-hooks.js';
 
 /**
  * How a streamed (SSE) answer is relayed: chunk by chunk as the upstream
@@ -49,12 +50,12 @@ export function midStreamError(error: Error): ProxyError {
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */
-export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, sent: Sent, encoded: boolean): Promise<void> {
+export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned, encoded: boolean): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const response = writer.response;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && hasUsageHooks(sent);
+  const collectUsage = succeeded && hasUsageHooks(planned, writer.route.options.hooks.onUsage);
   // Compressed bytes are not text: there is nothing for a tap to read in them.
   const tap = encoded ? undefined : new SseTap({ collectUsage, end: writer.route.format.streamEnd });
 
@@ -88,5 +89,5 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
     record.errorCode = UPSTREAM_ERROR_EVENT;
     record.errorStatus = errorStatus;
   }
-  if (collectUsage) reportUsageLater({ sent, status, streamed: true, source: tap, log: writer.request.log });
+  if (collectUsage) reportUsageLater({ planned, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, log: writer.request.log });
 }

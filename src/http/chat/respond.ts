@@ -10,7 +10,7 @@ import type { AnswerWriter } from './answer.js';
 import { relayStream } from './relay-stream.js';
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from '../bounded-body.js';
 import { relayJson } from './relay-json.js';
-import type { Sent } from './usage-hooks.js';
+import type { Planned } from './plan.js';
 
 /**
  * The second half of a chat exchange: the upstream's answer head, passed on
@@ -20,7 +20,7 @@ import type { Sent } from './usage-hooks.js';
  * client as an SSE error event, and the report as a last comment.
  */
 
-export async function respond(writer: AnswerWriter, answer: UpstreamResponse, sent: Sent): Promise<void> {
+export async function respond(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
   const streamed = mediaType === EVENT_STREAM;
@@ -42,7 +42,7 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, se
       // Headers are gone: the upstream's error can only reach the client as an SSE error event.
       const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
       const upstreamBody = parsedOrUndefined(text);
-      if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(sent.context.body.model);
+      if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(planned.context.body.model);
       const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
       writer.endWithError(error);
       return;
@@ -54,14 +54,14 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, se
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (sent.report !== undefined) writer.write(sseComment(sent.report));
+    if (planned.report !== undefined) writer.write(sseComment(planned.report));
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
-    if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
+    if (planned.report !== undefined) outgoing['x-compactor'] = headerText(planned.report);
     writer.head(status, outgoing, streamed);
   }
 
-  if (streamed) await relayStream(writer, answer, sent, encoded);
-  else await relayJson(writer, answer, sent, encoded);
+  if (streamed) await relayStream(writer, answer, planned, encoded);
+  else await relayJson(writer, answer, planned, encoded);
 }
