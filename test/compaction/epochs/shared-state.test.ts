@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import { chatRequestView } from '../../../src/formats/chat/read.js';
 import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { compactorWith, SummarizerDouble } from '../../support/compaction.js';
@@ -31,7 +32,7 @@ async function storeOn(url: string): Promise<RedisEpochStore> {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 }
 
 /** A plain client for the test's own reads, disconnected after the test. */
