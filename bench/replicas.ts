@@ -150,14 +150,25 @@ async function realisticEpochBytes(url: string): Promise<Array<{ json: number; v
   return sizes;
 }
 
-const redis = await RedisServer.start();
-const cluster = ONLY_LATENCY ? null : await RedisCluster.start();
+// Every server this run starts is stopped in `finally`, also when the cluster fails to start or --only=latency ends early.
+let redis: RedisServer | undefined;
+let cluster: RedisCluster | undefined;
 try {
+  redis = await RedisServer.start();
   const one: Cache = { store: 'redis', redis: { url: redis.url, timeout_ms: 50 } };
-  if (cluster === null) {
+  if (ONLY_LATENCY) {
     for (const [name, values] of await cachedEpochLatency([['memory', {}], ['one Redis', one]])) console.log(`${name}: p50 ${percentile(values, 0.5).toFixed(3)} ms`);
-    process.exit(0);
+  } else {
+    cluster = await RedisCluster.start();
+    await fullRun(redis, cluster, one);
   }
+} finally {
+  await cluster?.close();
+  await redis?.close();
+  endOwnedProcesses();
+}
+
+async function fullRun(redis: RedisServer, cluster: RedisCluster, one: Cache): Promise<void> {
   const three: Cache = { store: 'redis', redis: { url: cluster.urls, cluster: true, timeout_ms: 50 } };
   const rows: Row[] = [];
   rows.push(await callsPerEpoch('memory, 1 replica', 1, {}));
@@ -194,8 +205,4 @@ try {
   console.log('| JSON bytes | stored value bytes (deflated) | MEMORY USAGE bytes |');
   console.log('|---|---|---|');
   for (const size of await realisticEpochBytes(redis.url)) console.log(`| ${size.json} | ${size.value} | ${size.memory} |`);
-} finally {
-  await cluster?.close();
-  await redis.close();
-  endOwnedProcesses();
 }
