@@ -1,4 +1,4 @@
-import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
+import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
 import { isRealUserMessage } from '../transcript/groups.js';

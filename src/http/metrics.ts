@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
+import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { RouteKind } from './request-record.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { budgetOf } from '../../src/compaction/budget.js';
-import { type CandidateSizes, MAX_WAITS, decide, decisionSettingsOf } from '../../src/compaction/decide.js';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { type CandidateSizes, MAX_WAITS, decide, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
 import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
-import { candidateOf } from '../../src/compaction/plan.js';
+import { candidateOf } from '../../src/compaction/policy/plan.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { conversation } from '../support/conversation.js';
 import { configWith } from '../support/compaction.js';

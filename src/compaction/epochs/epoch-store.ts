@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { ChatMessage } from '../../transcript/message.js';
-import type { Tier } from '../plan.js';
+import type { Tier } from '../policy/plan.js';
 import type { UnsharedMeasures } from '../token-ratio.js';
 import { lookupEpochs } from './lookup.js';
 

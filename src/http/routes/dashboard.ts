@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { budgetOf } from '../../compaction/budget.js';
+import { budgetOf } from '../../compaction/policy/budget.js';
 import type { Config } from '../../config/schema.js';
 import { maskUrl } from '../../config/mask.js';
 import { DASHBOARD_PAGE } from '../../dashboard/page.js';

@@ -1,8 +1,8 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength, turnRanges, balanceCut, stepRanges } from '../transcript/groups.js';
-import { isMarked } from '../transcript/marks.js';
-import { pruneToolResults } from '../transcript/prune.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength, turnRanges, balanceCut, stepRanges } from '../../transcript/groups.js';
+import { isMarked } from '../../transcript/marks.js';
+import { pruneToolResults } from '../../transcript/prune.js';
+import type { Epoch } from '../epochs/epoch-store.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes

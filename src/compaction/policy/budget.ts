@@ -1,4 +1,4 @@
-import type { AnswerReservation } from '../errors.js';
+import type { AnswerReservation } from '../../errors.js';
 
 /**
  * The budget of one request (DESIGN.md § Vocabulary): what the window leaves

@@ -5,7 +5,7 @@
  * must not throw.
  */
 
-import type { Tier } from './plan.js';
+import type { Tier } from './policy/plan.js';
 
 export type { Tier };
 

@@ -1,9 +1,9 @@
-import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { estimateMessageTokens } from '../transcript/tokens.js';
+import type { Config } from '../../config/schema.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { estimateMessageTokens } from '../../transcript/tokens.js';
 import type { Budget } from './budget.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { Epoch } from '../epochs/epoch-store.js';
 import {
   type Candidate,
   type CompactionPlan,
