@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { MODELS_REMEMBERED, perModel } from './per-model.js';
-import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
+import { type CallHeaders, numberAt, type UpstreamJson } from '../upstream/json-surface.js';
 
 /**
  * The context window the upstream serves per slot, per model: from the

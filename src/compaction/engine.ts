@@ -23,7 +23,7 @@ import { isNear, scaledTo, sizesOf } from './policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import type { ChatCall } from './summary/summarize.js';
 import { sharedRatioName, TokenRatios } from './token-ratio.js';
-import type { CallHeaders, UpstreamJson } from './upstream-json.js';
+import type { CallHeaders, UpstreamJson } from '../upstream/json-surface.js';
 
 export type { CompactionLogger } from './epoch-writer.js';
 

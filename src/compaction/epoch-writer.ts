@@ -16,7 +16,7 @@ import { yieldOnLongHistory } from './long-history.js';
 import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
 import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { CallHeaders } from './upstream-json.js';
+import type { CallHeaders } from '../upstream/json-surface.js';
 
 /**
  * Writes the epoch a summary or steps decision makes: the summary call (at

@@ -1,4 +1,4 @@
-import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
+import { type CallHeaders, numberAt, type UpstreamJson } from '../upstream/json-surface.js';
 
 /**
  * Exact prompt token counts, asked only near a threshold where a wrong guess

@@ -1,6 +1,6 @@
 import { UpstreamStatusError } from '../../errors.js';
 import type { ChatMessage } from '../../transcript/message.js';
-import type { CallHeaders } from '../upstream-json.js';
+import type { CallHeaders } from '../../upstream/json-surface.js';
 import { summarizePrepend } from './prepend.js';
 import { summarizeSuffix } from './suffix.js';
 

@@ -1,6 +1,6 @@
 import { UpstreamStatusError } from '../errors.js';
-import type { UpstreamClient } from '../upstream/client.js';
-import type { ChatCall } from './summary/summarize.js';
+import type { UpstreamClient } from './client.js';
+import type { ChatCall } from '../compaction/summary/summarize.js';
 
 /**
  * The small JSON surface of the upstream the compaction engine reads: the
