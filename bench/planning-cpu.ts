@@ -26,7 +26,7 @@ import { applyPairMode, readChatRequest } from '../src/http/chat/request.js';
 import { spliceMessages } from '../src/http/chat/splice-messages.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
-import type { ChatCall } from '../src/compaction/summary/summarize.js';
+import type { ChatCall } from '../src/compaction/ports.js';
 import type { UpstreamJson } from '../src/upstream/json-surface.js';
 import { parseConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';

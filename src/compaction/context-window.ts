@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { MODELS_REMEMBERED, perModel } from './per-model.js';
-import { type CallHeaders, numberAt, type UpstreamJson } from '../upstream/json-surface.js';
+import { numberAt, type UpstreamJson } from '../upstream/json-surface.js';
+import type { CallHeaders } from './ports.js';
 
 /**
  * The context window the upstream serves per slot, per model: from the

@@ -7,13 +7,14 @@ import { type Budget, budgetOf } from './policy/budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type Decision, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './policy/decide.js';
-import { type Epoch, type EpochStore, MemoryEpochStore } from './epochs/epoch-store.js';
+import { MemoryEpochStore } from './epochs/epoch-store.js';
+import type { Epoch, EpochStore } from './types.js';
 import { prefixHashes } from './epochs/prefix-hash.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
-import { EpochWriter, seenWhole, type CompactionLogger, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
+import { EpochWriter, seenWhole, type CompactionRequest, type SummaryDecision } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
-import type { CompactionObserver } from './ports.js';
+import type { CallHeaders, ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
 import { type Candidate, candidateOf, totalSize } from './policy/plan.js';
 import { pruneOversizedResults, prunedReport } from './policy/oversized.js';
 import { prunedLine, reusedLine, wouldLine } from './policy/report.js';
@@ -21,11 +22,10 @@ import { forcedSettings, observedDecision } from './policy/observe-mode.js';
 import { prunedEpoch } from './policy/replacement.js';
 import { isNear, scaledTo, sizesOf } from './policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
-import type { ChatCall } from './summary/summarize.js';
 import { sharedRatioName, TokenRatios } from './token-ratio.js';
-import type { CallHeaders, UpstreamJson } from '../upstream/json-surface.js';
+import type { UpstreamJson } from '../upstream/json-surface.js';
 
-export type { CompactionLogger } from './epoch-writer.js';
+export type { CompactionLogger } from './ports.js';
 
 /**
  * How often a replica gives its new ratio measures to a shared store: off any

@@ -6,17 +6,17 @@ import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
 import type { Budget } from './policy/budget.js';
 import type { Decision } from './policy/decide.js';
-import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import type { Epoch, EpochStore } from './types.js';
 import { leased } from './epochs/lease.js';
-import type { CompactionObserver } from './ports.js';
+import type { CallHeaders, ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
 import { type Candidate, trustedMarks } from './policy/plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './policy/replacement.js';
 import { summarizedLine, truncatedLine } from './policy/report.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
-import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
+import { SummaryError, summarize } from './summary/summarize.js';
+import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { CallHeaders } from '../upstream/json-surface.js';
 
 /**
  * Writes the epoch a summary or steps decision makes: the summary call (at
@@ -41,11 +41,6 @@ const TRUNCATION_TTL_MS = 5 * 60_000;
  * queues a fresh summary of the longer history.
  */
 export const BACKGROUND_USEFUL_MS = 2 * 60_000;
-
-export interface CompactionLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
 
 /** What a compaction needs to know of its request. */
 export interface CompactionRequest {

@@ -1,4 +1,5 @@
-import { type CallHeaders, numberAt, type UpstreamJson } from '../upstream/json-surface.js';
+import { numberAt, type UpstreamJson } from '../upstream/json-surface.js';
+import type { CallHeaders } from './ports.js';
 
 /**
  * Exact prompt token counts, asked only near a threshold where a wrong guess

@@ -1,5 +1,5 @@
 import type { ContextWindowsOptions } from './context-window.js';
-import type { CompactionLogger } from './epoch-writer.js';
+import type { CompactionLogger } from './ports.js';
 import { perModel } from './per-model.js';
 
 /**

@@ -1,6 +1,5 @@
 import { UpstreamStatusError } from '../errors.js';
 import type { UpstreamClient } from './client.js';
-import type { ChatCall } from '../compaction/summary/summarize.js';
 
 /**
  * The small JSON surface of the upstream the compaction engine reads: the
@@ -15,7 +14,10 @@ export interface JsonReply {
 }
 
 /** Request headers for a call made on a client's behalf: its `authorization`, when no upstream key is configured. */
-export type CallHeaders = Readonly<Record<string, string>>;
+type CallHeaders = Readonly<Record<string, string>>;
+
+/** One non-streamed chat completion, its parsed JSON answer (or a throw). */
+type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders) => Promise<unknown>;
 
 export interface UpstreamJson {
   getJson(path: string, signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply>;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { budgetOf } from '../../src/compaction/policy/budget.js';
 import { type CandidateSizes, MAX_WAITS, decide, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
-import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../src/compaction/types.js';
 import { candidateOf } from '../../src/compaction/policy/plan.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { conversation } from '../support/conversation.js';

@@ -17,7 +17,7 @@ import {
   type CompactionSettings,
   type Sizes,
 } from '../../src/compaction/policy/plan.js';
-import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../src/compaction/types.js';
 import { replacementOf } from '../../src/compaction/policy/replacement.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 

@@ -1,5 +1,5 @@
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import type { Epoch } from './epoch-store.js';
+import type { Epoch } from '../types.js';
 
 /**
  * An epoch as a shared store holds it: one flag byte the store's lookup

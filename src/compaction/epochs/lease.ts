@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Epoch, EpochStore } from './epoch-store.js';
+import type { Epoch, EpochStore } from '../types.js';
 
 /**
  * Cross-replica single flight: the epoch of one key is computed by one

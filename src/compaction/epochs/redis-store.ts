@@ -5,10 +5,11 @@ import type { Redis as RedisClient } from 'ioredis';
 // ioredis is loaded only when a Redis store is configured: the default memory store starts ~90 ms sooner
 // without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
 const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
-import type { CompactionLogger } from '../epoch-writer.js';
+import type { CompactionLogger } from '../ports.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
-import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
-import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore, SharedReads } from './epoch-store.js';
+import { LEARNING_WEIGHT } from '../token-ratio.js';
+import type { MemoryEpochStore } from './epoch-store.js';
+import type { Epoch, EpochLease, EpochLookup, EpochStore, SharedReads, UnsharedMeasures } from '../types.js';
 
 /**
  * Epochs in Redis (≥ 7) or Valkey, shared by every replica, with this

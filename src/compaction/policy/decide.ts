@@ -3,13 +3,12 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import type { Budget } from './budget.js';
-import type { Epoch } from '../epochs/epoch-store.js';
+import type { Epoch, Tier } from '../types.js';
 import {
   type Candidate,
   type CompactionPlan,
   type CompactionSettings,
   type Sizes,
-  type Tier,
   type Trigger,
   epochBoundary,
   planCompaction,

@@ -1,6 +1,6 @@
 import type { Budget } from './budget.js';
 import type { Decision, DecisionSettings } from './decide.js';
-import type { Tier } from './plan.js';
+import type { Tier } from '../types.js';
 import { prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
 
 /**

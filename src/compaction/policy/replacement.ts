@@ -2,7 +2,7 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { headLength } from '../../transcript/groups.js';
 import { mark } from '../../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
-import type { Epoch } from '../epochs/epoch-store.js';
+import type { Epoch } from '../types.js';
 import type { Candidate } from './plan.js';
 
 /**

@@ -2,7 +2,7 @@ import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageObservation 
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
-import type { CallHeaders } from '../../upstream/json-surface.js';
+import type { CallHeaders } from '../../compaction/ports.js';
 
 /**
  * The seam between the chat route and the compaction engine: the route's
