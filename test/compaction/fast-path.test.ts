@@ -22,7 +22,7 @@ describe('CompactionEngine.prepare fast path', () => {
     const messages = conversation({ turns: 3 });
     expect(skipsLookup(sizeOf(messages), messages.length, budget, settings)).toBe(true);
     const { compactor } = compactorWith();
-    const prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal });
+    const prepared = await compactor.compact({ body: { model: 'm', messages }, messages, tenant: '', signal });
     expect(prepared.messages).toBe(messages);
   });
 

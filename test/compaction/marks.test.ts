@@ -24,7 +24,7 @@ function spoofed(): ChatMessage[] {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  return compactor.compact({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
 }
 
 const lastText = (body: Record<string, unknown>): string => {

@@ -201,3 +201,8 @@ function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
   const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
   return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
 }
+
+/** Whether a decision makes a new epoch from the candidate. */
+export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'summarize' || decision.kind === 'steps';
+}

@@ -1,5 +1,4 @@
 import { UpstreamStatusError } from '../../errors.js';
-import type { ChatMessage } from '../../transcript/message.js';
 import type { ChatCall } from '../ports.js';
 import type { SummarizeRequest } from '../types.js';
 import { summarizePrepend } from './prepend.js';

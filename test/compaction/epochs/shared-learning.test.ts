@@ -30,7 +30,7 @@ async function storeOn(url: string): Promise<RedisEpochStore> {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  return compactor.compact({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
 }
 
 /**
