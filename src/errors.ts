@@ -25,8 +25,7 @@
  * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
  * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
  *
- * Every code is made here: a `ProxyError` is constructed in this file only
- * (a test checks it), so this table is the whole list.
+ * A `ProxyError` is made in this file only (a test checks it): the table is the whole list.
  *
  * Messages are written for the client: they never hold upstream URLs,
  * internal addresses, stack traces or the request's text.
@@ -177,10 +176,7 @@ export class UpstreamStatusError extends ProxyError {
   }
 }
 
-/**
- * 502 after a streamed answer began: it broke off (`upstream_stream_failed`,
- * with why) or ended without its final event (`upstream_stream_incomplete`).
- */
+/** 502 after a streamed answer began: it broke off (`upstream_stream_failed`, with why) or ended without its final event. */
 export class UpstreamStreamError extends ProxyError {
   constructor(options: { incomplete: true } | { incomplete: false; reason: string }) {
     super({

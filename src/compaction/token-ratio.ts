@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { UnsharedMeasures } from './types.js';
+import { LEARNING_WEIGHT, type UnsharedMeasures } from './types.js';
 
 /**
  * Per tenant and model, how many real tokens the upstream counts for one
@@ -16,9 +16,6 @@ import type { UnsharedMeasures } from './types.js';
  * fresh proxy should err towards compacting a little early, never late.
  */
 export const INITIAL_TOKEN_RATIO = 1.25;
-
-/** Weight of a new measure: a few requests are enough to follow a change of model, one odd request is not. */
-export const LEARNING_WEIGHT = 0.3;
 
 /**
  * Measures kept per (tenant, model) until they are shared (a shared store

@@ -104,6 +104,14 @@ export interface EpochStore {
   readonly size: number;
 }
 
+/**
+ * Weight of a new token-ratio measure: a few requests are enough to follow a
+ * change of model, one odd request is not. The one constant here: the
+ * learned ratios (token-ratio.ts) and a shared store's merge of every
+ * replica's measures (epochs/redis-store.ts) must average alike.
+ */
+export const LEARNING_WEIGHT = 0.3;
+
 /** A (tenant, model) pair's measures not yet given to the shared store. */
 export interface UnsharedMeasures {
   /** The pair's name in the store: see {@link sharedRatioName}. */

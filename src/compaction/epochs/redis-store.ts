@@ -7,10 +7,9 @@ import type { Redis as RedisClient } from 'ioredis';
 const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
 import type { CompactionLogger } from '../ports.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
-import { LEARNING_WEIGHT } from '../token-ratio.js';
 import type { MemoryEpochStore } from './epoch-store.js';
 import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
-import type { Epoch, SharedReads, UnsharedMeasures } from '../types.js';
+import { type Epoch, LEARNING_WEIGHT, type SharedReads, type UnsharedMeasures } from '../types.js';
 
 /**
  * Epochs in Redis (≥ 7) or Valkey, shared by every replica, with this
