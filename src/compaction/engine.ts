@@ -270,7 +270,7 @@ export class CompactionEngine {
         this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
         return this.#sizes.applied(epoch, input, request);
       }
-      case 'summarize':
+      case 'summary':
       case 'steps': {
         const epoch = await waited(
           this.#flights.run(seenWhole(request).key, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }), input.signal),

@@ -40,9 +40,9 @@ const TRUNCATION_TTL_MS = 5 * 60_000;
  * to conversations that are active, and a later soft-zone request of this one
  * queues a fresh summary of the longer history.
  */
-export const BACKGROUND_USEFUL_MS = 2 * 60_000;
+const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
-export type SummaryDecision = Extract<Decision, { kind: 'summarize' | 'steps' }>;
+export type SummaryDecision = Extract<Decision, { kind: 'summary' | 'steps' }>;
 
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];

@@ -22,9 +22,9 @@ import { promptTokensOf } from './prompt-tokens.js';
  */
 
 /** Requests drawn per conversation: a chart of 60 points is readable at 390 px wide. */
-export const POINTS_PER_CONVERSATION = 60;
+const POINTS_PER_CONVERSATION = 60;
 /** Notes of one epoch kept for the page (show_text): a 1024-token summary is about 4 KiB of text. */
-export const MAX_NOTES_CHARS = 8_192;
+const MAX_NOTES_CHARS = 8_192;
 /** Characters of the hash shown as the conversation's id: 8 hex digits, 4 billion ids. */
 const ID_LENGTH = 8;
 

@@ -60,7 +60,7 @@ export async function answerJson(sender: Sender, method: 'GET' | 'POST', path: s
 }
 
 /** The sending half: the request made, the answer read whole (bounded), failures mapped to ProxyErrors. */
-export async function sendJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<RawAnswer> {
+async function sendJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<RawAnswer> {
   const { signal, timeoutMs, headers = {}, maxBytes = DEFAULT_MAX_RESPONSE_BYTES } = options;
   const deadline = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const combined = signal !== undefined && deadline !== undefined ? AbortSignal.any([signal, deadline]) : (signal ?? deadline);

@@ -33,13 +33,13 @@ describe('decide', () => {
 
   it(`waits for a running summary of the conversation, at most ${MAX_WAITS} times`, () => {
     expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true }, settings)).toEqual({ kind: 'wait' });
-    expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true, attempt: MAX_WAITS }, settings).kind).toBe('summarize');
+    expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true, attempt: MAX_WAITS }, settings).kind).toBe('summary');
   });
 
   it('summarizes a crossed history with the boundary and counts to act on', () => {
     const decision = decide(candidate, sized(messages, 6500), budget, idle, settings);
-    expect(decision.kind).toBe('summarize');
-    if (decision.kind !== 'summarize') return;
+    expect(decision.kind).toBe('summary');
+    if (decision.kind !== 'summary') return;
     expect(decision.boundary).toEqual({ candidateEnd: decision.plan.cut, sourceLength: decision.plan.cut });
     expect(decision.counts).toEqual({ old: decision.plan.cut - 1, kept: messages.length - decision.plan.cut });
   });

@@ -21,7 +21,7 @@ const DEFLATE_FROM_BYTES = 512;
 
 export type EpochFlag = 'u' | 'f' | 'p';
 
-export function flagOf(epoch: Epoch): EpochFlag {
+function flagOf(epoch: Epoch): EpochFlag {
   if (epoch.pending === true) return 'p';
   return epoch.expiresAt === undefined ? 'u' : 'f';
 }

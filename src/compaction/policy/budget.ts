@@ -34,7 +34,7 @@ const MAX_RESERVE_SHARE = 0.25;
  * 2,048-token slot left nothing for the turns they stand for (an eighth: 256
  * there, and the configured 1,024 from an 8k window up).
  */
-export const MAX_SUMMARY_SHARE = 0.125;
+const MAX_SUMMARY_SHARE = 0.125;
 
 /**
  * The room kept for the answer: `reserve_output_tokens`, or the request's
@@ -45,7 +45,7 @@ export const MAX_SUMMARY_SHARE = 0.125;
  * answerReservation({ max_tokens: 32000 }, 1024, 32768) // → { tokens: 8192, source: 'max_tokens', requested: 32000 }
  * answerReservation({}, 1024, 2048)                     // → { tokens: 512, source: 'reserve_output_tokens', requested: 1024 }
  */
-export function answerReservation(body: Readonly<Record<string, unknown>>, configured: number, window: number | null): AnswerReservation {
+function answerReservation(body: Readonly<Record<string, unknown>>, configured: number, window: number | null): AnswerReservation {
   const maxTokens = positiveNumber(body['max_tokens']);
   const maxCompletionTokens = positiveNumber(body['max_completion_tokens']);
   const requested = Math.max(maxTokens, maxCompletionTokens);

@@ -163,7 +163,7 @@ export function chooseCut(
  * 48-turn agent run kept 211 of 32.1k tokens, issue 13 item 10). Null when
  * there is no such turn, or not even its last step fits.
  */
-export function cutThroughLastTurn(
+function cutThroughLastTurn(
   candidate: Candidate,
   sizes: Sizes,
   budget: number | null,
