@@ -148,33 +148,32 @@ export class CompactionEngine {
    * `on_summary_failure` is `error`.
    */
   async compact(input: CompactionInput): Promise<Compacted> {
-    const { body } = input;
-    const model = typeof body['model'] === 'string' ? body['model'] : '';
+    const { model, chatBody: body } = input.request;
     // Stringified once: an agent's tool definitions run to tens of kilobytes.
-    const toolsEstimate = estimateToolsTokens(body['tools']);
+    const toolsEstimate = estimateToolsTokens(input.request.tools);
     const estimateOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) + toolsEstimate;
     const mode = input.mode ?? 'compact';
-    if (!this.#config.compaction.enabled) return compactedOf(input, { messages: input.messages, report: null, estimate: estimateOf(input.messages) });
+    if (!this.#config.compaction.enabled) return compactedOf(input, { messages: input.request.messages, report: null, estimate: estimateOf(input.request.messages) });
 
     const window = await this.windows.get(model, input.upstreamHeaders);
-    const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
+    const budget = budgetOf(window, input.request.maxOutputTokens, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
     const ratio = this.ratios.get(model, input.tenant);
-    const messages = pruneOversizedResults(input.messages, budget.tokens);
+    const messages = pruneOversizedResults(input.request.messages, budget.tokens);
     const estimate = estimateOf(messages);
     const originalSize = estimate * ratio;
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
     if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
       if (mode === 'observe') {
-        const line = messages === input.messages ? null : wouldLine(prunedReport(input.messages, messages, estimateOf, ratio));
-        return compactedOf(input, { messages: input.messages, report: line, estimate: estimateOf(input.messages) });
+        const line = messages === input.request.messages ? null : wouldLine(prunedReport(input.request.messages, messages, estimateOf, ratio));
+        return compactedOf(input, { messages: input.request.messages, report: line, estimate: estimateOf(input.request.messages) });
       }
-      return compactedOf(input, { messages, report: messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio), estimate });
+      return compactedOf(input, { messages, report: messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio), estimate });
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
-    const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
+    const hashes = prefixHashes({ tenant: input.tenant, model }, input.request.messages);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     if (mode === 'observe') return observeOnce({ store: this.#store, ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request);

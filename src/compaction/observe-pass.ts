@@ -36,5 +36,5 @@ export async function observeOnce(options: ObservePassOptions, input: Compaction
     observer?.compaction({ model, tier: observed.tier, outcome: 'observed', tokensBefore: originalSize, tokensAfter: observed.after, pending: false });
   }
   if (observed.line !== null) logger?.info({ model, mode: 'observe', tier: observed.tier }, observed.line);
-  return compactedOf(input, { messages: input.messages, report: observed.line, estimate: estimateRequestTokens({ messages: input.messages }) + toolsEstimate });
+  return compactedOf(input, { messages: input.request.messages, report: observed.line, estimate: estimateRequestTokens({ messages: input.request.messages }) + toolsEstimate });
 }

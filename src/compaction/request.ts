@@ -1,4 +1,5 @@
 import type { ChatMessage } from '../transcript/message.js';
+import type { RequestView } from '../transcript/request-view.js';
 import type { Budget } from './policy/budget.js';
 import type { CallHeaders } from './ports.js';
 
@@ -8,10 +9,8 @@ import type { CallHeaders } from './ports.js';
  */
 
 export interface CompactionInput {
-  /** The parsed request body. */
-  readonly body: Readonly<Record<string, unknown>>;
-  /** The history after pair handling. */
-  readonly messages: ChatMessage[];
+  /** The request as the engine reads it, whatever its wire format: model, history (after pair handling), tools, the answer's limit. */
+  readonly request: RequestView;
   /** Names the client's credential; epochs are never shared across tenants. */
   readonly tenant: string;
   /** Aborts when the client goes away. */
@@ -45,11 +44,11 @@ export interface Compacted {
 
 /** The one way a {@link Compacted} is made: named fields, `changed` derived from the input's own array. */
 export function compactedOf(
-  input: Pick<CompactionInput, 'messages'>,
+  input: Pick<CompactionInput, 'request'>,
   fields: { messages: ChatMessage[]; report: string | null; estimate: number; afterResponse?: (() => void) | undefined; epoch?: Compacted['epoch'] },
 ): Compacted {
   const { messages, report, estimate, afterResponse, epoch = 'none' } = fields;
-  return { messages, changed: messages !== input.messages, report, estimate, epoch, ...(afterResponse === undefined ? {} : { afterResponse }) };
+  return { messages, changed: messages !== input.request.messages, report, estimate, epoch, ...(afterResponse === undefined ? {} : { afterResponse }) };
 }
 
 /** What a compaction needs to know of its request. */
