@@ -7,7 +7,7 @@ import { isRealUserMessage } from '../transcript/groups.js';
 import { contentText, type ChatMessage } from '../transcript/message.js';
 import type { UsageObservation } from './chat/planner.js';
 import { tenantOfRequest } from './chat/engine-planner.js';
-import type { PromptTokens } from './metric-labels.js';
+import type { PromptTokens } from './metrics.js';
 import { promptTokensOf } from './prompt-tokens.js';
 
 /**

@@ -2,17 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { RouteKind } from './request-record.js';
-import {
-  MADE_AN_EPOCH,
-  ModelLabels,
-  type PromptTokens,
-  REQUEST_SECONDS_BUCKETS,
-  SUMMARY_SECONDS_BUCKETS,
-  TOKEN_BUCKETS,
-  UPSTREAM_SECONDS_BUCKETS,
-  compactionLabels,
-  processMetrics,
-} from './metric-labels.js';
+import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BUCKETS, TOKEN_BUCKETS, UPSTREAM_SECONDS_BUCKETS, compactionLabels, processMetrics } from './metric-scales.js';
 
 /**
  * The Prometheus metrics of one app (`GET /metrics`), with prom-client.
@@ -23,12 +13,23 @@ import {
  * and are appended to every app's scrape.
  *
  * Every metric compactor publishes is declared here, in one place a person
- * reads against the README's table; their buckets and label helpers are in
- * metric-labels.ts.
+ * reads against the README's table; their buckets and labels are in
+ * metric-scales.ts.
  *
  * On the request path only counters and histograms move (a few additions);
  * everything else is read when Prometheus scrapes.
  */
+
+/** A chat answer's prompt tokens, as the upstream counted them. */
+export interface PromptTokens {
+  readonly model: string;
+  /** The history as the client sent it (the forwarded count scaled by what compaction removed). */
+  readonly sent: number;
+  /** What was forwarded: the upstream's own count. */
+  readonly forwarded: number;
+  /** Of those, what the upstream served from its cache (llama-server's KV cache, OpenAI's cached tokens). */
+  readonly cached: number;
+}
 
 /** What the gauges read at scrape time. */
 export interface MetricsSources {

@@ -1,7 +1,7 @@
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { ChatMessage } from '../transcript/message.js';
 import type { UsageHook, UsageObservation } from './chat/planner.js';
-import type { PromptTokens } from './metric-labels.js';
+import type { PromptTokens } from './metrics.js';
 
 /**
  * The prompt tokens of one answered chat request, from what the upstream

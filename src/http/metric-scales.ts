@@ -1,7 +1,7 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { CompactionEvent } from '../compaction/ports.js';
 
-/** The buckets and labels of the metrics (metrics.ts): how each is cut, and why. */
+/** What the metrics (metrics.ts) are measured in: histogram buckets, the bounded model label, the engine's words as labels, the process registry. */
 
 /** Time to the upstream's response headers: loopback JSON calls take milliseconds, a local model reading a long prompt minutes. */
 export const UPSTREAM_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -53,17 +53,6 @@ export function compactionLabels(event: CompactionEvent): { tier: string; outcom
 
 /** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
 export const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
-
-/** A chat answer's prompt tokens, as the upstream counted them. */
-export interface PromptTokens {
-  readonly model: string;
-  /** The history as the client sent it (the forwarded count scaled by what compaction removed). */
-  readonly sent: number;
-  /** What was forwarded: the upstream's own count. */
-  readonly forwarded: number;
-  /** Of those, what the upstream served from its cache (llama-server's KV cache, OpenAI's cached tokens). */
-  readonly cached: number;
-}
 
 let processRegistry: Registry | undefined;
 
