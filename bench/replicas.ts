@@ -23,7 +23,7 @@
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { encodeEpoch } from '../src/compaction/epochs/epoch-codec.js';
-import type { Epoch } from '../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../src/compaction/types.js';
 import type { ChatMessage } from '../src/transcript/message.js';
 import { endOwnedProcesses } from '../test/support/child-processes.js';
 import { conversation, turnMessages } from '../test/support/conversation.js';

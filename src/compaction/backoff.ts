@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import type { EpochStore } from './types.js';
 
 /**
  * Conversations whose summary failed within the last minute: they are not
@@ -18,6 +19,19 @@ const MAX_CONVERSATIONS = 10_000;
 export interface SharedBackoff {
   failed(conversation: string): void;
   succeeded(conversation: string): void;
+}
+
+/**
+ * A shared store's side of the back-off: a failure is told at once, so no
+ * replica retries that conversation's summary within the minute; a success
+ * too, so none waits out a minute another replica's failure began.
+ */
+export function sharedBackoffOf(store: Pick<EpochStore, 'noteFailure' | 'clearFailure'>): SharedBackoff | undefined {
+  if (store.noteFailure === undefined) return undefined;
+  return {
+    failed: (conversation) => void store.noteFailure?.(conversation, FAILURE_BACKOFF_MS),
+    succeeded: (conversation) => void store.clearFailure?.(conversation),
+  };
 }
 
 export class SummaryBackoff {

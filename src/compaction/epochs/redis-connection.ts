@@ -1,6 +1,5 @@
 import { createRequire } from 'node:module';
 import type { Cluster, ClusterNode, Redis } from 'ioredis';
-import type { CompactionLogger } from '../epoch-writer.js';
 
 // ioredis is loaded only when a Redis store is configured: the default memory store starts ~90 ms sooner
 // without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
@@ -8,13 +7,10 @@ const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.ur
 
 /**
  * The connection of a Redis epoch store: one server (`Redis`) or a Redis
- * Cluster (`Cluster`, from seed nodes), the scripts it runs, and when a
- * command counts as a fault. Every command goes through {@link call}: it
- * answers undefined rather than fail a request (the store then uses memory),
- * counts the fault, and warns once per outage.
+ * Cluster (`Cluster`, from seed nodes), the scripts it runs, the wait for a
+ * process's first connection and each command's deadline. What a fault means
+ * (memory answers, counted, warned once) is memory-fallback.ts's.
  */
-
-export type StoreOperation = 'lookup' | 'load' | 'save' | 'lease' | 'ratio' | 'backoff';
 
 /** The store's scripts, as ioredis defines them on the client (sent with EVALSHA, re-sent whole after a restart). */
 export interface StoreScripts {
@@ -30,11 +26,9 @@ export interface RedisConnectionOptions {
   /** One server's URL; with `cluster`, the seed nodes' URLs (any one reachable node is enough). */
   readonly urls: readonly string[];
   readonly cluster: boolean;
-  /** A command slower than this counts as a fault: the request goes on with memory. */
+  /** A command slower than this is rejected (a fault): the request goes on with memory. */
   readonly timeoutMs: number;
   readonly scripts: Record<string, { lua: string; numberOfKeys?: number }>;
-  readonly logger?: CompactionLogger | undefined;
-  readonly onFault?: ((operation: StoreOperation) => void) | undefined;
 }
 
 /**
@@ -64,8 +58,6 @@ export const PATIENT_TIMEOUT_MS = 1_000;
 export class RedisConnection {
   readonly client: StoreClient;
   readonly #options: RedisConnectionOptions;
-  /** Whether the last command failed: the outage is warned once, and its end said once. */
-  #faulty = false;
   /** Settles on the first connection, or when {@link CONNECT_TIMEOUT_MS} has passed without one. */
   readonly #firstConnection: Promise<void>;
   #connectedOnce = false;
@@ -86,51 +78,29 @@ export class RedisConnection {
     });
     this.client.on('ready', () => {
       this.#connectedOnce = true;
-      this.#recovered();
     });
   }
 
-  /** Whether commands are answered from memory now (not connected, or the last command failed). */
-  get degraded(): boolean {
-    return this.#faulty || this.client.status !== 'ready';
+  get ready(): boolean {
+    return this.client.status === 'ready';
   }
 
-  /**
-   * Runs one command; undefined when it failed or took longer than the bound
-   * (`patient`: {@link PATIENT_TIMEOUT_MS} at least), counted, the outage
-   * warned once. Before the process's first connection it waits for it.
-   */
-  async call<T>(operation: StoreOperation, command: () => Promise<T>, { patient = false }: { patient?: boolean } = {}): Promise<T | undefined> {
+  onReady(listener: () => void): void {
+    this.client.on('ready', listener);
+  }
+
+  /** Resolves at once once connected before; else on the first connection, or {@link CONNECT_TIMEOUT_MS} without one. */
+  async firstConnection(): Promise<void> {
     if (!this.#connectedOnce) await this.#firstConnection;
-    if (this.client.status !== 'ready') {
-      this.#fault(operation, 'not connected');
-      return undefined;
-    }
-    try {
-      const result = await withinDeadline(command(), patient ? Math.max(PATIENT_TIMEOUT_MS, this.#options.timeoutMs) : this.#options.timeoutMs);
-      if (this.#faulty) this.#recovered();
-      return result;
-    } catch (error) {
-      this.#fault(operation, error instanceof Error ? error.message : String(error));
-      return undefined;
-    }
+  }
+
+  /** Runs one command within the bound (`patient`: {@link PATIENT_TIMEOUT_MS} at least); rejects past it. */
+  run<T>(command: () => Promise<T>, { patient = false }: { patient?: boolean } = {}): Promise<T> {
+    return withinDeadline(command(), patient ? Math.max(PATIENT_TIMEOUT_MS, this.#options.timeoutMs) : this.#options.timeoutMs);
   }
 
   close(): void {
     this.client.disconnect();
-  }
-
-  #fault(operation: StoreOperation, reason: string): void {
-    this.#options.onFault?.(operation);
-    if (this.#faulty) return;
-    this.#faulty = true;
-    this.#options.logger?.warn({ store: 'redis', operation, reason }, 'epoch store unavailable: using this replica\'s memory until it is back');
-  }
-
-  #recovered(): void {
-    if (!this.#faulty) return;
-    this.#faulty = false;
-    this.#options.logger?.info({ store: 'redis' }, 'epoch store back: epochs are shared again');
   }
 }
 

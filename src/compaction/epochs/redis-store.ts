@@ -1,18 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import type { CompactionLogger } from '../epoch-writer.js';
+import type { CompactionLogger } from '../ports.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
-import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
-import type { Epoch, EpochLease, EpochLookup, EpochStore, LookupOptions, MemoryEpochStore, SharedReads } from './epoch-store.js';
-import { RedisConnection, type StoreOperation } from './redis-connection.js';
+import type { MemoryEpochStore } from './epoch-store.js';
+import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
+import { RedisConnection } from './redis-connection.js';
 import { RedisKeys } from './redis-keys.js';
+import { type Epoch, LEARNING_WEIGHT, type LookupOptions, type SharedReads, type UnsharedMeasures } from '../types.js';
 
 /**
  * Epochs in Redis (≥ 7), Valkey, or a Redis Cluster, shared by every replica,
- * with this process's memory store behind it: every epoch saved or found is
- * kept there too, so when Redis is down, slow or flushed the replica goes on
- * with what it knows (warned once per outage, counted), and a conversation it
- * served keeps its forwarded prefix. No call ever fails a request: a command
- * that errs or takes longer than `timeoutMs` is answered from memory.
+ * with this process's memory store behind it (memory-fallback.ts: when Redis
+ * is down, slow or flushed the replica goes on with what it knows). A command
+ * that errs or takes longer than `timeoutMs` is a fault, answered from memory.
+ * The connection (one server or a cluster, the first-connection wait, each
+ * command's deadline) is redis-connection.ts's.
  *
  * Keys (redis-keys.ts): the encoded epoch (epoch-codec.ts) and the lease (the
  * token of the replica computing it) per prefix hash, a back-off per
@@ -25,10 +26,8 @@ import { RedisKeys } from './redis-keys.js';
  * into one moving average by a script): in the script on one server, beside
  * it on a cluster, where the ratio lives in another slot.
  *
- * A store is used through {@link forConversation}: on a cluster the keys of
- * one conversation carry its hash tag, so its scripts run on one node.
- *
- * Over 200 lines: the scripts sit with the calls that run them.
+ * A store is used through `forConversation`: on a cluster the keys of one
+ * conversation carry its hash tag, so its scripts run on one node.
  */
 
 // KEYS: the ratio key when ARGV[3] is '1', the back-off key when ARGV[2] counts it, then the history's epoch keys,
@@ -104,142 +103,108 @@ export interface RedisEpochStoreOptions {
   readonly now?: () => number;
 }
 
-/** What every conversation's view of one store shares. */
-interface StoreCore {
-  readonly connection: RedisConnection;
-  readonly keys: RedisKeys;
-  readonly memory: MemoryEpochStore;
-  readonly options: RedisEpochStoreOptions;
-  readonly now: () => number;
+/** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
+export class RedisEpochStore extends MemoryFallbackStore {
+  constructor(options: RedisEpochStoreOptions) {
+    const cluster = options.cluster === true;
+    const connection = new RedisConnection({ urls: typeof options.url === 'string' ? [options.url] : options.url, cluster, timeoutMs: options.timeoutMs, scripts: SCRIPTS });
+    super(new RedisEpochs({ connection, keys: new RedisKeys(options.keyPrefix, cluster), ttlMs: options.ttlMs }, ''), { ...options, name: 'redis' });
+  }
 }
 
-export class RedisEpochStore implements EpochStore {
-  readonly #core: StoreCore;
-  /** The conversation this view's keys belong to ('' for the store itself, whose epoch keys carry no hash tag). */
+/** What every conversation's view of one store shares. */
+interface RedisCore {
+  readonly connection: RedisConnection;
+  readonly keys: RedisKeys;
+  readonly ttlMs: number;
+}
+
+/** The Redis commands alone, as one conversation sends them ('' for the store itself): each resolves with Redis's answer or rejects. */
+class RedisEpochs implements SharedEpochs {
+  readonly #core: RedisCore;
   readonly #conversation: string;
 
-  constructor(options: RedisEpochStoreOptions, view?: { core: StoreCore; conversation: string }) {
-    this.#conversation = view?.conversation ?? '';
-    if (view !== undefined) {
-      this.#core = view.core;
-      return;
-    }
-    const cluster = options.cluster === true;
-    const connection = new RedisConnection({
-      urls: typeof options.url === 'string' ? [options.url] : options.url,
-      cluster,
-      timeoutMs: options.timeoutMs,
-      scripts: SCRIPTS,
-      logger: options.logger,
-      onFault: options.onFault,
-    });
-    this.#core = { connection, keys: new RedisKeys(options.keyPrefix, cluster), memory: options.memory, options, now: options.now ?? Date.now };
+  constructor(core: RedisCore, conversation: string) {
+    this.#core = core;
+    this.#conversation = conversation;
   }
 
-  /** The store as one conversation uses it: on a cluster its keys share the conversation's hash tag (one node). */
-  forConversation(conversation: string): RedisEpochStore {
-    return new RedisEpochStore(this.#core.options, { core: this.#core, conversation });
+  forConversation(conversation: string): RedisEpochs {
+    return new RedisEpochs(this.#core, conversation);
   }
 
-  /** Epochs held in this process's memory (Redis counts its own: `DBSIZE`). */
-  get size(): number {
-    return this.#core.memory.size;
+  get ready(): boolean {
+    return this.#core.connection.ready;
   }
 
-  /** Whether the replica is working from memory now (Redis down, or its last command failed). */
-  get degraded(): boolean {
-    return this.#core.connection.degraded;
+  onReady(listener: () => void): void {
+    this.#core.connection.onReady(listener);
   }
 
-  async lookup(hashes: readonly string[], shared?: SharedReads, options: LookupOptions = {}): Promise<EpochLookup> {
-    const { memory } = this.#core;
-    const local = await memory.lookup(hashes);
-    const reply = await this.#lookupReply(hashes, shared, options);
-    if (reply === undefined) return { ...local, degraded: true };
-    const [found, pendingFound, ratio, backoff, running] = reply;
-    const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, backoff) } };
-    const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
-    let inUse = matches(found) ? found : null;
-    // Memory knows a longer one: Redis was flushed or restarted empty. It is written back, so other replicas find it again.
-    if (local.inUse !== null && (inUse === null || local.inUse.seenLength > inUse.seenLength)) {
-      inUse = local.inUse;
-      void this.save(inUse);
-    } else if (inUse !== null) {
-      memory.set(inUse);
-    }
-    const pending = matches(pendingFound) && pendingFound.sourceLength > (inUse?.sourceLength ?? 0) ? pendingFound : local.pending;
-    return { inUse, pending, ...state, ...(running === '' || pending !== null ? {} : { runningElsewhere: running }) };
+  firstConnection(): Promise<void> {
+    return this.#core.connection.firstConnection();
   }
 
-  /** The script's answer (the ratio read beside it on a cluster), decoded; undefined when Redis did not answer. */
-  async #lookupReply(hashes: readonly string[], shared: SharedReads | undefined, { patient = false }: LookupOptions): Promise<[Epoch | undefined, Epoch | undefined, number | undefined, number, string] | undefined> {
-    const { keys, connection, options } = this.#core;
-    const conversation = this.#conversation;
+  async lookup(hashes: readonly string[], shared?: SharedReads, { patient = false }: LookupOptions = {}): Promise<SharedLookup> {
+    const { keys, connection, ttlMs } = this.#core;
     const scriptKeys: string[] = [];
     const ratioInScript = shared !== undefined && keys.ratioInScript;
     if (ratioInScript) scriptKeys.push(keys.ratio(shared.ratio));
     if (shared !== undefined) scriptKeys.push(keys.backoff(shared.conversation));
     const sharedKeys = scriptKeys.length;
-    for (let index = hashes.length - 1; index > 0; index--) scriptKeys.push(keys.epoch(conversation, hashes[index]!));
+    for (let index = hashes.length - 1; index > 0; index--) scriptKeys.push(keys.epoch(this.#conversation, hashes[index]!));
     const client = connection.client;
-    const script = connection.call('lookup', () => client.epochLookupBuffer(scriptKeys.length, ...scriptKeys, options.ttlMs, sharedKeys, ratioInScript ? '1' : '0'), { patient });
+    const script = connection.run(() => client.epochLookupBuffer(scriptKeys.length, ...scriptKeys, ttlMs, sharedKeys, ratioInScript ? '1' : '0'), { patient });
     // On a cluster the ratio is in another slot: read at the same time, so still one round trip.
-    const beside = shared === undefined || ratioInScript ? undefined : connection.call('lookup', () => client.getBuffer(keys.ratio(shared.ratio)), { patient });
+    const beside = shared === undefined || ratioInScript ? undefined : connection.run(() => client.getBuffer(keys.ratio(shared.ratio)), { patient });
     const [reply, ratioBeside] = await Promise.all([script, beside]);
-    if (reply === undefined) return undefined;
     const ratioText = ratioInScript ? reply[2] : (ratioBeside ?? Buffer.alloc(0));
     const ratio = ratioText.length === 0 ? undefined : Number(ratioText.toString());
-    const decoded = (value: Buffer): Epoch | undefined => (value.length === 0 ? undefined : decodeEpoch(value));
-    return [decoded(reply[0]), decoded(reply[1]), ratio, reply[3], reply[4].toString()];
+    const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
+    const running = reply[4].toString();
+    return {
+      inUse: reply[0].length === 0 ? undefined : decodeEpoch(reply[0]),
+      pending: reply[1].length === 0 ? undefined : decodeEpoch(reply[1]),
+      ...state,
+      ...(running === '' ? {} : { runningElsewhere: running }),
+    };
   }
 
-  async shareRatios(measures: readonly UnsharedMeasures[]): Promise<void> {
-    const { keys, connection, options } = this.#core;
-    // Sent together: ioredis writes them to the socket in one go, one round trip for all.
-    await Promise.all(
-      measures.map(({ name, samples }) =>
-        connection.call('ratio', () => connection.client.tokenRatioMerge(keys.ratio(name), LEARNING_WEIGHT, options.ttlMs, ...samples)),
-      ),
-    );
+  async shareRatio({ name, samples }: UnsharedMeasures): Promise<void> {
+    const { keys, connection, ttlMs } = this.#core;
+    await connection.run(() => connection.client.tokenRatioMerge(keys.ratio(name), LEARNING_WEIGHT, ttlMs, ...samples));
   }
 
   async noteFailure(conversation: string, ms: number): Promise<void> {
     const { keys, connection } = this.#core;
-    await connection.call('backoff', () => connection.client.set(keys.backoff(conversation), '1', 'PX', ms));
+    await connection.run(() => connection.client.set(keys.backoff(conversation), '1', 'PX', ms));
   }
 
   async clearFailure(conversation: string): Promise<void> {
     const { keys, connection } = this.#core;
-    await connection.call('backoff', () => connection.client.del(keys.backoff(conversation)));
+    await connection.run(() => connection.client.del(keys.backoff(conversation)));
   }
 
   async load(key: string): Promise<Epoch | undefined> {
-    const { keys, connection, memory } = this.#core;
-    const value = await connection.call('load', () => connection.client.getBuffer(keys.epoch(this.#conversation, key)));
-    const epoch = value === undefined || value === null ? undefined : decodeEpoch(value);
-    return epoch ?? memory.get(key);
+    const { keys, connection } = this.#core;
+    const value = await connection.run(() => connection.client.getBuffer(keys.epoch(this.#conversation, key)));
+    return value === null ? undefined : decodeEpoch(value);
   }
 
-  async save(epoch: Epoch): Promise<void> {
-    const { keys, connection, memory, options, now } = this.#core;
-    memory.set(epoch);
-    const ttl = epoch.expiresAt === undefined ? options.ttlMs : Math.min(options.ttlMs, epoch.expiresAt - now());
-    if (ttl <= 0) return;
-    await connection.call('save', () => connection.client.set(keys.epoch(this.#conversation, epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttl)));
+  async save(epoch: Epoch, ttlMs: number): Promise<void> {
+    const { keys, connection } = this.#core;
+    await connection.run(() => connection.client.set(keys.epoch(this.#conversation, epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttlMs)));
   }
 
-  async lease(key: string, ttlMs: number): Promise<EpochLease | null> {
+  async lease(key: string, ttlMs: number): Promise<SharedLease | null> {
     const { keys, connection } = this.#core;
     const leaseKey = keys.lease(this.#conversation, key);
     const token = randomUUID();
-    const taken = await connection.call('lease', () => connection.client.set(leaseKey, token, 'PX', ttlMs, 'NX'));
-    // Redis unreachable: this replica computes on its own (its single flight still joins its own callers).
-    if (taken === undefined) return { renew: async () => true, release: async () => undefined };
-    if (taken === null) return null;
+    if ((await connection.run(() => connection.client.set(leaseKey, token, 'PX', ttlMs, 'NX'))) === null) return null;
     return {
-      renew: async () => (await connection.call('lease', () => connection.client.epochLeaseRenew(leaseKey, token, ttlMs))) !== 0,
+      renew: async () => (await connection.run(() => connection.client.epochLeaseRenew(leaseKey, token, ttlMs))) !== 0,
       release: async () => {
-        await connection.call('lease', () => connection.client.epochLeaseRelease(leaseKey, token));
+        await connection.run(() => connection.client.epochLeaseRelease(leaseKey, token));
       },
     };
   }

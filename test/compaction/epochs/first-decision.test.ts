@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Epoch, MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../../src/compaction/types.js';
 import { prefixHashes } from '../../../src/compaction/epochs/prefix-hash.js';
 import { chatRequestView } from '../../../src/formats/chat/read.js';
 import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
@@ -42,7 +43,7 @@ const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
 const epoch: Epoch = { key: hashes[4]!, sourceLength: 4, seenLength: 4, replacement: [{ role: 'user', content: '[compacted:summary] notes' }], notes: 'notes', strategy: 'summary', report: 'summarized' };
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], history: ChatMessage[]) {
-  return compactor.prepare({ request: chatRequestView({ model: 'm', messages: history }), tenant: '', signal: new AbortController().signal });
+  return compactor.compact({ request: chatRequestView({ model: 'm', messages: history }), tenant: '', signal: new AbortController().signal });
 }
 
 describe('a replica\'s first decision', () => {
