@@ -153,24 +153,35 @@ function freshMessage(message: ChatMessage): WireMessage | undefined {
   return undefined;
 }
 
+/** The first `tool_result` block of each id, looked up once per message rather than once per result. */
+function resultBlocksById(blocks: readonly Record<string, unknown>[]): Map<unknown, Record<string, unknown>> {
+  const byId = new Map<unknown, Record<string, unknown>>();
+  for (const block of blocks) {
+    if (block['type'] === 'tool_result' && !byId.has(block['tool_use_id'])) byId.set(block['tool_use_id'], block);
+  }
+  return byId;
+}
+
 /** A user message the core changed, rebuilt from its own blocks. */
 function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): WireMessage | undefined {
   const blocks = blocksOf(original);
+  const results = resultBlocksById(blocks);
   const out: unknown[] = [];
   for (const view of views) {
     if (view.role === 'tool') {
-      const block = blocks.find((candidate) => candidate['type'] === 'tool_result' && candidate['tool_use_id'] === view.tool_call_id);
+      const block = results.get(view.tool_call_id);
       if (block === undefined) continue;
       out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
       continue;
     }
+    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
     const made = originOf(view)?.made.content;
     const rest = blocks.filter((block) => block['type'] !== 'tool_result');
-    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
+    const positionOf = new Map(Array.isArray(made) ? made.map((part, position) => [part, position] as const) : []);
     const parts = Array.isArray(view.content) ? view.content : [{ type: 'text', text: view.content ?? '' }];
     for (const part of parts) {
-      const position = Array.isArray(made) ? made.indexOf(part) : -1;
-      out.push(position >= 0 ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
+      const position = positionOf.get(part);
+      out.push(position !== undefined ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
     }
   }
   return out.length > 0 ? { ...original, content: out } : undefined;
