@@ -158,6 +158,11 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
+  /** Summaries waiting for a slot now (for tests). */
+  get queuedSummaries(): number {
+    return this.#writer.queued;
+  }
+
   get epochCount(): number {
     return this.#store.size;
   }

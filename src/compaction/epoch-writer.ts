@@ -13,7 +13,8 @@ import { type Candidate, trustedMarks } from './plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
 import { summarizedLine, truncatedLine } from './report.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
+import { QueuePlace } from './semaphore.js';
+import { FairSlots, NotRun, STALE_LIMIT } from './fair-slots.js';
 import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
 import type { TokenRatios } from './token-ratio.js';
 import type { CallHeaders } from './upstream-json.js';
@@ -90,13 +91,26 @@ export interface WriteOptions {
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
-  readonly #summaryCalls: Semaphore;
+  readonly #summaryCalls: FairSlots;
   /** The places in line of background summaries, by epoch key: a request that comes to wait for one promotes it. */
   readonly #backgroundPlaces = new Map<string, QueuePlace>();
 
   constructor(options: EpochWriterOptions) {
     this.#options = options;
-    this.#summaryCalls = new Semaphore({ limit: options.config.summary.concurrency, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS });
+    const { concurrency, max_queued_per_tenant, max_queued_background } = options.config.summary;
+    this.#summaryCalls = new FairSlots({
+      limit: concurrency,
+      maxQueuedPerTenant: max_queued_per_tenant,
+      maxQueuedBackground: max_queued_background,
+      now: options.now,
+      backgroundMaxWaitMs: BACKGROUND_USEFUL_MS,
+      onDrop: (limit) => options.observer?.summaryDropped?.(limit),
+    });
+  }
+
+  /** Summaries waiting for a slot now. */
+  get queued(): number {
+    return this.#summaryCalls.waiting;
   }
 
   /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
@@ -164,7 +178,7 @@ export class EpochWriter {
       const place = new QueuePlace(pending ? 'background' : 'foreground');
       if (pending) this.#backgroundPlaces.set(key, place);
       try {
-        const result = await this.#summaryCalls.use(() => {
+        const result = await this.#summaryCalls.use(request.tenant, () => {
           const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
           timeout = callTimeout;
           callStarted = now();
@@ -187,9 +201,13 @@ export class EpochWriter {
             (body, callSignal) => chat(body, callSignal, request.headers),
           );
         }, place);
-        if (result === DROPPED) {
-          logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
-          return null;
+        if (result instanceof NotRun) {
+          const line = result.dropped === STALE_LIMIT ? `${result.dropped}: dropped` : `summary not queued: over ${result.dropped}`;
+          if (pending) {
+            logger?.info({ model: request.model, waitedMs: now() - started, limit: result.dropped }, line);
+            return null;
+          }
+          throw new SummaryError(`${line} (${this.#summaryCalls.waiting} summaries waiting)`, 0);
         }
         backoff.forget(conversation);
         const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');

@@ -83,6 +83,10 @@ export const ConfigSchema = z
             max_tokens: PositiveInteger.default(1024),
             timeout_ms: Milliseconds.default(300_000),
             concurrency: PositiveInteger.default(1),
+            /** Summaries one tenant may have waiting for a slot (issue 21): one tenant's flood never queues ahead of everyone. */
+            max_queued_per_tenant: PositiveInteger.default(16),
+            /** Background summaries waiting in all; past it the stalest is dropped. Each holds its request's messages. */
+            max_queued_background: PositiveInteger.default(64),
             prompt_file: z.string().min(1).nullable().default(null),
           })
           .prefault({}),

@@ -169,6 +169,13 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #summariesDropped = new Counter({
+    name: 'compactor_summaries_dropped_total',
+    help: 'Summaries dropped from the queue or refused a place in it, by the limit that did it (compaction.summary.max_queued_per_tenant, compaction.summary.max_queued_background, or waited too long).',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   readonly #epochLookups = new Counter({
     name: 'compactor_epoch_lookups_total',
     help: 'Epoch cache lookups of requests past the fast path, by result (hit, miss).',
@@ -298,6 +305,10 @@ export class Metrics implements CompactionObserver {
   summaryWait(milliseconds: number): void {
     this.#summaryWaits.inc();
     this.#summaryWaitSeconds.observe(milliseconds / 1000);
+  }
+
+  summaryDropped(limit: string): void {
+    this.#summariesDropped.inc({ limit });
   }
 
   epochLookup(hit: boolean): void {

@@ -1,0 +1,184 @@
+/**
+ * Issue 21 items 1 and 2: the largest body allowed (`limits.body_bytes`, 32 MiB
+ * by default) of the worst shapes found, checked, planned and forwarded, while
+ * another client asks `/healthz` every 10 ms; then the p99 of small chat
+ * requests while maximum-size requests keep arriving.
+ *
+ *   npx tsx bench/hostile-bodies.ts [--bytes=33554432] [--rounds=3] [--small=200]
+ *
+ * compactor (bench/servers/compactor.ts) and the lean upstream
+ * (bench/servers/upstream.ts) run in their own processes, started here with
+ * tsx; the upstream's window is set so each body lands between the soft
+ * threshold and the threshold (hashed, looked up, forwarded; a background
+ * summary starts after the answer). Each figure is also given for the floor
+ * measured in the same run: the same body sent straight to the upstream.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'undici';
+
+const flag = (name: string, fallback: number): number => {
+  const found = process.argv.find((arg) => arg.startsWith(`--${name}=`));
+  return found === undefined ? fallback : Number(found.slice(name.length + 3));
+};
+const BYTES = flag('bytes', 33_554_432);
+const ROUNDS = flag('rounds', 3);
+const SMALL = flag('small', 200);
+
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
+  children.push(child);
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code}) before listening`)));
+    child.on('message', (message: { port?: number }) => {
+      if (typeof message.port === 'number') resolve(message.port);
+    });
+  });
+  return `http://127.0.0.1:${port}`;
+}
+
+const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
+
+/** Fills `make(i)` until the JSON body would pass `bytes`. */
+function fill(bytes: number, prefix: string, suffix: string, parts: (index: number) => string[]): string {
+  const pieces: string[] = [];
+  let size = prefix.length + suffix.length;
+  for (let index = 0; ; index++) {
+    const next = parts(index);
+    const cost = next.reduce((sum, piece) => sum + piece.length + 1, 0);
+    if (size + cost > bytes) break;
+    pieces.push(...next);
+    size += cost;
+  }
+  return prefix + pieces.join(',') + suffix;
+}
+
+/** The issue's shape: n assistant messages each calling "x", then their n results (all misplaced but one). */
+function sharedIdBody(bytes: number): string {
+  const half = Math.floor(bytes / 2);
+  const assistants = fill(half, '', '', () => [JSON.stringify({ role: 'assistant', content: '', tool_calls: [call('x')] })]);
+  const count = assistants.split('"tool_calls"').length - 1;
+  const results = Array.from({ length: count }, () => JSON.stringify({ role: 'tool', tool_call_id: 'x', content: 'r' })).join(',');
+  return `{"model":"bench","messages":[{"role":"user","content":"go"},${assistants},${results}]}`;
+}
+
+/** An agent loop of small steps: the most messages per byte that hash, group and estimate. */
+function agentBody(bytes: number): string {
+  return fill(bytes, '{"model":"bench","messages":[{"role":"system","content":"s"},', ']}', (index) => [
+    ...(index % 5 === 0 ? [JSON.stringify({ role: 'user', content: `t${index}` })] : []),
+    JSON.stringify({ role: 'assistant', content: '', tool_calls: [call(`c${index}`)] }),
+    JSON.stringify({ role: 'tool', tool_call_id: `c${index}`, content: 'ok' }),
+  ]);
+}
+
+/** Messages API: one assistant turn of n tool_use blocks, one user turn of their results plus an orphan. */
+function messagesBody(bytes: number): string {
+  const half = Math.floor(bytes / 2) - 64;
+  const uses = fill(half, '', '', (index) => [JSON.stringify({ type: 'tool_use', id: `t${index}`, name: 'f', input: {} })]);
+  const count = uses.split('"tool_use"').length - 1;
+  const results = Array.from({ length: count }, (_, index) => JSON.stringify({ type: 'tool_result', tool_use_id: `t${index}`, content: 'r' }));
+  results.push(JSON.stringify({ type: 'tool_result', tool_use_id: 'orphan', content: 'r' }));
+  return `{"model":"bench","max_tokens":16,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[${uses}]},{"role":"user","content":[${results.join(',')}]}]}`;
+}
+
+/** Polls /healthz every 10 ms until stopped; returns the slowest answer in ms. */
+function healthProbe(origin: string): () => Promise<number> {
+  let worst = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const started = performance.now();
+      const response = await request(`${origin}/healthz`);
+      await response.body.text();
+      worst = Math.max(worst, performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+    return worst;
+  };
+}
+
+async function post(origin: string, path: string, body: string): Promise<{ ms: number; status: number; report: string }> {
+  const started = performance.now();
+  const response = await request(`${origin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, headersTimeout: 120_000, bodyTimeout: 120_000 });
+  await response.body.text();
+  const report = response.headers['x-compactor'];
+  return { ms: performance.now() - started, status: response.statusCode, report: typeof report === 'string' ? report : '' };
+}
+
+const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
+
+async function largestBodies(compactor: string, upstream: string): Promise<void> {
+  const shapes: [string, string, string][] = [
+    ['chat: n calls of "x", then n results', '/v1/chat/completions', sharedIdBody(BYTES)],
+    ['chat: agent loop of small steps', '/v1/chat/completions', agentBody(BYTES)],
+    ['messages: n tool_use + n tool_result + orphan', '/v1/messages', messagesBody(BYTES)],
+  ];
+  console.log(`| shape | body | compactor (median of ${ROUNDS}) | straight to the upstream | slowest /healthz meanwhile | answer |`);
+  console.log('|---|---|---|---|---|---|');
+  for (const [name, path, body] of shapes) {
+    const times: number[] = [];
+    const floors: number[] = [];
+    let worstHealth = 0;
+    let last = { ms: 0, status: 0, report: '' };
+    for (let round = 0; round < ROUNDS; round++) {
+      floors.push((await post(upstream, '/v1/chat/completions', body)).ms);
+      const stop = healthProbe(compactor);
+      last = await post(compactor, path, body);
+      times.push(last.ms);
+      worstHealth = Math.max(worstHealth, await stop());
+    }
+    console.log(`| ${name} | ${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB | ${median(times).toFixed(0)} ms | ${median(floors).toFixed(0)} ms | ${worstHealth.toFixed(0)} ms | ${last.status} ${last.report} |`);
+  }
+}
+
+/** Small requests one after another while maximum-size requests arrive back to back; small requests alone as the baseline. */
+async function smallUnderLarge(compactor: string): Promise<void> {
+  const small = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hi' }] });
+  const run = async (): Promise<number[]> => {
+    const times: number[] = [];
+    for (let index = 0; index < SMALL; index++) times.push((await post(compactor, '/v1/chat/completions', small)).ms);
+    return times;
+  };
+  const alone = await run();
+  const large = agentBody(BYTES);
+  let flooding = true;
+  let sent = 0;
+  const flood = (async () => {
+    while (flooding) {
+      await post(compactor, '/v1/chat/completions', large);
+      sent++;
+    }
+  })();
+  const underLoad = await run();
+  flooding = false;
+  await flood;
+  console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max |`);
+  console.log('|---|---|---|---|');
+  console.log(`| alone | ${median(alone).toFixed(1)} ms | ${percentile(alone, 99).toFixed(1)} ms | ${Math.max(...alone).toFixed(1)} ms |`);
+  console.log(`| while ${sent} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms |`);
+}
+
+async function main(): Promise<void> {
+  // About 1.25 tokens per 4 bytes learned: a window of ~BYTES/2 tokens puts a full body between soft threshold and threshold.
+  const upstream = await start('bench/servers/upstream.ts', ['0'], { N_CTX: String(Math.round(BYTES / 2)) });
+  const compactor = await start('bench/servers/compactor.ts', [upstream, JSON.stringify({ log: { level: 'warn' } })]);
+  await largestBodies(compactor, upstream);
+  await smallUnderLarge(compactor);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
