@@ -115,7 +115,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
   // The epoch store (cache.store): this process's memory, or Redis shared by replicas.
-  const epochs = deps.planner === undefined && deps.compactor === undefined ? epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) }) : null;
+  const epochs = deps.planner === undefined && deps.compactor === undefined ? epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) }) : null;
   const engine =
     deps.planner !== undefined
       ? null

@@ -41,6 +41,7 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
   COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
+  COMPACTOR_REDIS_SECRET      cache.redis.secret (signs every stored epoch; unsigned or mis-signed ones are misses)
   COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
 
 Other settings without a flag:
@@ -77,6 +78,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'] },
+  COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
 };
 
 /** The same keys by command-line flag, secrets excepted. */

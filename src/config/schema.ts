@@ -107,6 +107,10 @@ export const ConfigSchema = z
             key_prefix: z.string().default('compactor:'),
             // A store slower than this is treated as down for that call: the request goes on with the memory store.
             timeout_ms: Milliseconds.default(50),
+            /** Signs every stored epoch (HMAC-SHA256): one that does not verify is a miss. Without it, whoever can write the keys is trusted. */
+            secret: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
+            /** A stored epoch larger than this once inflated is a miss: no epoch is larger than a request body. */
+            max_value_bytes: PositiveInteger.default(33_554_432),
           })
           .prefault({}),
       })

@@ -183,6 +183,13 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #storeBadValues = new Counter({
+    name: 'compactor_store_bad_values_total',
+    help: 'Values read from the epoch store that were not a valid epoch (treated as misses), by reason: unsigned, signature, too-large, encoding, json, schema.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly #storeFaults = new Counter({
     name: 'compactor_store_faults_total',
     help: 'Epoch store commands that failed or timed out (the request went on with memory), by operation.',
@@ -316,6 +323,10 @@ export class Metrics implements CompactionObserver {
   }
 
   /** A shared epoch store's command failed or timed out; the request went on with memory. */
+  storeBadValue(reason: string): void {
+    this.#storeBadValues.inc({ reason });
+  }
+
   storeFault(operation: string): void {
     this.#storeFaults.inc({ operation });
   }

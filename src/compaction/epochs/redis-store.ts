@@ -6,7 +6,7 @@ import type { Redis as RedisClient } from 'ioredis';
 // without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
 const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
 import type { CompactionLogger } from '../epoch-writer.js';
-import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
+import { type BadValueReason, StoredEpochCodec } from './stored-epoch.js';
 import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
 import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore, SharedReads } from './epoch-store.js';
 
@@ -98,7 +98,16 @@ export interface RedisEpochStoreOptions {
   /** Told of each command that failed (the metrics). */
   readonly onFault?: ((operation: StoreOperation) => void) | undefined;
   readonly now?: () => number;
+  /** `cache.redis.secret`: values are signed, and one that does not verify is a miss (stored-epoch.ts). */
+  readonly secret?: string | null | undefined;
+  /** `cache.redis.max_value_bytes`: a value larger than this once inflated is a miss. */
+  readonly maxValueBytes?: number | undefined;
+  /** Told of each stored value that was not a valid epoch (the metrics). */
+  readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
 }
+
+/** Bad values named in the log, remembered so each is logged once (bounded: a flood of them logs at most this many). */
+const LOGGED_BAD_VALUES = 1_000;
 
 interface ScriptedRedis extends RedisClient {
   epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number]>;
@@ -114,11 +123,14 @@ export class RedisEpochStore implements EpochStore {
   readonly #now: () => number;
   /** Whether the last command failed: the outage is warned once, and its end said once. */
   #faulty = false;
+  readonly #codec: StoredEpochCodec;
+  readonly #loggedBadValues = new Set<string>();
 
   constructor(options: RedisEpochStoreOptions) {
     this.#options = options;
     this.#memory = options.memory;
     this.#now = options.now ?? Date.now;
+    this.#codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
     const { Redis } = loadIoredis();
     this.#redis = new Redis(options.url, {
       // Fail at once while disconnected rather than queue: the request goes on with memory.
@@ -160,8 +172,8 @@ export class RedisEpochStore implements EpochStore {
     const ratio = reply[2].length === 0 ? undefined : Number(reply[2].toString());
     const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
     const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
-    const found = reply[0].length === 0 ? undefined : decodeEpoch(reply[0]);
-    const pendingFound = reply[1].length === 0 ? undefined : decodeEpoch(reply[1]);
+    const found = reply[0].length === 0 ? undefined : this.#decode(reply[0]);
+    const pendingFound = reply[1].length === 0 ? undefined : this.#decode(reply[1]);
     let inUse = matches(found) ? found : null;
     // Memory knows a longer one: Redis was flushed or restarted empty. It is written back, so other replicas find it again.
     if (local.inUse !== null && (inUse === null || local.inUse.seenLength > inUse.seenLength)) {
@@ -189,7 +201,8 @@ export class RedisEpochStore implements EpochStore {
 
   async load(key: string): Promise<Epoch | undefined> {
     const value = await this.#call('load', () => this.#redis.getBuffer(this.#epochKey(key)));
-    const epoch = value === undefined || value === null ? undefined : decodeEpoch(value);
+    const decoded = value === undefined || value === null ? undefined : this.#decode(value);
+    const epoch = decoded?.key === key ? decoded : undefined;
     return epoch ?? this.#memory.get(key);
   }
 
@@ -197,7 +210,7 @@ export class RedisEpochStore implements EpochStore {
     this.#memory.set(epoch);
     const ttl = epoch.expiresAt === undefined ? this.#options.ttlMs : Math.min(this.#options.ttlMs, epoch.expiresAt - this.#now());
     if (ttl <= 0) return;
-    await this.#call('save', () => this.#redis.set(this.#epochKey(epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttl)));
+    await this.#call('save', () => this.#redis.set(this.#epochKey(epoch.key), this.#codec.encode(epoch), 'PX', Math.ceil(ttl)));
   }
 
   async lease(key: string, ttlMs: number): Promise<EpochLease | null> {
@@ -232,6 +245,19 @@ export class RedisEpochStore implements EpochStore {
   }
 
   /** Runs one command; undefined when it failed or timed out (counted, the outage warned once). */
+  /** A stored value as an epoch, or undefined (a miss) when it is not a valid one: counted, and logged once per value. */
+  #decode(value: Buffer): Epoch | undefined {
+    const decoded = this.#codec.decode(value);
+    if ('epoch' in decoded) return decoded.epoch;
+    this.#options.onBadValue?.(decoded.bad);
+    const fingerprint = `${decoded.bad}:${value.length}:${value.subarray(0, 64).toString('base64')}`;
+    if (!this.#loggedBadValues.has(fingerprint) && this.#loggedBadValues.size < LOGGED_BAD_VALUES) {
+      this.#loggedBadValues.add(fingerprint);
+      this.#options.logger?.warn({ reason: decoded.bad, detail: decoded.detail, bytes: value.length }, 'epoch store: a stored value is not a valid epoch; treated as a miss');
+    }
+    return undefined;
+  }
+
   async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
     if (this.#redis.status !== 'ready') {
       this.#fault(operation, 'not connected');
