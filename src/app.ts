@@ -19,7 +19,7 @@ import { answeredOf, bothObservers, DashboardState } from './http/dashboard-stat
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
-import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
+import { BodyDrains, discardBoundsFor } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { cameThroughHere } from './upstream/via.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
@@ -204,15 +204,19 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     done();
   });
 
-  const discardBounds = discardBoundsFor(config.limits.body_bytes);
+  const drains = new BodyDrains(discardBoundsFor(config.limits.body_bytes, config.limits.drain_min_bytes_per_s), config.limits.max_draining);
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const proxyError = toProxyError(error, config);
     if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
     if (proxyError instanceof PayloadTooLargeError) {
       // Fastify asks to close the connection, which resets a client still uploading before it reads the 413:
       // the rest of the body is read and dropped instead (bounded), and the connection stays open.
-      reply.removeHeader('connection');
-      discardRestOfBody(request.raw, discardBounds);
+      // Past limits.max_draining drains at once, the 413 closes the connection at once instead.
+      if (drains.tryDiscard(request.raw)) reply.removeHeader('connection');
+      else {
+        reply.header('connection', 'close');
+        request.log.info({ draining: drains.draining }, 'oversized body not drained: limits.max_draining drains under way; closing');
+      }
     }
     return sendError(reply, proxyError);
   });

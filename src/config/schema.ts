@@ -132,7 +132,15 @@ export const ConfigSchema = z
         max_events: PositiveInteger.default(200),
       })
       .prefault({}),
-    limits: z.strictObject({ body_bytes: PositiveInteger.default(33_554_432) }).prefault({}),
+    limits: z
+      .strictObject({
+        body_bytes: PositiveInteger.default(33_554_432),
+        /** Connections draining the rest of a body after its 413 at once; past it the 413 closes at once (each holds a descriptor). */
+        max_draining: PositiveInteger.default(64),
+        /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */
+        drain_min_bytes_per_s: PositiveInteger.default(32_768),
+      })
+      .prefault({}),
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
   })
   .superRefine((config, context) => {
