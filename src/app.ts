@@ -22,6 +22,7 @@ import { Shutdown } from './http/shutdown.js';
 import { BodyDrains, discardBoundsFor } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { cameThroughHere } from './upstream/via.js';
+import { loopWarner } from './http/loop-warnings.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { epochStoreOf } from './compaction/epochs/store-of-config.js';
@@ -135,13 +136,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const allKeys = [...config.auth.keys, ...config.auth.admin_keys];
   const keyCheck = allKeys.length > 0 ? createKeyCheck(allKeys) : undefined;
   const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
-  // Every looped request gets its 508; the operator is told once what is wrong.
-  let loopReported = false;
-  const warnLoopOnce = (log: FastifyBaseLogger): void => {
-    if (loopReported) return;
-    loopReported = true;
-    log.warn('a request came back to compactor through its own upstream: upstream.url (or compaction.summary.upstream) points at compactor itself; answering 508');
-  };
+  // Every looped request gets its 508; the operator is told once per origin of the loop (loop-warnings.ts).
+  const warnLoop = loopWarner();
   const shutdown = new Shutdown();
   const inFlight = new InFlight(metrics);
 
@@ -189,10 +185,6 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     const record = inFlight.track(request, reply);
-    if (cameThroughHere(request.headers.via)) {
-      warnLoopOnce(request.log);
-      return void sendError(reply, new LoopDetectedError());
-    }
     if (record.kind === 'ops') return done();
     // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
     if (inFlight.draining) return void sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
@@ -200,6 +192,11 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
       const result = keyCheck(request.headers.authorization);
       if (!result.ok) return void sendError(reply, new UnauthorizedError());
       record.tenant = result.tenant;
+    }
+    // After the key check: a forged Via from a client without a key gets its 401, and warns of nothing.
+    if (cameThroughHere(request.headers.via)) {
+      warnLoop(request, request.log);
+      return void sendError(reply, new LoopDetectedError());
     }
     done();
   });
