@@ -144,11 +144,13 @@ export class CompactionEngine {
       logger: options.logger,
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
+      learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
       now,
+      minLearnedWindow: compaction.min_learned_window,
       ...windowNotices(options.logger),
     });
   }

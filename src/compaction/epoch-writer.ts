@@ -78,6 +78,8 @@ export interface EpochWriterOptions {
   readonly logger: CompactionLogger | undefined;
   readonly observer: CompactionObserver | undefined;
   readonly summaryPrompt: string | undefined;
+  /** When the window learned from a refusal of a model expires (undefined: none stands): a truncation made under it expires with it. */
+  readonly learnedWindowUntil?: (model: string) => number | undefined;
 }
 
 export interface WriteOptions {
@@ -106,6 +108,12 @@ export class EpochWriter {
       backgroundMaxWaitMs: BACKGROUND_USEFUL_MS,
       onDrop: (limit) => options.observer?.summaryDropped?.(limit),
     });
+  }
+
+  /** A truncation stands for its TTL, or until the learned window it was cut for expires, whichever comes first. */
+  #truncationExpiry(model: string): number {
+    const { now, learnedWindowUntil } = this.#options;
+    return Math.min(now() + TRUNCATION_TTL_MS, learnedWindowUntil?.(model) ?? Number.POSITIVE_INFINITY);
   }
 
   /** Summaries waiting for a slot now. */
@@ -250,7 +258,7 @@ export class EpochWriter {
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: this.#truncationExpiry(request.model) });
       }
     }
   }

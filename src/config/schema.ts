@@ -91,6 +91,8 @@ export const ConfigSchema = z
           })
           .prefault({}),
         on_summary_failure: z.enum(['truncate', 'forward', 'error']).default('truncate'),
+        /** A refusal naming a smaller window than this is not learned: a refusal naming 1 token made every request a 400. */
+        min_learned_window: PositiveInteger.default(512),
         progress: z.boolean('expected true or false').default(true),
       })
       .prefault({}),
