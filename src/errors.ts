@@ -9,6 +9,7 @@
  * | ContextLengthExceededError  | 400     | context_length_exceeded                |
  * | UnauthorizedError           | 401     | invalid_api_key                        |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
+ * | TooManyItemsError           | 413     | request_too_complex                    |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
  * | InternalError               | 500     | internal_error                         |
  * | UpstreamUnreachableError    | 502     | upstream_unreachable                   |
@@ -80,6 +81,18 @@ export class PayloadTooLargeError extends ProxyError {
       type: 'invalid_request_error',
       code: 'request_too_large',
       message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)`,
+    });
+  }
+}
+
+/** 413: more messages, tool calls and content parts than `limits.max_items`: the planning work a request may cost. */
+export class TooManyItemsError extends ProxyError {
+  constructor(limit: number) {
+    super({
+      status: 413,
+      type: 'invalid_request_error',
+      code: 'request_too_complex',
+      message: `the request carries more than ${limit} messages, tool calls and content parts (limits.max_items)`,
     });
   }
 }

@@ -137,6 +137,8 @@ export const ConfigSchema = z
     limits: z
       .strictObject({
         body_bytes: PositiveInteger.default(33_554_432),
+        /** Messages, tool calls and content parts one request may carry: the planning work of a request is capped by it (413 past it). */
+        max_items: PositiveInteger.default(50_000),
         /** Connections draining the rest of a body after its 413 at once; past it the 413 closes at once (each holds a descriptor). */
         max_draining: PositiveInteger.default(64),
         /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */

@@ -37,7 +37,7 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const format = exchange.route.format;
   // Observe mode forwards exactly what the client sent: pairs are checked and reported, never repaired or refused.
   const observing = config.compaction.mode === 'observe';
-  const read = format.read(request.body, request.headers['content-type'], config.pairs, observing);
+  const read = format.read(request.body, request.headers['content-type'], config.pairs, observing, config.limits.max_items);
   const pairs = read.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;

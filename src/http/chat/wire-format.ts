@@ -7,6 +7,7 @@ import { describePairProblem, findPairProblems } from '../../transcript/pairs.js
 import type { ChatRequestBody } from './planner.js';
 import { type PairOutcome, applyPairMode, observePairMode, readChatRequest, readJsonObject, withModelNameChecked } from './request.js';
 import { spliceInput, spliceMessages } from './splice-messages.js';
+import { checkPlanningItems } from './planning-cap.js';
 
 /**
  * The wire formats one chat exchange serves: chat completions, and the
@@ -30,8 +31,11 @@ export interface FormatRequest {
 }
 
 export interface WireFormat {
-  /** `observe`: pairs are checked and reported, never repaired or refused (observe mode). */
-  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean): FormatRequest;
+  /**
+   * `observe`: pairs are checked and reported, never repaired or refused (observe mode).
+   * `maxItems` (`limits.max_items`): more messages, tool calls and content parts than this are refused with a 413.
+   */
+  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean, maxItems?: number): FormatRequest;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */
@@ -39,8 +43,9 @@ export interface WireFormat {
 }
 
 export const CHAT_FORMAT: WireFormat = {
-  read(raw, contentType, pairs, observe = false) {
+  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const parsed = readChatRequest(raw, contentType);
+    checkPlanningItems(parsed.messages, maxItems);
     return { pairs: handlePairs(parsed, pairs, observe), stream: parsed['stream'] === true, bytesFor: spliceMessages };
   },
   errorBody: (error) => error.toBody(),
@@ -72,9 +77,10 @@ function wirePairs(
 }
 
 export const MESSAGES_FORMAT: WireFormat = {
-  read(raw, contentType, pairs, observe = false) {
+  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkMessagesBody(body);
+    checkPlanningItems(body.messages, maxItems);
     withModelNameChecked(body);
     const view = messagesView(body);
     const chat = view.chat as ChatRequestBody;
@@ -94,9 +100,10 @@ function responsesErrorEvent(error: ProxyError): string {
 }
 
 export const RESPONSES_FORMAT: WireFormat = {
-  read(raw, contentType, pairs, observe = false) {
+  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);
+    checkPlanningItems((body as Record<string, unknown>)['input'], maxItems);
     withModelNameChecked(body);
     const view = responsesView(body);
     const chat = view.chat as ChatRequestBody;

@@ -7,6 +7,7 @@ import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from '../chat/engine-planner.js';
 import { applyPairMode, readChatRequest } from '../chat/request.js';
+import { checkPlanningItems } from '../chat/planning-cap.js';
 import { sendError } from '../request-record.js';
 
 /**
@@ -49,6 +50,7 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   const parsed = readChatRequest(request.body, request.headers['content-type']);
+  checkPlanningItems(parsed.messages, config.limits.max_items);
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.
   const { force: _force, ...body } = parsed;
