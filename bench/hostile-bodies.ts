@@ -4,7 +4,7 @@
  * another client asks `/healthz` every 10 ms; then the p99 of small chat
  * requests while maximum-size requests keep arriving.
  *
- *   npx tsx bench/hostile-bodies.ts [--bytes=33554432] [--rounds=3] [--small=200]
+ *   npx tsx bench/hostile-bodies.ts [--bytes=33554432] [--items=50000] [--rounds=3] [--small=200]
  *
  * compactor (bench/servers/compactor.ts) and the lean upstream
  * (bench/servers/upstream.ts) run in their own processes, started here with
@@ -23,6 +23,8 @@ const flag = (name: string, fallback: number): number => {
 const BYTES = flag('bytes', 33_554_432);
 const ROUNDS = flag('rounds', 3);
 const SMALL = flag('small', 200);
+/** `limits.max_items` of the compactor under test (its default). */
+const ITEMS = flag('items', 50_000);
 
 const children: ChildProcess[] = [];
 process.on('exit', () => {
@@ -43,46 +45,43 @@ async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}
 
 const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
 
-/** Fills `make(i)` until the JSON body would pass `bytes`. */
-function fill(bytes: number, prefix: string, suffix: string, parts: (index: number) => string[]): string {
-  const pieces: string[] = [];
-  let size = prefix.length + suffix.length;
-  for (let index = 0; ; index++) {
-    const next = parts(index);
-    const cost = next.reduce((sum, piece) => sum + piece.length + 1, 0);
-    if (size + cost > bytes) break;
-    pieces.push(...next);
-    size += cost;
-  }
-  return prefix + pieces.join(',') + suffix;
-}
+/** `count` pieces made by `piece(index)`, joined with commas. */
+const joined = (count: number, piece: (index: number) => string): string => Array.from({ length: count }, (_, index) => piece(index)).join(',');
 
-/** The issue's shape: n assistant messages each calling "x", then their n results (all misplaced but one). */
-function sharedIdBody(bytes: number): string {
-  const half = Math.floor(bytes / 2);
-  const assistants = fill(half, '', '', () => [JSON.stringify({ role: 'assistant', content: '', tool_calls: [call('x')] })]);
-  const count = assistants.split('"tool_calls"').length - 1;
-  const results = Array.from({ length: count }, () => JSON.stringify({ role: 'tool', tool_call_id: 'x', content: 'r' })).join(',');
+/** Text that brings `count` pieces of `base` bytes each to about `bytes` in all (a 3% margin keeps the body under the limit). */
+const padFor = (bytes: number, count: number, base: number): string => 'p'.repeat(Math.max(0, Math.floor((bytes * 0.97) / count) - base));
+
+/** The issue's shape: n assistant messages each calling "x", then their n results (all misplaced but one), within `items`. */
+function sharedIdBody(bytes: number, items: number): string {
+  const pairs = Math.floor((items - 1) / 3);
+  const pad = padFor(bytes, pairs, 120);
+  const assistants = joined(pairs, () => JSON.stringify({ role: 'assistant', content: '', tool_calls: [call('x')] }));
+  const results = joined(pairs, () => JSON.stringify({ role: 'tool', tool_call_id: 'x', content: pad }));
   return `{"model":"bench","messages":[{"role":"user","content":"go"},${assistants},${results}]}`;
 }
 
-/** An agent loop of small steps: the most messages per byte that hash, group and estimate. */
-function agentBody(bytes: number): string {
-  return fill(bytes, '{"model":"bench","messages":[{"role":"system","content":"s"},', ']}', (index) => [
-    ...(index % 5 === 0 ? [JSON.stringify({ role: 'user', content: `t${index}` })] : []),
-    JSON.stringify({ role: 'assistant', content: '', tool_calls: [call(`c${index}`)] }),
-    JSON.stringify({ role: 'tool', tool_call_id: `c${index}`, content: 'ok' }),
-  ]);
+/** An agent loop of steps: each message hashed, grouped and estimated; results padded to fill the body. */
+function agentBody(bytes: number, items: number): string {
+  const steps = Math.floor((items - 1) / 3.2);
+  const pad = padFor(bytes, steps, 160);
+  const messages = joined(steps, (index) =>
+    [
+      ...(index % 5 === 0 ? [JSON.stringify({ role: 'user', content: `t${index}` })] : []),
+      JSON.stringify({ role: 'assistant', content: '', tool_calls: [call(`c${index}`)] }),
+      JSON.stringify({ role: 'tool', tool_call_id: `c${index}`, content: `ok ${pad}` }),
+    ].join(','),
+  );
+  return `{"model":"bench","messages":[{"role":"system","content":"s"},${messages}]}`;
 }
 
-/** Messages API: one assistant turn of n tool_use blocks, one user turn of their results plus an orphan. */
-function messagesBody(bytes: number): string {
-  const half = Math.floor(bytes / 2) - 64;
-  const uses = fill(half, '', '', (index) => [JSON.stringify({ type: 'tool_use', id: `t${index}`, name: 'f', input: {} })]);
-  const count = uses.split('"tool_use"').length - 1;
-  const results = Array.from({ length: count }, (_, index) => JSON.stringify({ type: 'tool_result', tool_use_id: `t${index}`, content: 'r' }));
-  results.push(JSON.stringify({ type: 'tool_result', tool_use_id: 'orphan', content: 'r' }));
-  return `{"model":"bench","max_tokens":16,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[${uses}]},{"role":"user","content":[${results.join(',')}]}]}`;
+/** Messages API: one assistant turn of n tool_use blocks, one user turn of their results plus an orphan, within `items`. */
+function messagesBody(bytes: number, items: number): string {
+  const blocks = Math.floor((items - 4) / 2);
+  const pad = padFor(bytes, blocks, 120);
+  const uses = joined(blocks, (index) => JSON.stringify({ type: 'tool_use', id: `t${index}`, name: 'f', input: {} }));
+  const results = joined(blocks, (index) => JSON.stringify({ type: 'tool_result', tool_use_id: `t${index}`, content: pad }));
+  const orphan = JSON.stringify({ type: 'tool_result', tool_use_id: 'orphan', content: 'r' });
+  return `{"model":"bench","max_tokens":16,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[${uses}]},{"role":"user","content":[${results},${orphan}]}]}`;
 }
 
 /** Polls /healthz every 10 ms until stopped; returns the slowest answer in ms. */
@@ -116,27 +115,38 @@ async function post(origin: string, path: string, body: string): Promise<{ ms: n
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
 
+/** The floor of any proxy that must look into a chat body, measured here in the same run: parse it, serialize it again. */
+function parseFloor(body: string): number {
+  const started = performance.now();
+  JSON.stringify(JSON.parse(body));
+  return performance.now() - started;
+}
+
 async function largestBodies(compactor: string, upstream: string): Promise<void> {
   const shapes: [string, string, string][] = [
-    ['chat: n calls of "x", then n results', '/v1/chat/completions', sharedIdBody(BYTES)],
-    ['chat: agent loop of small steps', '/v1/chat/completions', agentBody(BYTES)],
-    ['messages: n tool_use + n tool_result + orphan', '/v1/messages', messagesBody(BYTES)],
+    [`chat: n calls of "x", then n results (${ITEMS} items)`, '/v1/chat/completions', sharedIdBody(BYTES, ITEMS)],
+    [`chat: agent loop (${ITEMS} items)`, '/v1/chat/completions', agentBody(BYTES, ITEMS)],
+    [`messages: n tool_use + n tool_result + orphan (${ITEMS} items)`, '/v1/messages', messagesBody(BYTES, ITEMS)],
+    ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', agentBody(BYTES, Math.floor(BYTES / 60))],
   ];
-  console.log(`| shape | body | compactor (median of ${ROUNDS}) | straight to the upstream | slowest /healthz meanwhile | answer |`);
-  console.log('|---|---|---|---|---|---|');
+  console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | answer |`);
+  console.log('|---|---|---|---|---|---|---|');
   for (const [name, path, body] of shapes) {
     const times: number[] = [];
     const floors: number[] = [];
+    const parses: number[] = [];
     let worstHealth = 0;
     let last = { ms: 0, status: 0, report: '' };
     for (let round = 0; round < ROUNDS; round++) {
       floors.push((await post(upstream, '/v1/chat/completions', body)).ms);
+      parses.push(parseFloor(body));
       const stop = healthProbe(compactor);
       last = await post(compactor, path, body);
       times.push(last.ms);
       worstHealth = Math.max(worstHealth, await stop());
     }
-    console.log(`| ${name} | ${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB | ${median(times).toFixed(0)} ms | ${median(floors).toFixed(0)} ms | ${worstHealth.toFixed(0)} ms | ${last.status} ${last.report} |`);
+    const row = [name, `${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB`, `${median(times).toFixed(0)} ms`, `${median(floors).toFixed(0)} ms`, `${median(parses).toFixed(0)} ms`, `${worstHealth.toFixed(0)} ms`, `${last.status} ${last.report}`];
+    console.log(`| ${row.join(' | ')} |`);
   }
 }
 
@@ -149,7 +159,7 @@ async function smallUnderLarge(compactor: string): Promise<void> {
     return times;
   };
   const alone = await run();
-  const large = agentBody(BYTES);
+  const large = agentBody(BYTES, ITEMS);
   let flooding = true;
   let sent = 0;
   const flood = (async () => {
