@@ -120,6 +120,11 @@ describe('linear work: doubling the input at most ~2.5x the work (issue 21 item 
     });
   });
 
+  it('the splice of the forwarded body, with many top-level keys besides messages', () => {
+    const raw = (n: number) => Buffer.from(`{"model":"m",${Array.from({ length: n }, (_, index) => `"k${index}":${index}`).join(',')},"messages":[{"role":"user","content":"hi"}]}`);
+    expectLinear(raw, (bytes: Buffer) => spliceMessages(Buffer.from(bytes), [{ role: 'user', content: 'hello' }]));
+  });
+
   it('the Messages adapter: 2n blocks in two turns and one orphan, read, repaired and written back', () => {
     expectLinear(messagesBody, (body: ReturnType<typeof messagesBody>) => {
       const view = messagesView(body);

@@ -4,12 +4,16 @@
  * indexOf/includes, copied by slice/concat/reverse/spread or visited by
  * for-of) and every property read of the input (a deep proxy), so a pass
  * that scans its input once per item shows as quadratic even when it uses a
- * plain index loop. The meter is only as honest as what it sees: Map and Set
+ * plain index loop, and the bytes a `Buffer#indexOf` scans (the splice of the
+ * forwarded body searches bytes). The meter is only as honest as what it sees: Map and Set
  * operations count as one each (they are constant time), string work is not
  * counted (it is linear in the bytes, which the inputs keep proportional).
  */
 
 type Method = (this: unknown[], ...args: unknown[]) => unknown;
+
+/** Bytes a Buffer search scans per counted operation: a memchr-speed scan is far cheaper than an element visit. */
+const BYTES_PER_OPERATION = 64;
 
 const CALLBACK_METHODS = ['find', 'findIndex', 'findLast', 'findLastIndex', 'filter', 'map', 'some', 'every', 'forEach', 'reduce', 'reduceRight', 'flatMap'] as const;
 const SCANNING_METHODS = ['indexOf', 'lastIndexOf', 'includes', 'slice', 'concat', 'reverse', 'join', 'sort', 'splice', 'fill', 'toReversed', 'toSorted'] as const;
@@ -71,6 +75,14 @@ export function workMeter(): WorkMeter {
         return result;
       };
     }
+    // A Buffer search costs the bytes it scanned (from where it started to where it stopped).
+    const bufferIndexOf = Buffer.prototype.indexOf;
+    Buffer.prototype.indexOf = function (this: Buffer, value: string | number | Uint8Array, byteOffset?: number | BufferEncoding, encoding?: BufferEncoding) {
+      const found = bufferIndexOf.call(this, value, byteOffset as number, encoding);
+      const from = typeof byteOffset === 'number' ? (byteOffset < 0 ? Math.max(0, this.length + byteOffset) : byteOffset) : 0;
+      if (on) count += 1 + Math.max(0, (found === -1 ? this.length : found) - from) / BYTES_PER_OPERATION;
+      return found;
+    };
     const next = iteratorProto.next;
     iteratorProto.next = function (this: unknown) {
       if (on) count++;
@@ -78,6 +90,7 @@ export function workMeter(): WorkMeter {
     };
     return () => {
       for (const [name, original] of saved) arrayProto[name] = original;
+      Buffer.prototype.indexOf = bufferIndexOf;
       iteratorProto.next = next;
     };
   }
