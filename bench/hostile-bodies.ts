@@ -127,7 +127,7 @@ async function largestBodies(compactor: string, upstream: string): Promise<void>
     [`chat: n calls of "x", then n results (${ITEMS} items)`, '/v1/chat/completions', sharedIdBody(BYTES, ITEMS)],
     [`chat: agent loop (${ITEMS} items)`, '/v1/chat/completions', agentBody(BYTES, ITEMS)],
     [`messages: n tool_use + n tool_result + orphan (${ITEMS} items)`, '/v1/messages', messagesBody(BYTES, ITEMS)],
-    ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', agentBody(BYTES, Math.floor(BYTES / 60))],
+    ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', agentBody(BYTES, Math.floor(BYTES / 75))],
   ];
   console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | answer |`);
   console.log('|---|---|---|---|---|---|---|');

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { ExchangeContext } from './context.js';
 import type { ChatExchange } from './exchange.js';
 import type { ChatPlan, ChatRequestBody } from './planner.js';
@@ -19,6 +20,18 @@ export interface Prepared {
   /** The pairs' report and the planner's, for `x-compactor`. */
   readonly report: string | undefined;
   readonly plan: ChatPlan | undefined;
+}
+
+/**
+ * From this body size on, each phase (read and pairs, plan, splice) holds the
+ * event loop for tens of milliseconds or more (a 32 MiB body: hundreds): the
+ * loop runs between phases, so other clients' requests and /healthz are
+ * served between them rather than after all of them.
+ */
+const LARGE_BODY_BYTES = 1024 * 1024;
+
+async function yieldOnLargeBody(raw: unknown): Promise<void> {
+  if (Buffer.isBuffer(raw) && raw.length >= LARGE_BODY_BYTES) await nextTurnOfTheEventLoop();
 }
 
 function joinReports(first: string | undefined, second: string | undefined): string | undefined {
@@ -45,6 +58,7 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, read.stream);
 
   let plan: ChatPlan | undefined;
+  await yieldOnLargeBody(raw);
   if (hooks.planner !== undefined && read.untouched === undefined) plan = await hooks.planner(context);
   if (exchange.abort.aborted) {
     if (exchange.endedBy !== null) throw exchange.endedBy;
@@ -53,6 +67,7 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   }
 
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+  if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
   const bytes = changedBody === undefined ? raw : read.bytesFor(raw, (changedBody as ChatRequestBody).messages);
   const joined = joinReports(joinReports(read.untouched, pairs.report), plan?.report);
