@@ -84,6 +84,13 @@ function messagesBody(bytes: number, items: number): string {
   return `{"model":"bench","max_tokens":16,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[${uses}]},{"role":"user","content":[${results},${orphan}]}]}`;
 }
 
+/** The body `make` builds with as many items as fit in BYTES, starting from `items`. */
+function underLimit(make: (items: number) => string, items: number): string {
+  let body = make(items);
+  while (Buffer.byteLength(body) > BYTES) body = make((items = Math.floor(items * (BYTES / Buffer.byteLength(body)) * 0.98)));
+  return body;
+}
+
 /** Polls /healthz every 10 ms until stopped; returns the slowest answer in ms. */
 function healthProbe(origin: string): () => Promise<number> {
   let worst = 0;
@@ -127,7 +134,7 @@ async function largestBodies(compactor: string, upstream: string): Promise<void>
     [`chat: n calls of "x", then n results (${ITEMS} items)`, '/v1/chat/completions', sharedIdBody(BYTES, ITEMS)],
     [`chat: agent loop (${ITEMS} items)`, '/v1/chat/completions', agentBody(BYTES, ITEMS)],
     [`messages: n tool_use + n tool_result + orphan (${ITEMS} items)`, '/v1/messages', messagesBody(BYTES, ITEMS)],
-    ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', agentBody(BYTES, Math.floor(BYTES / 75))],
+    ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', underLimit((items) => agentBody(BYTES, items), Math.floor(BYTES / 40))],
   ];
   console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | answer |`);
   console.log('|---|---|---|---|---|---|---|');
