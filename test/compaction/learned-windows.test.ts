@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ContextWindows } from '../../src/compaction/context-window.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
+import { chatRequestView } from '../../src/formats/registry.js';
 import { conversation } from '../support/conversation.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
@@ -50,7 +51,7 @@ describe('issue 21 item 9: learned windows have a floor, and truncations expire 
     const { compactor } = compactorWith({ models: { '*': { context_window: 32_768 } } }, { summarizer, now: clock.now, store, upstream: JsonUpstreamDouble.llamaServer({ window: null }) });
     expect(await compactor.windows.learnRefusal('m', 8192)).toBe(true);
     const messages = conversation({ turns: 20 });
-    const prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+    const prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
     expect(prepared.report ?? '').toMatch(/^truncated/);
     const { inUse } = await store.lookup(prefixHashes({ tenant: '', model: 'm' }, messages));
     expect(inUse?.strategy).toBe('truncated');

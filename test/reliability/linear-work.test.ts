@@ -6,10 +6,13 @@ import { pruneToolResults } from '../../src/transcript/prune.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { renderTranscript } from '../../src/transcript/render.js';
 import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
-import { spliceMessages } from '../../src/http/chat/splice-messages.js';
-import { applyPairMode, readChatRequest } from '../../src/http/chat/request.js';
-import { messagesFromView, messagesView } from '../../src/formats/messages.js';
-import { itemsFromView, responsesView } from '../../src/formats/responses.js';
+import { spliceMessages } from '../../src/formats/splice.js';
+import { readChatRequest } from '../../src/formats/chat/read.js';
+import { applyPairMode } from '../../src/formats/pairs.js';
+import { messagesView } from '../../src/formats/messages/read.js';
+import { messagesFromView } from '../../src/formats/messages/write.js';
+import { responsesView } from '../../src/formats/responses/read.js';
+import { itemsFromView } from '../../src/formats/responses/write.js';
 import { growth } from '../support/work-meter.js';
 
 /**

@@ -1,4 +1,4 @@
-import { TooManyItemsError } from '../../errors.js';
+import { TooManyItemsError } from '../errors.js';
 
 /**
  * The planning work of a request, capped (issue 21 item 2): every pass over
