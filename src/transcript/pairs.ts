@@ -56,6 +56,54 @@ function takeOpen(block: Block, id: string): boolean {
   return true;
 }
 
+/** The blocks of a history: each message with tool calls, and the run of tool messages right after it. */
+function blocksOf(messages: readonly ChatMessage[]): { blocks: Block[]; blockOfRun: Map<number, Block> } {
+  const blocks: Block[] = [];
+  const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
+  for (let index = 0; index < messages.length; index++) {
+    const calls = toolCallsOf(messages[index]!);
+    if (calls.length === 0) continue;
+    let runEnd = index + 1;
+    while (runEnd < messages.length && messages[runEnd]!.role === 'tool') runEnd++;
+    const open = new Map<string, number>();
+    for (const call of calls) open.set(call.id, (open.get(call.id) ?? 0) + 1);
+    const block: Block = { start: index, runEnd, callIds: calls.map((call) => call.id), open, moved: [] };
+    blocks.push(block);
+    for (let toolIndex = index + 1; toolIndex < runEnd; toolIndex++) blockOfRun.set(toolIndex, block);
+  }
+  return { blocks, blockOfRun };
+}
+
+/** One linear pass that classifies every tool message and every call. */
+function analyse(messages: readonly ChatMessage[]): Analysis {
+  const { blocks, blockOfRun } = blocksOf(messages);
+
+  // Pass 1: results in their proper place answer their block's open calls.
+  const strays: number[] = [];
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index]!;
+    if (message.role !== 'tool') continue;
+    const block = blockOfRun.get(index);
+    if (block === undefined || !takeOpen(block, callIdOf(message))) strays.push(index);
+  }
+
+  // Pass 2: a stray result belongs to the nearest block (before it, else after it)
+  // with that call still open; failing that it repeats an answered call, or answers none.
+  const problems = placeStrays(messages, blocks, strays);
+
+  for (const block of blocks) {
+    const stillOpen = new Map(block.open);
+    for (const id of block.callIds) {
+      const left = stillOpen.get(id) ?? 0;
+      if (left === 0) continue;
+      stillOpen.set(id, left - 1);
+      problems.push({ index: block.start, kind: 'missing', toolCallId: id });
+    }
+  }
+  problems.sort((a, b) => a.index - b.index);
+  return { problems, blocks, displaced: new Set<number>(strays) };
+}
+
 /** The blocks that make calls of one id, in order, and where the search for strays stands in them. */
 interface IdLane {
   readonly blocks: Block[];
@@ -99,36 +147,10 @@ function ownerFinder(blocks: readonly Block[]): { nearestOpen(id: string, index:
   };
 }
 
-/** One linear pass that classifies every tool message and every call. */
-function analyse(messages: readonly ChatMessage[]): Analysis {
-  const blocks: Block[] = [];
-  const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
-  for (let index = 0; index < messages.length; index++) {
-    const calls = toolCallsOf(messages[index]!);
-    if (calls.length === 0) continue;
-    let runEnd = index + 1;
-    while (runEnd < messages.length && messages[runEnd]!.role === 'tool') runEnd++;
-    const open = new Map<string, number>();
-    for (const call of calls) open.set(call.id, (open.get(call.id) ?? 0) + 1);
-    const block: Block = { start: index, runEnd, callIds: calls.map((call) => call.id), open, moved: [] };
-    blocks.push(block);
-    for (let toolIndex = index + 1; toolIndex < runEnd; toolIndex++) blockOfRun.set(toolIndex, block);
-  }
-
-  // Pass 1: results in their proper place answer their block's open calls.
-  const strays: number[] = [];
-  for (let index = 0; index < messages.length; index++) {
-    const message = messages[index]!;
-    if (message.role !== 'tool') continue;
-    const block = blockOfRun.get(index);
-    if (block === undefined || !takeOpen(block, callIdOf(message))) strays.push(index);
-  }
-
-  // Pass 2: a stray result belongs to the nearest block (before it, else after it)
-  // with that call still open; failing that it repeats an answered call, or answers none.
+/** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
+function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): PairProblem[] {
   const owners = ownerFinder(blocks);
   const problems: PairProblem[] = [];
-  const displaced = new Set<number>(strays);
   for (const index of strays) {
     const toolCallId = callIdOf(messages[index]!);
     const owner = owners.nearestOpen(toolCallId, index);
@@ -141,18 +163,7 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
       problems.push({ index, kind: 'duplicate', toolCallId });
     }
   }
-
-  for (const block of blocks) {
-    const stillOpen = new Map(block.open);
-    for (const id of block.callIds) {
-      const left = stillOpen.get(id) ?? 0;
-      if (left === 0) continue;
-      stillOpen.set(id, left - 1);
-      problems.push({ index: block.start, kind: 'missing', toolCallId: id });
-    }
-  }
-  problems.sort((a, b) => a.index - b.index);
-  return { problems, blocks, displaced };
+  return problems;
 }
 
 /**

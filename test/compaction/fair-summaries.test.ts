@@ -49,7 +49,7 @@ describe('issue 21 item 5: summaries shared fairly across tenants', () => {
     const floods = Array.from({ length: 30 }, (_, number) => {
       const messages = historyOf('A', number, 6);
       return compactor
-        .prepare({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-A', signal, mode: 'force' })
+        .compact({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-A', signal, mode: 'force' })
         .catch((error: unknown) => error)
         .finally(() => settled++);
     });
@@ -59,7 +59,7 @@ describe('issue 21 item 5: summaries shared fairly across tenants', () => {
     expect(queuedBefore).toBeGreaterThan(0);
     const messages = historyOf('B', 0, CROSSING_TURNS);
     let crossed = false;
-    const crossing = compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-B', signal }).finally(() => (crossed = true));
+    const crossing = compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-B', signal }).finally(() => (crossed = true));
     await vi.waitFor(() => expect(compactor.queuedSummaries).toBe(queuedBefore + 1));
     const finishedBefore = summarizer.finished;
     let durations = 0;
@@ -87,7 +87,7 @@ describe('issue 21 item 5: summaries shared fairly across tenants', () => {
     const signal = new AbortController().signal;
     const results = Array.from({ length: 10 }, (_, number) => {
       const messages = historyOf('A', number, 6); // below the soft threshold: only force compacts it
-      return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-A', signal, mode: 'force' }).then(
+      return compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-A', signal, mode: 'force' }).then(
         () => 'done',
         (error: unknown) => (error instanceof Error ? error.message : String(error)),
       );
@@ -114,12 +114,12 @@ describe('issue 21 item 3: the background summary queue is bounded', () => {
     const signal = new AbortController().signal;
     // Tenant A holds the slot with an ordinary crossing.
     const busy = historyOf('A', 0, CROSSING_TURNS);
-    const holding = compactor.prepare({ request: chatRequestView({ model: 'm', messages: busy }), tenant: 'tenant-A', signal });
+    const holding = compactor.compact({ request: chatRequestView({ model: 'm', messages: busy }), tenant: 'tenant-A', signal });
     await vi.waitFor(() => expect(summarizer.inFlight).toBe(1));
     let started = 0;
     for (let number = 0; number < 2_500; number++) {
       const messages = historyOf('B', number, SOFT_TURNS);
-      const prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-B', signal });
+      const prepared = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: 'tenant-B', signal });
       if (prepared.afterResponse !== undefined) started++;
       prepared.afterResponse?.();
     }

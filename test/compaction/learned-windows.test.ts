@@ -51,7 +51,7 @@ describe('issue 21 item 9: learned windows have a floor, and truncations expire 
     const { compactor } = compactorWith({ models: { '*': { context_window: 32_768 } } }, { summarizer, now: clock.now, store, upstream: JsonUpstreamDouble.llamaServer({ window: null }) });
     expect(await compactor.windows.learnRefusal('m', 8192)).toBe(true);
     const messages = conversation({ turns: 20 });
-    const prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
+    const prepared = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
     expect(prepared.report ?? '').toMatch(/^truncated/);
     const { inUse } = await store.lookup(prefixHashes({ tenant: '', model: 'm' }, messages));
     expect(inUse?.strategy).toBe('truncated');

@@ -3,7 +3,7 @@ import { inflateRawSync } from 'node:zlib';
 import { z } from 'zod';
 import { ChatMessageSchema } from '../../transcript/message.js';
 import { encodeEpoch } from './epoch-codec.js';
-import type { Epoch } from './epoch-store.js';
+import type { Epoch } from '../types.js';
 
 /**
  * An epoch read from a shared store is checked, never trusted (issue 21 item

@@ -1,7 +1,8 @@
 import { deflateRawSync } from 'node:zlib';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Epoch, MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../../src/compaction/types.js';
 import { prefixHashes } from '../../../src/compaction/epochs/prefix-hash.js';
 import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
