@@ -44,10 +44,8 @@ export type { Compacted, CompactionInput } from './request.js';
  * summary per epoch, and a forwarded prompt whose beginning stays
  * byte-identical from request to request.
  *
- * Its parts live in their own files: the decisions in policy/, writing an
- * epoch in epoch-writer.ts, observe mode's one pass in observe-pass.ts, the
- * sharing of learned ratios in ratio-sharing.ts, agreeing with the other
- * replicas in replica-rounds.ts.
+ * Its parts live in their own files: the decisions in policy/, writing an epoch in epoch-writer.ts, observe mode's
+ * one pass in observe-pass.ts, sharing learned ratios in ratio-sharing.ts, agreeing with other replicas in replica-rounds.ts.
  */
 
 export interface CompactionEngineOptions {
@@ -104,6 +102,7 @@ export class CompactionEngine {
       logger: options.logger,
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
+      learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
     this.#sharing = new RatioSharing(store, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
@@ -111,7 +110,7 @@ export class CompactionEngine {
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
-      now,
+      ...{ now, minLearnedWindow: compaction.min_learned_window },
       ...windowNotices(options.logger),
     });
   }
@@ -121,6 +120,7 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
+  get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
   get epochCount(): number {
     return this.#store.size;
   }
@@ -135,8 +135,7 @@ export class CompactionEngine {
     await this.#sharing.share();
   }
 
-  /** The store as this request's conversation uses it (on a Redis Cluster, its keys on one node). */
-  #storeOf = (request: CompactionRequest): EpochStore => this.#store.forConversation?.(this.#writer.conversationOf(request)) ?? this.#store;
+  #storeOf = (request: CompactionRequest): EpochStore => this.#store.forConversation?.(this.#writer.conversationOf(request)) ?? this.#store; // on a Redis Cluster: its keys on one node
 
   #modelConfig(model: string): ModelConfig {
     const models = this.#config.models;

@@ -78,6 +78,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'], kind: 'text or list' },
+  COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
   COMPACTOR_REDIS_CLUSTER: { path: ['cache', 'redis', 'cluster'], kind: 'boolean' },
 };
 
@@ -224,8 +225,6 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   });
   return { ok: false, errors };
 }
-
-
 
 /**
  * The configuration as YAML, as `--print-config` shows it: every key with

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CompactionLogger } from '../ports.js';
-import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
+import { type BadValueReason, StoredEpochCodec } from './stored-epoch.js';
 import type { MemoryEpochStore } from './epoch-store.js';
 import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
 import { RedisConnection } from './redis-connection.js';
@@ -101,14 +101,26 @@ export interface RedisEpochStoreOptions {
   /** Told of each command that failed (the metrics). */
   readonly onFault?: ((operation: StoreOperation) => void) | undefined;
   readonly now?: () => number;
+  /** `cache.redis.secret`: values are signed, and one that does not verify is a miss (stored-epoch.ts). */
+  readonly secret?: string | null | undefined;
+  /** `cache.redis.max_value_bytes`: a value larger than this once inflated is a miss. */
+  readonly maxValueBytes?: number | undefined;
+  /** Told of each stored value that was not a valid epoch (the metrics). */
+  readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
 }
+
+/** Bad values named in the log, remembered so each is logged once (bounded: a flood of them logs at most this many). */
+const LOGGED_BAD_VALUES = 1_000;
 
 /** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
 export class RedisEpochStore extends MemoryFallbackStore {
   constructor(options: RedisEpochStoreOptions) {
     const cluster = options.cluster === true;
     const connection = new RedisConnection({ urls: typeof options.url === 'string' ? [options.url] : options.url, cluster, timeoutMs: options.timeoutMs, scripts: SCRIPTS });
-    super(new RedisEpochs({ connection, keys: new RedisKeys(options.keyPrefix, cluster), ttlMs: options.ttlMs }, ''), { ...options, name: 'redis' });
+    const codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
+    const { ttlMs, logger, onBadValue } = options;
+    const core: RedisCore = { connection, keys: new RedisKeys(options.keyPrefix, cluster), ttlMs, codec, loggedBadValues: new Set(), logger, onBadValue };
+    super(new RedisEpochs(core, ''), { ...options, name: 'redis' });
   }
 }
 
@@ -117,6 +129,11 @@ interface RedisCore {
   readonly connection: RedisConnection;
   readonly keys: RedisKeys;
   readonly ttlMs: number;
+  readonly codec: StoredEpochCodec;
+  /** Bad values already logged (see {@link LOGGED_BAD_VALUES}). */
+  readonly loggedBadValues: Set<string>;
+  readonly logger?: CompactionLogger | undefined;
+  readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
 }
 
 /** The Redis commands alone, as one conversation sends them ('' for the store itself): each resolves with Redis's answer or rejects. */
@@ -163,8 +180,8 @@ class RedisEpochs implements SharedEpochs {
     const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
     const running = reply[4].toString();
     return {
-      inUse: reply[0].length === 0 ? undefined : decodeEpoch(reply[0]),
-      pending: reply[1].length === 0 ? undefined : decodeEpoch(reply[1]),
+      inUse: reply[0].length === 0 ? undefined : this.#decode(reply[0]),
+      pending: reply[1].length === 0 ? undefined : this.#decode(reply[1]),
       ...state,
       ...(running === '' ? {} : { runningElsewhere: running }),
     };
@@ -188,12 +205,27 @@ class RedisEpochs implements SharedEpochs {
   async load(key: string): Promise<Epoch | undefined> {
     const { keys, connection } = this.#core;
     const value = await connection.run(() => connection.client.getBuffer(keys.epoch(this.#conversation, key)));
-    return value === null ? undefined : decodeEpoch(value);
+    const epoch = value === null ? undefined : this.#decode(value);
+    return epoch?.key === key ? epoch : undefined;
+  }
+
+  /** A stored value as an epoch, or undefined (a miss) when it is not a valid one: counted, and logged once per value. */
+  #decode(value: Buffer): Epoch | undefined {
+    const { codec, loggedBadValues, logger, onBadValue } = this.#core;
+    const decoded = codec.decode(value);
+    if ('epoch' in decoded) return decoded.epoch;
+    onBadValue?.(decoded.bad);
+    const fingerprint = `${decoded.bad}:${value.length}:${value.subarray(0, 64).toString('base64')}`;
+    if (!loggedBadValues.has(fingerprint) && loggedBadValues.size < LOGGED_BAD_VALUES) {
+      loggedBadValues.add(fingerprint);
+      logger?.warn({ reason: decoded.bad, detail: decoded.detail, bytes: value.length }, 'epoch store: a stored value is not a valid epoch; treated as a miss');
+    }
+    return undefined;
   }
 
   async save(epoch: Epoch, ttlMs: number): Promise<void> {
-    const { keys, connection } = this.#core;
-    await connection.run(() => connection.client.set(keys.epoch(this.#conversation, epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttlMs)));
+    const { keys, connection, codec } = this.#core;
+    await connection.run(() => connection.client.set(keys.epoch(this.#conversation, epoch.key), codec.encode(epoch), 'PX', Math.ceil(ttlMs)));
   }
 
   async lease(key: string, ttlMs: number): Promise<SharedLease | null> {
