@@ -135,7 +135,7 @@ async function demo(): Promise<void> {
       .create({ ...body, messages: history as OpenAI.Chat.ChatCompletionMessageParam[], tools: AGENT_TOOLS as OpenAI.Chat.ChatCompletionTool[] })
       .withResponse();
     const report = response.headers.get('x-compactor');
-    if (report?.startsWith('epoch reused') === true) reused++;
+    if (report?.includes('epoch reused') === true) reused++;
     await backgroundSettled(requestNumber);
     return report;
   };

@@ -16,6 +16,7 @@ import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
 import { pruneOversizedResults, prunedReport } from './oversized.js';
+import { oversizedCount, withOversizedStep } from './oversized-step.js';
 import { prunedLine, reusedLine, wouldLine } from './report.js';
 import { forcedSettings, observedDecision } from './observe.js';
 import { prunedEpoch } from './replacement.js';
@@ -101,6 +102,12 @@ export interface Prepared {
   readonly afterResponse?: () => void;
   /** Whether an epoch was written for this request (new), one already written was applied (reused), or neither (none). */
   readonly epoch: 'new' | 'reused' | 'none';
+  /**
+   * The size of the history as the client sent it, before any pruning
+   * (estimate times the learned ratio): the "before" of the report, and what
+   * the metrics and the dashboard count as sent. Absent with compaction off.
+   */
+  readonly clientTokens?: number;
 }
 
 export class CompactionEngine {
@@ -214,26 +221,29 @@ export class CompactionEngine {
     const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.messages, budget.tokens);
     const estimate = estimateOf(messages);
-    const originalSize = estimate * ratio;
+    // Decisions are made on the pruned history (what could be forwarded); reports say what the client sent.
+    const prunedSize = estimate * ratio;
+    const clientSize = messages === input.messages ? prunedSize : estimateOf(input.messages) * ratio;
+    const oversized = oversizedCount(input.messages, messages);
+    const onlyPruned = (): string => (mode === 'observe' ? wouldLine : String)(prunedReport(input.messages, messages, estimateOf, ratio));
+    const told = (prepared: Prepared): Prepared => ({ ...prepared, report: withOversizedStep(prepared.report, oversized, mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
-    if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
-      if (mode === 'observe') {
-        const line = messages === input.messages ? null : wouldLine(prunedReport(input.messages, messages, estimateOf, ratio));
-        return forwardAs(input.messages, line, estimateOf(input.messages));
-      }
-      return forwardAs(messages, messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio), estimate);
+    if (mode !== 'force' && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
+      const line = messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio);
+      if (mode === 'observe') return { ...forwardAs(input.messages, line === null ? null : wouldLine(line), estimateOf(input.messages)), clientTokens: clientSize };
+      return { ...forwardAs(messages, line, estimate), clientTokens: clientSize };
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
     await yieldOnLongHistory(messages.length);
-    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
-    if (mode === 'observe') return this.#observe(input, request, forwardAs);
+    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
+    if (mode === 'observe') return told(await this.#observe(input, request, forwardAs));
     const waits = { milliseconds: 0, count: 0 };
     try {
-      return await this.#decideAndApply(input, request, forwardAs, waits);
+      return told(await this.#decideAndApply(input, request, forwardAs, waits));
     } finally {
       if (waits.count > 0) this.#observer?.summaryWait?.(waits.milliseconds);
     }

@@ -147,7 +147,8 @@ export class DashboardState implements CompactionObserver {
     if (tokens !== null) {
       conversation.points.push({ at, sent: tokens.sent, forwarded: tokens.forwarded });
       if (conversation.points.length > POINTS_PER_CONVERSATION) conversation.points.shift();
-      const saved = Math.max(0, tokens.sent - tokens.forwarded);
+      // Forwarded as sent (observe mode, a history that fits), nothing was saved, whatever the estimate said.
+      const saved = request.forwarded === request.messages ? 0 : Math.max(0, tokens.sent - tokens.forwarded);
       conversation.saved += saved;
       this.totals.tokensSaved += saved;
       conversation.cached += tokens.cached;

@@ -98,7 +98,7 @@ export function compactionHooks(
       if (promptTokens !== undefined) compactor.learn(model, request.tenant, promptTokens, estimate);
       afterResponse?.();
     };
-    const report = result.report === null ? {} : { report: result.report };
+    const report = result.report === null ? {} : { report: result.report, ...(result.clientTokens === undefined ? {} : { clientTokens: result.clientTokens }) };
     if (!result.changed) return { ...report, onUsage };
     return { body: { ...context.body, messages: result.messages }, ...report, onUsage };
   };

@@ -113,7 +113,7 @@ export class ChatExchange implements Ending, ResponseCloseListener {
       if (again !== undefined) [prepared, answer] = [again, await this.#forward(again)];
     }
     const { body: forwarded, bytes, report } = prepared;
-    await respond(this, answer, { context: prepared.context, forwarded, forwardedBytes: bytes.length, report, planUsage: prepared.plan?.onUsage, appUsage: hooks.onUsage });
+    await respond(this, answer, { context: prepared.context, forwarded, forwardedBytes: bytes.length, report, clientTokens: prepared.plan?.clientTokens, planUsage: prepared.plan?.onUsage, appUsage: hooks.onUsage });
   }
 
   async #forward(prepared: Prepared): Promise<UpstreamResponse> {

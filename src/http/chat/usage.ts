@@ -16,6 +16,7 @@ export interface Sent {
   readonly forwarded: Readonly<Record<string, unknown>>;
   readonly forwardedBytes: number;
   readonly report: string | undefined;
+  readonly clientTokens: number | undefined;
   /** The planner's hook for this request, when it gave one. */
   readonly planUsage: UsageHook | undefined;
   /** The app's hook, for every request. */
@@ -54,6 +55,7 @@ function reportUsage(report: UsageReport): void {
       forwarded: sent.forwarded,
       forwardedBytes: sent.forwardedBytes,
       report: sent.report,
+      clientTokens: sent.clientTokens,
       status: report.status,
       streamed: report.streamed,
       usage: found.usage,

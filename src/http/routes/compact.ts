@@ -72,7 +72,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
   });
   const report = [pairs.report, prepared.report].filter((line) => line !== undefined && line !== null).join('; ') || 'nothing to compact';
   request.record.report = report;
-  return { object: 'compaction', messages: prepared.messages, report, tokens: { before, after: tokensOf(prepared.messages) }, epoch: prepared.epoch };
+  return { object: 'compaction', messages: prepared.messages, report, tokens: { before: Math.round(prepared.clientTokens ?? before), after: tokensOf(prepared.messages) }, epoch: prepared.epoch };
 }
 
 export async function compactRoutes(app: FastifyInstance, options: CompactRouteOptions): Promise<void> {
