@@ -317,7 +317,8 @@ export class CompactionEngine {
           const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
           await this.#store.save(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
-          this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
+          const written = { tenant: request.tenant, messages, hashes, report, milliseconds: 0, notes: null };
+          this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false, written });
           return this.#forward(epoch, input, request);
         }
         case 'summarize':

@@ -197,7 +197,8 @@ export class EpochWriter {
         const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
         logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
         observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+        const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
         return await stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
       } catch (error) {
         if (signal.aborted && timeout?.aborted !== true) throw error;
@@ -231,7 +232,8 @@ export class EpochWriter {
         const after = sizeOfMessages([...replacement, ...rest], true);
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
+        const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: null };
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
         return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
       }
     }
