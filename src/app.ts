@@ -22,7 +22,7 @@ import { Shutdown } from './http/shutdown.js';
 import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
 import { cameThroughHere } from './upstream/via.js';
-import { compactionHooks } from './http/chat/engine-planner.js';
+import { compactionHooks, tenantOfRequest } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
@@ -143,7 +143,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     log.warn('a request came back to compactor through its own upstream: upstream.url (or compaction.summary.upstream) points at compactor itself; answering 508');
   };
   const shutdown = new Shutdown();
-  const inFlight = new InFlight(metrics);
+  const inFlight = new InFlight(
+    metrics,
+    dashboard === null ? undefined : (context, status) => dashboard.ended({ tenant: tenantOfRequest(context), model: context.body.model, messages: context.body.messages }, status),
+  );
 
   const app = Fastify({
     loggerInstance: logger,

@@ -39,6 +39,10 @@ interface Conversation {
   readonly tenant: string;
   readonly model: string;
   requests: number;
+  /** Requests answered 4xx after they were read (the upstream's `exceed_context_size_error`, compactor's `context_length_exceeded`). */
+  refused: number;
+  /** Requests that failed with 5xx (an upstream unreachable, a timeout, a summary error). */
+  failed: number;
   turns: number;
   messages: number;
   readonly points: Point[];
@@ -98,7 +102,7 @@ export class DashboardState implements CompactionObserver {
   readonly #events: (CompactionItem & { readonly tenant: string })[] = [];
   readonly #options: DashboardStateOptions;
   readonly #now: () => number;
-  readonly totals = { requests: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
+  readonly totals = { requests: 0, refused: 0, failed: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
 
   constructor(options: DashboardStateOptions) {
     this.#options = options;
@@ -119,7 +123,7 @@ export class DashboardState implements CompactionObserver {
     const key = `${tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
-      conversation = { id, tenant, model, requests: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, lastAt: at };
+      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, lastAt: at };
     } else {
       this.#conversations.delete(key);
     }
@@ -153,6 +157,17 @@ export class DashboardState implements CompactionObserver {
     if (report === undefined) return;
     conversation.report = report;
     if (report.includes('epoch reused')) conversation.reused++;
+  }
+
+  /** A chat request read and then refused (4xx) or failed (5xx): counted on its conversation, never dropped from the page. */
+  ended(request: { readonly tenant: string; readonly model: string; readonly messages: readonly ChatMessage[] }, status: number): void {
+    const conversation = this.#conversation(request.tenant, request.model, request.messages, this.#now());
+    const kind = status < 500 ? 'refused' : 'failed';
+    this.totals.requests++;
+    this.totals[kind]++;
+    conversation.requests++;
+    conversation[kind]++;
+    conversation.lastAt = this.#now();
   }
 
   compaction(event: CompactionEvent): void {

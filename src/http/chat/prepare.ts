@@ -43,6 +43,7 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   record.pairRepairs = pairs.repairs;
   const raw = request.body as Buffer;
   const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, read.stream);
+  record.chat = context;
 
   let plan: ChatPlan | undefined;
   if (hooks.planner !== undefined && read.untouched === undefined) plan = await hooks.planner(context);
