@@ -15,7 +15,8 @@ const Fraction = z.number().gt(0, 'expected a fraction above 0').lte(1, 'expecte
 const Milliseconds = z.int('expected an integer number of milliseconds').positive('expected a positive number');
 const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
 const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
-const HttpUrl = z.url({ protocol: /^https?$/, error: 'expected a URL' });
+// `127.0.0.1:8080` is the likeliest mistake: say what to write instead.
+const HttpUrl = z.url({ protocol: /^https?$/, error: (issue) => (typeof issue.input === 'string' && /^[\w.-]+:\d+(\/\S*)?$/.test(issue.input) ? `expected a URL; add its scheme: http://${issue.input}` : 'expected a URL') });
 const RedisUrl = z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' });
 // `__proto__` as a map key would set the prototype of the parsed record.
 const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
