@@ -8,6 +8,7 @@
  * | InvalidRequestError         | 400     | invalid_body, invalid_path, … (given)  |
  * | ContextLengthExceededError  | 400     | context_length_exceeded                |
  * | UnauthorizedError           | 401     | invalid_api_key                        |
+ * | MethodNotAllowedError       | 405     | method_not_allowed                     |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
  * | InternalError               | 500     | internal_error                         |
@@ -179,6 +180,19 @@ export class ShuttingDownError extends ProxyError {
       code: 'shutting_down',
       message: 'compactor is shutting down; retry shortly',
       headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
+    });
+  }
+}
+
+/** 405: a route of compactor's own asked with a method it does not answer (`GET /v1/compact`); `Allow` names the ones it does. */
+export class MethodNotAllowedError extends ProxyError {
+  constructor(method: string, path: string, allow: readonly string[]) {
+    super({
+      status: 405,
+      type: 'invalid_request_error',
+      code: 'method_not_allowed',
+      message: `${method} ${path} is not answered: use ${allow.join(' or ')}`,
+      headers: { allow: allow.join(', ') },
     });
   }
 }

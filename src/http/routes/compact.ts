@@ -2,7 +2,7 @@ import { headerText } from '../headers.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CompactionEngine } from '../../compaction/engine.js';
 import type { Config } from '../../config/schema.js';
-import { InternalError, InvalidRequestError, ProxyError } from '../../errors.js';
+import { InternalError, InvalidRequestError, MethodNotAllowedError, ProxyError } from '../../errors.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from '../chat/engine-planner.js';
@@ -93,7 +93,10 @@ export async function compactRoutes(app: FastifyInstance, options: CompactRouteO
       const answer = await compact(request, options, abort.signal);
       if (abort.signal.aborted) return;
       const headers = answer.report === 'nothing to compact' ? {} : { 'x-compactor': headerText(answer.report) };
-      await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(JSON.stringify(answer));
+      const body = JSON.stringify(answer);
+      // Counted here: the log line's fallback (Content-Length) is not set yet when a large answer is sent.
+      request.record.bytes = Buffer.byteLength(body);
+      await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(body);
     } catch (error) {
       if (abort.signal.aborted) return;
       const proxyError = error instanceof ProxyError ? error : new InternalError(error);
@@ -101,5 +104,12 @@ export async function compactRoutes(app: FastifyInstance, options: CompactRouteO
       sendError(reply, proxyError);
     }
   };
-  for (const url of ['/v1/compact', '/compact']) app.post(url, { bodyLimit, config: { kind: 'compact' } }, handler);
+  // The route is compactor's own: another method is answered here, never passed to the upstream (whose 404 would mislead).
+  const notAllowed = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    sendError(reply, new MethodNotAllowedError(request.method, request.url.split('?')[0]!, ['POST']));
+  };
+  for (const url of ['/v1/compact', '/compact']) {
+    app.post(url, { bodyLimit, config: { kind: 'compact' } }, handler);
+    app.route({ method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'], url, config: { kind: 'compact' }, handler: notAllowed });
+  }
 }
