@@ -69,6 +69,8 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
+        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
+        allow_request_mode: z.boolean().default(true),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),

@@ -1,3 +1,4 @@
+import type { RequestMode } from './request-mode.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { ChatExchange } from './exchange.js';
@@ -16,6 +17,8 @@ export class ExchangeContext implements ChatContext {
   readonly raw: Buffer;
   readonly changed: boolean;
   readonly pairRepairs: readonly PairProblem[];
+  /** The mode of this request: the configuration's, or the one its `x-compactor-mode` header chose. */
+  mode: RequestMode = 'compact';
   readonly #exchange: ChatExchange;
   readonly #streamRequested: boolean;
 

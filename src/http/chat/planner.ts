@@ -42,6 +42,8 @@ export interface ChatContext {
    * else ''. Conversations of different tenants never share an epoch.
    */
   readonly tenant: string;
+  /** The request's mode (`x-compactor-mode`, else `compaction.mode`); a planner that compacts honours observe. */
+  readonly mode?: 'off' | 'observe' | 'compact';
   /** The client's request headers. They hold credentials: never log them. */
   readonly headers: IncomingHttpHeaders;
   /** Aborted when the client goes away; pass it to upstream calls made for this request. */

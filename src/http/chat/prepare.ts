@@ -1,4 +1,5 @@
 import { ExchangeContext } from './context.js';
+import { requestModeOf } from './request-mode.js';
 import type { ChatExchange } from './exchange.js';
 import type { ChatPlan, ChatRequestBody } from './planner.js';
 
@@ -35,18 +36,20 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   const record = exchange.record;
 
   const format = exchange.route.format;
+  const choice = requestModeOf(request.headers, config);
   // Observe mode forwards exactly what the client sent: pairs are checked and reported, never repaired or refused.
-  const observing = config.compaction.mode === 'observe';
-  const read = format.read(request.body, request.headers['content-type'], config.pairs, observing);
+  const observing = choice.mode === 'observe';
+  const read = format.read(request.body, request.headers['content-type'], choice.mode === 'off' ? 'off' : config.pairs, observing);
   const pairs = read.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
   const raw = request.body as Buffer;
   const context = new ExchangeContext(exchange, pairs.body, raw, pairs.changed, pairs.repairs, read.stream);
   record.chat = context;
+  context.mode = choice.mode;
 
   let plan: ChatPlan | undefined;
-  if (hooks.planner !== undefined && read.untouched === undefined) plan = await hooks.planner(context);
+  if (hooks.planner !== undefined && read.untouched === undefined && choice.mode !== 'off') plan = await hooks.planner(context);
   if (exchange.abort.aborted) {
     if (exchange.endedBy !== null) throw exchange.endedBy;
     exchange.clientGone();
@@ -57,7 +60,8 @@ export async function prepare(exchange: ChatExchange): Promise<Prepared | undefi
   // Only `messages` is rewritten: the rest of the client's bytes go as they came (see splice-messages.ts).
   const bytes = changedBody === undefined ? raw : read.bytesFor(raw, (changedBody as ChatRequestBody).messages);
   const joined = joinReports(joinReports(read.untouched, pairs.report), plan?.report);
-  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const report = choice.mode === 'off' && choice.note !== undefined ? `${choice.note}: forwarded as sent` : joinReports(choice.note, said);
   record.report = report ?? null;
   return { context, body: changedBody ?? (pairs.body as ChatRequestBody), changed: changedBody !== undefined, bytes, report, plan };
 }

@@ -19,6 +19,13 @@ import type { Sent } from './usage.js';
  * client as an SSE error event, and the report as a last comment.
  */
 
+/** An `Access-Control-Expose-Headers` value with `name` added (once). */
+function exposedWith(value: OutgoingHttpHeaders[string], name: string): string {
+  const listed = value === undefined ? '' : Array.isArray(value) ? value.join(', ') : String(value);
+  const names = listed.split(',').map((part) => part.trim()).filter((part) => part !== '');
+  return names.some((part) => part.toLowerCase() === name || part === '*') ? names.join(', ') : [...names, name].join(', ');
+}
+
 export async function respond(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
@@ -58,7 +65,11 @@ export async function respond(exchange: ChatExchange, answer: UpstreamResponse, 
     exchange.reply.hijack();
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
-    if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
+    if (sent.report !== undefined) {
+      outgoing['x-compactor'] = headerText(sent.report);
+      // A browser client may read it (the upstream's own CORS headers pass through; this one is added to theirs).
+      outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
+    }
     const response = exchange.response;
     response.writeHead(status, outgoing);
     // Clients see the answer start (and its status) before the first token, which may take long.
