@@ -61,6 +61,8 @@ export interface ProxyHandle {
   readonly metrics: Metrics;
   /** Whether the app is draining: new requests get 503 + `Retry-After`. */
   readonly draining: boolean;
+  /** The epoch store in words, for the start line (a Redis store is asked whether it answers). */
+  describeStore(): Promise<string>;
   /** Starts draining (before `close()` on shutdown). */
   startDraining(): void;
   /** Resolves once draining and no request is in flight (every connection left is then closed). */
@@ -176,6 +178,9 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     metrics,
     get draining() {
       return inFlight.draining;
+    },
+    describeStore() {
+      return epochs === null ? Promise.resolve('none (the planner is not compactor\'s)') : epochs.describe();
     },
     startDraining() {
       inFlight.startDraining();

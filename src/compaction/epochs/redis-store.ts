@@ -114,6 +114,10 @@ export class RedisEpochStore implements EpochStore {
   readonly #now: () => number;
   /** Whether the last command failed: the outage is warned once, and its end said once. */
   #faulty = false;
+  /** The connection's last error (`connect ECONNREFUSED 127.0.0.1:6379`): what a command refused while disconnected is told. */
+  #lastError: string | null = null;
+  /** host:port, for the log lines (never the URL: it may hold a password). */
+  readonly host: string;
 
   constructor(options: RedisEpochStoreOptions) {
     this.#options = options;
@@ -135,8 +139,12 @@ export class RedisEpochStore implements EpochStore {
         tokenRatioMerge: { lua: RATIO_SCRIPT, numberOfKeys: 1 },
       },
     }) as ScriptedRedis;
+    const parsed = new URL(options.url);
+    this.host = `${parsed.hostname}:${parsed.port === '' ? '6379' : parsed.port}`;
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
-    this.#redis.on('error', () => undefined);
+    this.#redis.on('error', (error: Error) => {
+      this.#lastError = error.message;
+    });
     this.#redis.on('ready', () => this.#recovered());
   }
 
@@ -219,6 +227,14 @@ export class RedisEpochStore implements EpochStore {
     this.#redis.disconnect();
   }
 
+  /** Whether it answers, for the start line: waits for the connection (at most `timeoutMs`), then `answered` or why not. */
+  async probe(timeoutMs = CONNECT_TIMEOUT_MS): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#redis.status !== 'ready' && this.#lastError === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (this.#redis.status === 'ready') return 'answered';
+    return `not answering: ${this.#lastError ?? `no connection within ${timeoutMs} ms`}`;
+  }
+
   #ratioKey(name: string): string {
     return `${this.#options.keyPrefix}ratio:${name}`;
   }
@@ -234,7 +250,7 @@ export class RedisEpochStore implements EpochStore {
   /** Runs one command; undefined when it failed or timed out (counted, the outage warned once). */
   async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
     if (this.#redis.status !== 'ready') {
-      this.#fault(operation, 'not connected');
+      this.#fault(operation, `not connected to ${this.host}${this.#lastError === null ? '' : `: ${this.#lastError}`}`);
       return undefined;
     }
     try {
@@ -251,7 +267,7 @@ export class RedisEpochStore implements EpochStore {
     this.#options.onFault?.(operation);
     if (this.#faulty) return;
     this.#faulty = true;
-    this.#options.logger?.warn({ store: 'redis', operation, reason }, 'epoch store unavailable: using this replica\'s memory until it is back');
+    this.#options.logger?.warn({ store: 'redis', host: this.host, operation, reason }, `epoch store unavailable (redis at ${this.host}: ${reason}): using this replica's memory until it is back`);
   }
 
   #recovered(): void {
