@@ -68,6 +68,8 @@ describe('compactor at start', () => {
     try {
       const port = (taken.address() as { port: number }).port;
       const main = startMain(['--port', String(port)], { ...ENV, COMPACTOR_UPSTREAM_URL: upstream.url });
+      // It never listens: the promise of its address is expected to reject.
+      main.url.catch(() => undefined);
       expect(await main.exit).toBe(2);
       expect(main.output()).toContain(`port ${port} on 127.0.0.1 is already in use`);
       expect(main.output()).toContain('--port');
@@ -81,6 +83,7 @@ describe('compactor at start', () => {
   it('an upstream that is compactor itself is refused at start', async () => {
     const port = await freePort();
     const main = startMain(['--port', String(port), '--upstream', `http://127.0.0.1:${port}`], ENV);
+    await main.url;
     expect(await main.exit).toBe(2);
     expect(main.output()).toContain('upstream.url points at compactor itself');
   });
