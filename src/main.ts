@@ -35,6 +35,15 @@ function packageVersion(): string {
   return manifest.version;
 }
 
+/** The version for the start line: a build copied without its package.json still starts. */
+function startVersion(): string {
+  try {
+    return packageVersion();
+  } catch {
+    return '(version unknown)';
+  }
+}
+
 function exitInvalid(errors: readonly string[]): never {
   process.stderr.write(`compactor: invalid configuration\n${errors.map((error) => `  ${error}`).join('\n')}\n`);
   process.exit(2);
@@ -124,7 +133,8 @@ async function main(): Promise<void> {
   for (const notice of loaded.notices) app.log.warn(notice);
   const upstreamUrl = displayUrl(config.upstream.url);
   const store = await app.proxy.describeStore();
-  app.log.info({ version: packageVersion(), mode: config.compaction.mode, store, upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, startLine({ version: packageVersion(), address, config, store, upstream: upstreamUrl }));
+  const version = startVersion();
+  app.log.info({ version, mode: config.compaction.mode, store, upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, startLine({ version, address, config, store, upstream: upstreamUrl }));
   const found = await inspectUpstream(app.proxy.upstream);
   if (pointsAtItself(found)) {
     await app.close();
