@@ -35,7 +35,7 @@ function packageVersion(): string {
   return manifest.version;
 }
 
-/** The version for the start line: a build copied without its package.json still starts. */
+/** The version for the start line: a build copied without its package.json beside it still starts. */
 function startVersion(): string {
   try {
     return packageVersion();
@@ -82,39 +82,7 @@ async function main(): Promise<void> {
   }
   const app = buildApp(config, summaryPrompt === undefined ? {} : { summaryPrompt });
 
-  let stopping = false;
-  const shutdown = (signal: NodeJS.Signals): void => {
-    if (stopping) {
-      app.log.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    app.log.info({ signal }, 'shutting down: draining requests in flight');
-    app.proxy.startDraining();
-    const timer = setTimeout(() => {
-      app.log.warn('requests still in flight after the grace period: ending them');
-      app.proxy.endInFlight();
-      setTimeout(() => {
-        app.log.warn('requests still in flight after ending them: exiting');
-        process.exit(1);
-      }, END_IN_FLIGHT_MS).unref();
-    }, SHUTDOWN_GRACE_MS);
-    timer.unref();
-    // Still listening until then, so a new request gets its 503 rather than a refused connection.
-    void app.proxy
-      .whenIdle()
-      .then(() => app.close())
-      .then(
-        () => {
-          app.log.info('stopped');
-          process.exit(0);
-        },
-        (error: unknown) => {
-          app.log.error({ err: error }, 'error while shutting down');
-          process.exit(1);
-        },
-      );
-  };
+  const shutdown = shutdownOn(app);
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
 
@@ -146,6 +114,43 @@ async function main(): Promise<void> {
     process.once('SIGTERM', () => probe.stop());
     process.once('SIGINT', () => probe.stop());
   }
+}
+
+/** The signal handler: drain the requests in flight (a grace period, then end them), close, exit; a second signal exits at once. */
+function shutdownOn(app: ReturnType<typeof buildApp>): (signal: NodeJS.Signals) => void {
+  let stopping = false;
+  return (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      app.log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: draining requests in flight');
+    app.proxy.startDraining();
+    const timer = setTimeout(() => {
+      app.log.warn('requests still in flight after the grace period: ending them');
+      app.proxy.endInFlight();
+      setTimeout(() => {
+        app.log.warn('requests still in flight after ending them: exiting');
+        process.exit(1);
+      }, END_IN_FLIGHT_MS).unref();
+    }, SHUTDOWN_GRACE_MS);
+    timer.unref();
+    // Still listening until then, so a new request gets its 503 rather than a refused connection.
+    void app.proxy
+      .whenIdle()
+      .then(() => app.close())
+      .then(
+        () => {
+          app.log.info('stopped');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          app.log.error({ err: error }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
+  };
 }
 
 await main();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatTokens } from '../../src/compaction/report.js';
+import { formatTokens } from '../../src/compaction/policy/report.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { conversation, turnMessages } from '../support/conversation.js';
 import { FakeUpstream } from '../support/fake-upstream.js';

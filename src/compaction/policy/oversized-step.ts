@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../transcript/message.js';
+import type { ChatMessage } from '../../transcript/message.js';
 
 /**
  * A request's oversized tool results are pruned before anything else (see
