@@ -197,16 +197,9 @@ export class ShuttingDownError extends ProxyError {
   }
 }
 
-/** 405: a route of compactor's own asked with a method it does not answer (`GET /v1/compact`); `Allow` names the ones it does. */
 export class MethodNotAllowedError extends ProxyError {
   constructor(method: string, path: string, allow: readonly string[]) {
-    super({
-      status: 405,
-      type: 'invalid_request_error',
-      code: 'method_not_allowed',
-      message: `${method} ${path} is not answered: use ${allow.join(' or ')}`,
-      headers: { allow: allow.join(', ') },
-    });
+    super({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} ${path} is not answered: use ${allow.join(' or ')}`, headers: { allow: allow.join(', ') } });
   }
 }
 

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
 import { USAGE, loadConfig, printableConfig } from './config/load.js';
-import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './start.js';
+import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/start.js';
 import { inspectUpstream } from './upstream/inspect.js';
 
 /**

@@ -161,12 +161,10 @@ export class CompactionEngine {
     const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.request.messages, budget.tokens);
     const estimate = estimateOf(messages);
-    // Decisions are made on the pruned history (what could be forwarded); reports say what the client sent.
-    const prunedSize = estimate * ratio;
+    const prunedSize = estimate * ratio; // what decisions are made on; reports say what the client sent:
     const clientSize = messages === input.request.messages ? prunedSize : estimateOf(input.request.messages) * ratio;
-    const oversized = oversizedCount(input.request.messages, messages);
     const onlyPruned = (): string => (mode === 'observe' ? wouldLine : String)(prunedReport(input.request.messages, messages, estimateOf, ratio));
-    const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversized, mode === 'observe', onlyPruned), clientTokens: clientSize });
+    const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversizedCount(input.request.messages, messages), mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
     if (mode !== 'force' && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
@@ -270,8 +268,7 @@ export class CompactionEngine {
         const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
         await this.#store.save(epoch);
         this.#logger?.info({ model, tier: 'prune' }, report);
-        const written = { tenant: request.tenant, messages, hashes, report, milliseconds: 0, notes: null };
-        this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false, written });
+        this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report, milliseconds: 0, notes: null } });
         return this.#sizes.applied(epoch, input, request);
       }
       case 'summary':

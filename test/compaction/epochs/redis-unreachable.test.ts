@@ -19,7 +19,7 @@ describe('an unreachable Redis', () => {
       await store.lookup(['a', 'b']);
       await store.lookup(['a', 'b']);
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]!.message).toContain(`redis at 127.0.0.1:${port}`);
+      expect(warnings[0]!.message).toContain(`127.0.0.1:${port}`);
       expect(warnings[0]!.message).toContain('ECONNREFUSED');
       expect(warnings[0]!.message).not.toContain('secret');
     } finally {

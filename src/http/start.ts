@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from './config/schema.js';
-import type { UpstreamClient } from './upstream/client.js';
-import { type UpstreamInspection, inspectUpstream } from './upstream/inspect.js';
+import type { Config } from '../config/schema.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import { type UpstreamInspection, inspectUpstream } from '../upstream/inspect.js';
 
 /**
  * What compactor says as it starts (main.ts): a port in use in words that fix
