@@ -165,7 +165,7 @@ export class MemoryFallbackStore implements EpochStore {
     this.#options.onFault?.(operation);
     if (this.#faulty) return;
     this.#faulty = true;
-    this.#options.logger?.warn({ store: this.#options.name, operation, reason }, `epoch store unavailable (${this.#options.name}: ${reason}): using this replica's memory until it is back`);
+    this.#options.logger?.warn({ store: this.#options.name, operation, reason }, 'epoch store unavailable: using this replica\'s memory until it is back');
   }
 
   #recovered(): void {

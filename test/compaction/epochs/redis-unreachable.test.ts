@@ -19,9 +19,10 @@ describe('an unreachable Redis', () => {
       await store.lookup(['a', 'b']);
       await store.lookup(['a', 'b']);
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]!.message).toContain(`127.0.0.1:${port}`);
-      expect(warnings[0]!.message).toContain('ECONNREFUSED');
-      expect(warnings[0]!.message).not.toContain('secret');
+      const reason = String(warnings[0]!.fields['reason']);
+      expect(reason).toContain(`127.0.0.1:${port}`);
+      expect(reason).toContain('ECONNREFUSED');
+      expect(reason).not.toContain('secret');
     } finally {
       await store.close();
     }
