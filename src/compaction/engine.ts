@@ -29,7 +29,6 @@ import { RatioSharing } from './ratio-sharing.js';
 import { sharedRatioName, TokenRatios } from './token-ratio.js';
 import type { UpstreamJson } from '../upstream/json-surface.js';
 
-export type { CompactionLogger } from './ports.js';
 export type { Compacted, CompactionInput } from './request.js';
 
 /**
@@ -104,6 +103,7 @@ export class CompactionEngine {
       logger: options.logger,
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
+      learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
     this.#sharing = new RatioSharing(store, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
@@ -111,7 +111,7 @@ export class CompactionEngine {
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
-      now,
+      ...{ now, minLearnedWindow: compaction.min_learned_window },
       ...windowNotices(options.logger),
     });
   }
@@ -121,9 +121,8 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
-  get epochCount(): number {
-    return this.#store.size;
-  }
+  get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
+  get epochCount(): number { return this.#store.size; } // prettier-ignore: epochs held in this process (metrics)
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {

@@ -1,4 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -22,7 +23,9 @@ import { SimulatedLlama } from '../../support/simulated-llama.js';
 
 const ARTIFACTS = join(import.meta.dirname, '../../../test-artifacts');
 // The README shows these two: each run takes them again, so they show the page as it is.
-const DOCS = join(import.meta.dirname, '../../../docs');
+// The screenshots README shows live in docs/; they carry a clock and a port, so a run rewrites them only when
+// asked (COMPACTOR_UPDATE_SCREENSHOTS=1), and otherwise into a folder of its own: a test run leaves the tree clean.
+const DOCS = process.env['COMPACTOR_UPDATE_SCREENSHOTS'] === '1' ? join(import.meta.dirname, '../../../docs') : mkdtempSync(join(tmpdir(), 'compactor-screenshots-'));
 const EXECUTABLE = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const WINDOW = 8_192;
 
