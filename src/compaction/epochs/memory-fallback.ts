@@ -38,6 +38,8 @@ export interface SharedEpochs {
   readonly ready: boolean;
   /** Called each time the connection is (re)established. */
   onReady(listener: () => void): void;
+  /** Where it is (host:port, never a URL with its password) and why it is not ready, for the warning of an outage. */
+  whyNotReady?(): string;
   /**
    * Settles on the process's first connection, or when waiting for it is
    * given up: before it a replica knows no epoch at all, so its first
@@ -178,7 +180,7 @@ export class MemoryFallbackStore implements EpochStore {
   async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
     if (!this.#shared.ready && this.#shared.firstConnection !== undefined) await this.#shared.firstConnection();
     if (!this.#shared.ready) {
-      this.#fault(operation, 'not connected');
+      this.#fault(operation, this.#shared.whyNotReady?.() ?? 'not connected');
       return undefined;
     }
     try {

@@ -57,6 +57,10 @@ export const PATIENT_TIMEOUT_MS = 1_000;
 
 export class RedisConnection {
   readonly client: StoreClient;
+  /** host:port of the first URL, for the log lines (never the URL: it may hold a password). */
+  readonly host: string;
+  /** The connection's last error (`connect ECONNREFUSED 127.0.0.1:6379`): what a command refused while disconnected is told. */
+  lastError: string | null = null;
   readonly #options: RedisConnectionOptions;
   /** Settles on the first connection, or when {@link CONNECT_TIMEOUT_MS} has passed without one. */
   readonly #firstConnection: Promise<void>;
@@ -64,9 +68,13 @@ export class RedisConnection {
 
   constructor(options: RedisConnectionOptions) {
     this.#options = options;
+    const first = new URL(options.urls[0]!);
+    this.host = `${first.hostname}:${first.port === '' ? '6379' : first.port}`;
     this.client = options.cluster ? clusterClient(options) : serverClient(options);
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
-    this.client.on('error', () => undefined);
+    this.client.on('error', (error: Error) => {
+      this.lastError = error.message;
+    });
     this.#firstConnection = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, CONNECT_TIMEOUT_MS);
       timer.unref();

@@ -3,7 +3,7 @@ import type { CompactionLogger } from '../ports.js';
 import { type BadValueReason, StoredEpochCodec } from './stored-epoch.js';
 import type { MemoryEpochStore } from './epoch-store.js';
 import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
-import { RedisConnection } from './redis-connection.js';
+import { CONNECT_TIMEOUT_MS, RedisConnection } from './redis-connection.js';
 import { RedisKeys } from './redis-keys.js';
 import { type Epoch, LEARNING_WEIGHT, type LookupOptions, type SharedReads, type UnsharedMeasures } from '../types.js';
 
@@ -114,13 +114,31 @@ const LOGGED_BAD_VALUES = 1_000;
 
 /** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
 export class RedisEpochStore extends MemoryFallbackStore {
+  readonly #connection: RedisConnection;
+
   constructor(options: RedisEpochStoreOptions) {
     const cluster = options.cluster === true;
     const connection = new RedisConnection({ urls: typeof options.url === 'string' ? [options.url] : options.url, cluster, timeoutMs: options.timeoutMs, scripts: SCRIPTS });
     const codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
     const { ttlMs, logger, onBadValue } = options;
     const core: RedisCore = { connection, keys: new RedisKeys(options.keyPrefix, cluster), ttlMs, codec, loggedBadValues: new Set(), logger, onBadValue };
-    super(new RedisEpochs(core, ''), { ...options, name: 'redis' });
+    const epochs = new RedisEpochs(core, '');
+    super(epochs, { ...options, name: 'redis' });
+    this.#connection = connection;
+  }
+
+  /** host:port, for the log lines (never the URL: it may hold a password). */
+  get host(): string {
+    return this.#connection.host;
+  }
+
+  /** Whether it answers, for the start line: waits for the connection (at most `timeoutMs`), then `answered` or why not. */
+  async probe(timeoutMs = CONNECT_TIMEOUT_MS): Promise<string> {
+    const connection = this.#connection;
+    const deadline = Date.now() + timeoutMs;
+    while (!connection.ready && connection.lastError === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (connection.ready) return 'answered';
+    return `not answering: ${connection.lastError ?? `no connection within ${timeoutMs} ms`}`;
   }
 }
 
@@ -144,6 +162,11 @@ class RedisEpochs implements SharedEpochs {
   constructor(core: RedisCore, conversation: string) {
     this.#core = core;
     this.#conversation = conversation;
+  }
+
+  whyNotReady(): string {
+    const { host, lastError } = this.#core.connection;
+    return `not connected to ${host}${lastError === null ? '' : `: ${lastError}`}`;
   }
 
   forConversation(conversation: string): RedisEpochs {
