@@ -47,3 +47,31 @@ export function runLoad(build: string, job: LoadJob, cpu: string | null): Promis
     execFile(file!, args, { encoding: 'utf8' }, (error, stdout) => (error === null ? resolve(JSON.parse(stdout.trim()) as LoadResult) : reject(error)));
   });
 }
+
+/**
+ * An agent-sized request of about `bytes` bytes (issue 26: most real agent requests are 30–200 KB):
+ * a system prompt, three tool definitions, then turns of assistant tool calls and 4 KB tool results,
+ * ending on a user question. Deterministic, so every run and every proxy sees the same bytes.
+ */
+export function agentBody(model: string, stream: boolean, bytes: number): string {
+  const tools = ['read_file', 'run_tests', 'list_dir'].map((name) => ({
+    type: 'function',
+    function: { name, description: `The ${name} tool of a coding agent.`, parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } },
+  }));
+  const messages: Array<Record<string, unknown>> = [{ role: 'system', content: 'You are a coding agent. Use the tools to read, change and test the project.' }];
+  const line = (index: number, row: number): string => `src/module-${index}/file.ts:${row}: export function handler${row}(input: Input): Output { return transform(input, ${row}); }\n`;
+  let index = 0;
+  const body: Record<string, unknown> = { model, messages, tools, max_tokens: 4096 };
+  if (stream) body['stream'] = true;
+  messages.push({ role: 'user', content: 'Find why the tests of the build module fail and fix them.' });
+  while (JSON.stringify(body).length < bytes - 5000) {
+    index++;
+    const id = `call_${index}`;
+    messages.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/module-${index}/file.ts` }) } }] });
+    let result = '';
+    for (let row = 0; result.length < 4000; row++) result += line(index, row);
+    messages.push({ role: 'tool', tool_call_id: id, content: result });
+  }
+  messages.push({ role: 'user', content: 'Now run the tests again and tell me what changed.' });
+  return JSON.stringify(body);
+}
