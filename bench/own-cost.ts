@@ -8,6 +8,7 @@
  *   npx tsx bench/own-cost.ts                      (3 rounds; ~6 minutes)
  *   npx tsx bench/own-cost.ts --quick              (1 short round, a smoke run)
  *   npx tsx bench/own-cost.ts --bodies=2k          (2k, 200k or both: the default)
+ *   npx tsx bench/own-cost.ts --phase=growth       (work that grows with the conversation: 10 … 2,000 messages)
  *
  * Processes, pinned with taskset on a 2-core machine: CPU 0 the load (autocannon
  * in its own process, bench/servers/load.ts) and the upstream
@@ -19,6 +20,10 @@
  * - saturated req/s at c=32 and at c=1 (as many as it answers);
  * - for the 2 KB body, SSE time to first byte, sequential streams from this
  *   script (the upstream sends its first event at once).
+ * With `--phase=growth`: CPU per request at c=1 for agent bodies of 10, 100,
+ * 500 and 2,000 messages (~1 KB each, 10 KB … 2 MB), not triggered and with a
+ * cached epoch, beside the minimal Fastify proxy on the same body (its parse is
+ * the floor), and the cost per message, to show the growth is linear.
  * Targets (issue 26), against the minimal Fastify proxy of the same run:
  * not triggered ≤ 1.25× its CPU per request and ≥ 0.85× its saturated req/s;
  * cached epoch ≤ 1.6× and ≥ 0.7×; SSE added time to first byte ≤ 1 ms.
@@ -35,11 +40,13 @@ const option = (name: string): string | undefined => process.argv.find((arg) => 
 const rounds = Number(option('rounds') ?? (quick ? 1 : 3));
 const seconds = Number(option('seconds') ?? (quick ? 2 : 4));
 const streams = quick ? 50 : 200;
+const phase = option('phase') ?? 'floor';
 const LOAD_CPU = '0';
 const PROXY_CPU = '1';
 const BUILD = `node_modules/.cache/compactor-bench-${basename(process.cwd())}`;
-// The 200 KB agent body is ~50k tokens: a window where it is still under the soft threshold, so "not triggered" holds.
-const N_CTX = 262_144;
+// The 200 KB agent body is ~50k tokens, the growth phase's 2 MB ~500k: windows where each is still under
+// the soft threshold, so "not triggered" holds (the cached epoch is made by max_messages, not by size).
+const N_CTX = phase === 'growth' ? 2_000_000 : 262_144;
 
 interface Body {
   readonly name: string;
@@ -147,12 +154,47 @@ const sample = (body: Body, variant: string): Sample => {
   return samples.get(key)!;
 };
 
-for (const body of bodies) {
+if (phase === 'growth') {
+  await growth();
+  for (const child of children) child.kill('SIGTERM');
+  process.exit(0);
+}
+
+/** CPU per request at c=1 as the history grows: the variants that parse, side by side on each body. */
+async function growth(): Promise<void> {
+  const measured = [variants[FLOOR]!, notTriggered, cachedEpoch];
+  console.log(`Work that grows with the conversation, CPU µs per request at c=1 (median of ${rounds} interleaved rounds of ${seconds} s), Node ${process.version}:`);
+  console.log('');
+  console.log(`| messages | body KiB | ${measured.map((variant) => `${variant.name} µs/req`).join(' | ')} | ${measured.map((variant) => `${variant.name} µs/message`).join(' | ')} |`);
+  console.log(`|---|---|${measured.map(() => '---|').join('')}${measured.map(() => '---|').join('')}`);
+  for (const count of [10, 100, 500, 2000]) {
+    // Steps of an assistant call (~250 bytes) and a 1.7 KB result: about 1 KB a message.
+    const body = agentBody('bench', false, count * 1060, 1700);
+    const messages = (JSON.parse(body) as { messages: unknown[] }).messages.length;
+    for (const variant of measured) await send(variant.origin, body);
+    const reports = [await send(notTriggered.origin, body), await send(cachedEpoch.origin, body)];
+    if (reports[0] !== '' && !reports[0]!.startsWith('forwarded')) throw new Error(`not triggered, yet: ${reports[0]}`);
+    if (!reports[1]!.startsWith('epoch reused')) throw new Error(`the cached-epoch proxy did not reuse its epoch: ${reports[1]}`);
+    const cpu = new Map<string, number[]>(measured.map((variant) => [variant.name, []]));
+    for (const body of bodies) {
   for (const variant of variants) await send(variant.origin, body.json);
   const reports = [await send(notTriggered.origin, body.json), await send(cachedEpoch.origin, body.json)];
   if (reports[0] !== '' && !reports[0]!.startsWith('forwarded')) throw new Error(`not triggered, yet: ${reports[0]}`);
   if (!reports[1]!.startsWith('epoch reused')) throw new Error(`the cached-epoch proxy did not reuse its epoch: ${reports[1]}`);
   for (const variant of variants) await load(`${variant.origin}${CHAT}`, body.json, 32, body.rate); // warm up
+}
+
+for (let round = 1; round <= rounds; round++) {
+      for (const variant of measured.map((_, index) => measured[(index + round) % measured.length]!)) {
+        const before = cpuMicros(variant.child.pid!);
+        const result = await load(`${variant.origin}${CHAT}`, body, 1);
+        if (result.non2xx > 0 || result.errors > 0) throw new Error(`${variant.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+        cpu.get(variant.name)!.push((cpuMicros(variant.child.pid!) - before) / result.total);
+      }
+    }
+    const medians = measured.map((variant) => median(cpu.get(variant.name)!));
+    console.log(`| ${messages} | ${(body.length / 1024).toFixed(0)} | ${medians.map((value) => value.toFixed(0)).join(' | ')} | ${medians.map((value) => (value / messages).toFixed(1)).join(' | ')} |`);
+  }
 }
 
 for (let round = 1; round <= rounds; round++) {

@@ -129,7 +129,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
-  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
+  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   // An admin key is a key too; it also sees every tenant on the dashboard.
   const allKeys = [...config.auth.keys, ...config.auth.admin_keys];

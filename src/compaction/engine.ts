@@ -126,7 +126,7 @@ export class CompactionEngine {
     this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
-    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, ttlMs: config.cache.ttl_s * 1000, now });
+    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
     this.#counter = new ExactCounter(options.upstream, now);
     this.#logger = options.logger;
     this.#observer = options.observer;
@@ -160,6 +160,11 @@ export class CompactionEngine {
 
   get epochCount(): number {
     return this.#store.size;
+  }
+
+  /** What the epochs held in this process cost, in bytes about. */
+  get epochBytes(): number {
+    return this.#store.bytes;
   }
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */

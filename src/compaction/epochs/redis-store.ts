@@ -145,6 +145,10 @@ export class RedisEpochStore implements EpochStore {
     return this.#memory.size;
   }
 
+  get bytes(): number {
+    return this.#memory.bytes;
+  }
+
   /** Whether the replica is working from memory now (Redis down, or its last command failed). */
   get degraded(): boolean {
     return this.#faulty || this.#redis.status !== 'ready';
