@@ -60,6 +60,8 @@ function history(index: number): string {
 interface Memory {
   rss: number;
   heapUsed: number;
+  heapTotal: number;
+  external: number;
 }
 
 function memoryOf(child: ChildProcess): Promise<Memory> {
@@ -109,7 +111,7 @@ async function run(label: string, cache: Record<string, number>): Promise<string
   await pool.close();
   for (const child of [proxy.child, upstream.child]) child.kill('SIGTERM');
   const mib = (value: number): string => (value / 1024 / 1024).toFixed(0);
-  return `| ${label} | ${conversations} (${compacted} summarized) | ${entries} | ${mib(bytes)} | ${mib(before.rss)} → ${mib(after.rss)} | ${mib(before.heapUsed)} → ${mib(after.heapUsed)} | ${seconds.toFixed(0)} |`;
+  return `| ${label} | ${conversations} (${compacted} summarized) | ${entries} | ${mib(bytes)} | ${mib(before.rss)} → ${mib(after.rss)} | ${mib(before.heapUsed)} → ${mib(after.heapUsed)} | ${mib(after.heapTotal)} | ${mib(after.external)} | ${seconds.toFixed(0)} |`;
 }
 
 execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
@@ -121,7 +123,7 @@ const rows = [
 ];
 console.log(`Epoch memory, Node ${process.version}, 12 KB shared system prompt + ~37 KB history per conversation, notes of ${notesBytes} bytes, ${CONCURRENCY} at a time:`);
 console.log('');
-console.log('| cache | conversations | epochs held | store MiB (its own figure) | RSS MiB before → after | heap used MiB before → after | seconds |');
-console.log('|---|---|---|---|---|---|---|');
+console.log('| cache | conversations | epochs held | store MiB (its own figure) | RSS MiB before → after | heap used MiB before → after | heap total MiB after | external MiB after | seconds |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const row of rows) console.log(row);
 process.exit(0);
