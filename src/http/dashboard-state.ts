@@ -1,14 +1,14 @@
 import { budgetOf } from '../compaction/budget.js';
 import type { Config } from '../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
-import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
+import { hash } from 'node:crypto';
+import { canonicalText } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
 import { isRealUserMessage } from '../transcript/groups.js';
 import { contentText, type ChatMessage } from '../transcript/message.js';
 import type { UsageObservation } from './chat/planner.js';
 import { tenantOfRequest } from './chat/engine-planner.js';
 import type { PromptTokens } from './metrics.js';
-import { promptTokensOf } from './prompt-tokens.js';
 
 /**
  * What `GET /dashboard/state` shows: per conversation (a short id from the
@@ -97,11 +97,17 @@ function notesOf(forwarded: readonly ChatMessage[]): string | undefined {
   return marked === undefined ? undefined : contentText(marked.content).slice(0, MAX_NOTES_CHARS);
 }
 
-/** Where the conversation starts: its head and first real user message, hashed as epochs are (tenant and model first). */
+/**
+ * Where the conversation starts: its head and first real user message (tenant and model first), in the
+ * canonical text epochs are hashed as, but in one digest: the id is only shown, never looked up by prefix,
+ * so the chain's digest per message would be work for nothing on every answered request.
+ */
 function conversationId(tenant: string, model: string, messages: readonly ChatMessage[]): string {
   const firstUser = messages.findIndex((message) => isRealUserMessage(message));
   const upTo = firstUser === -1 ? messages.length : firstUser + 1;
-  return prefixHashes({ tenant, model }, messages, upTo).at(-1)!.slice(0, ID_LENGTH);
+  let text = `${tenant.length}:${tenant}${model.length}:${model}`;
+  for (let index = 0; index < upTo; index++) text += canonicalText(messages[index]);
+  return hash('sha256', text, 'hex').slice(0, ID_LENGTH);
 }
 
 export class DashboardState implements CompactionObserver {
@@ -207,8 +213,8 @@ export function bothObservers(first: CompactionObserver, second: CompactionObser
   };
 }
 
-/** A chat answer as the dashboard takes it. */
-export function answeredOf(observation: UsageObservation): AnsweredRequest {
+/** A chat answer as the dashboard takes it, with the prompt tokens the metrics already counted. */
+export function answeredOf(observation: UsageObservation, tokens: PromptTokens | null): AnsweredRequest {
   const { context, forwarded } = observation;
   const forwardedMessages = forwarded['messages'];
   return {
@@ -217,7 +223,7 @@ export function answeredOf(observation: UsageObservation): AnsweredRequest {
     messages: context.body.messages,
     forwarded: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
     report: observation.report,
-    tokens: promptTokensOf(observation),
+    tokens,
     repairs: context.pairRepairs,
   };
 }
