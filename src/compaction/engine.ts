@@ -120,14 +120,9 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
-  get epochCount(): number {
-    return this.#store.size;
-  }
-
-  /** What the epochs held in this process cost, in bytes about. */
-  get epochBytes(): number {
-    return this.#store.bytes;
-  }
+  /** Epochs held in this process, and what they cost in bytes (about): the store's own counts. */
+  get epochCount(): number { return this.#store.size; }
+  get epochBytes(): number { return this.#store.bytes; }
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
