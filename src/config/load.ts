@@ -45,7 +45,8 @@ Secrets are read from the environment only, never from flags (which other users 
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis
-  COMPACTOR_DASHBOARD         dashboard.enabled: on | off`;
+  COMPACTOR_DASHBOARD         dashboard.enabled: on | off
+  COMPACTOR_COMPRESS          compaction.compress.enabled: on | off`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
@@ -64,6 +65,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
   COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
   COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
+  COMPACTOR_COMPRESS: { path: ['compaction', 'compress', 'enabled'], kind: 'boolean' },
   COMPACTOR_MODE: { path: ['compaction', 'mode'] },
   COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },
   COMPACTOR_SUMMARY_UPSTREAM: { path: ['compaction', 'summary', 'upstream'] },
