@@ -11,6 +11,7 @@ import {
   type Sizes,
   type Tier,
   type Trigger,
+  chooseCut,
   epochBoundary,
   planCompaction,
   summaryPairTokens,
@@ -18,6 +19,7 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
+import { type CompressPlan, compressSettingsOf, planCompress } from './compress-tier.js';
 
 export type { Tier };
 
@@ -43,6 +45,7 @@ export function decisionSettingsOf(compaction: Config['compaction']): DecisionSe
     maxMessages: compaction.max_messages,
     summaryMaxTokens: compaction.summary.max_tokens,
     pruneMaxResultChars: compaction.prune.max_result_chars,
+    compress: compressSettingsOf(compaction.compress),
   };
 }
 
@@ -76,6 +79,8 @@ export type Decision =
   /** Wait for the summary of this conversation already running, then decide again. */
   | { readonly kind: 'wait' }
   | { readonly kind: 'prune'; readonly plan: Extract<CompactionPlan, { tier: 'prune' }>; readonly boundary: Boundary }
+  /** Old tool results compressed, no model call: an epoch like a pruning's. */
+  | { readonly kind: 'compress'; readonly plan: CompressPlan; readonly boundary: Boundary }
   | { readonly kind: 'summarize'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
   | { readonly kind: 'steps'; readonly plan: StepsPlan; readonly boundary: Boundary; readonly counts: OldAndKept }
   /** Even compacted it cannot fit: `needed` tokens, of which `summaryTokens` would be a summary's. */
@@ -114,7 +119,14 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
   const size = totalSize(sizes);
   const trigger = triggerOf(size, candidate.messages.length, budget.tokens, settings);
   if (trigger === null) {
-    return { kind: 'forward', size, prepareNext: budget.tokens !== null && size >= settings.softThreshold * budget.tokens };
+    const soft = budget.tokens !== null && size >= settings.softThreshold * budget.tokens;
+    // In the soft zone, compress before preparing a summary: when it frees enough, no summary call is made for it. Not
+    // while a summary of the conversation is pending or running: this epoch would leave that one behind, unused.
+    if (soft && epochs.pending === null && !epochs.running) {
+      const compressed = compressNow(candidate, sizes, budget.tokens, settings);
+      if (compressed !== null) return compressed;
+    }
+    return { kind: 'forward', size, prepareNext: soft };
   }
   // Crossed: an epoch prepared in the background applies now, with no waiting.
   if (epochs.pending !== null) return { kind: 'apply-pending', epoch: epochs.pending };
@@ -129,6 +141,8 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
       return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(budget.summaryTokens) };
     case 'prune':
       return { kind: 'prune', plan, boundary: epochBoundary(candidate, plan.cut) };
+    case 'compress':
+      return { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
     case 'summary':
       return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
     case 'steps':
@@ -157,6 +171,8 @@ export function decideAhead(
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
     ...withSummaryOf(budget, settings),
+    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call).
+    compress: null,
     keepRecent: Math.max(0, settings.keepRecent - growth),
     // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
     target: Math.max(0, settings.target - growth),
@@ -165,6 +181,19 @@ export function decideAhead(
   if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   return null;
+}
+
+/**
+ * The soft zone's compression of the results older than the protected tail,
+ * when it alone frees at least `clear_at_least` tokens. Pruning is left to the
+ * crossing, as before: it is what made a large result fit, and a history
+ * pruned down below the soft threshold meets its next large result with no
+ * summary prepared (the 48-turn run of issue 13 item 9 then waited three times).
+ */
+function compressNow(candidate: Candidate, sizes: CandidateSizes, budget: number | null, settings: DecisionSettings): Extract<Decision, { kind: 'compress' }> | null {
+  const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
+  const plan = planCompress(candidate, sizes, chooseCut(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
+  return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
 }
 
 /** The settings with the summary planned at what this budget allows it (less than configured on a small window). */

@@ -16,7 +16,7 @@ import { ExactCounter } from './exact-count.js';
 import type { CompactionObserver } from './observer.js';
 import { type Candidate, candidateOf, totalSize } from './plan.js';
 import { pruneOversizedResults, prunedReport } from './oversized.js';
-import { prunedLine, reusedLine, wouldLine } from './report.js';
+import { compressedLine, prunedLine, reusedLine, wouldLine } from './report.js';
 import { forcedSettings, observedDecision } from './observe.js';
 import { prunedEpoch } from './replacement.js';
 import { isNear, scaledTo, sizesOf } from './sizing.js';
@@ -308,6 +308,15 @@ export class CompactionEngine {
           await this.#store.save(epoch);
           this.#logger?.info({ model, tier: 'prune' }, report);
           this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
+          return this.#forward(epoch, input, request);
+        }
+        case 'compress': {
+          const { plan, boundary } = decision;
+          const report = compressedLine({ results: plan.results, before: originalSize, after: plan.size });
+          const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report, 'compress');
+          await this.#store.save(epoch);
+          this.#logger?.info({ model, tier: 'compress' }, report);
+          this.#observer?.compaction({ model, tier: 'compress', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
           return this.#forward(epoch, input, request);
         }
         case 'summarize':

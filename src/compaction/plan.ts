@@ -3,6 +3,7 @@ import { headLength, turnRanges, balanceCut, stepRanges } from '../transcript/gr
 import { isMarked } from '../transcript/marks.js';
 import { pruneToolResults } from '../transcript/prune.js';
 import type { Epoch } from './epochs/epoch-store.js';
+import { type CompressPlan, type CompressTierSettings, planCompress } from './compress-tier.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -10,8 +11,8 @@ import type { Epoch } from './epochs/epoch-store.js';
  * and exact counts.
  */
 
-/** What a compaction did: no model call, a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'summary' | 'steps';
+/** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
+export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
 
 export interface CompactionSettings {
   /** Fraction of the budget at which a request is compacted before it is forwarded. */
@@ -25,6 +26,8 @@ export interface CompactionSettings {
   /** What a summary may cost: the `max_tokens` its request asks for. */
   readonly summaryMaxTokens: number;
   readonly pruneMaxResultChars: number;
+  /** The compression tier, tried after pruning and before a summary; null or absent: off. */
+  readonly compress?: CompressTierSettings | null;
 }
 
 /**
@@ -100,6 +103,7 @@ const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
+  | CompressPlan
   /**
    * `turnStart`: when the cut goes through the last complete turn (its last
    * steps kept raw), the user message that starts it, kept raw before them.
@@ -201,7 +205,8 @@ function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number,
 
 /**
  * Chooses the cheapest tier that brings the candidate under `target × budget`:
- * pruning old tool results (no model call), else summarizing the old turns.
+ * pruning old tool results (no model call), else compressing them (no model
+ * call; enough when under the threshold), else summarizing the old turns.
  * A summary that lands between the target and the budget is still taken (it is
  * the best there is); a candidate whose kept part alone exceeds the budget is
  * `too-large`.
@@ -237,6 +242,9 @@ export function planCompaction(
       count++;
     }
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
+    // Compression alone brings it under the threshold: no summary is asked for (the next epoch, if it comes to that, is prepared in the soft zone).
+    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf);
+    if (compressed !== null && (budget === null || compressed.size < settings.threshold * budget)) return compressed;
   }
 
   // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one), and forwarded so.

@@ -84,8 +84,8 @@ export function replacementOf(
 }
 
 /**
- * The epoch a prune makes: `pruned` (the candidate with old results pruned,
- * every message in place) up to `candidateEnd`. It writes nothing new, but
+ * The epoch a prune or a compression makes: `pruned` (the candidate with old
+ * results pruned or compressed, every message in place) up to `candidateEnd`. It writes nothing new, but
  * keeps the epoch in use's notes and marks where they were, so it is keyed
  * by what those were written from, at least.
  */
@@ -95,8 +95,11 @@ export function prunedEpoch(
   pruned: readonly ChatMessage[],
   boundary: { readonly candidateEnd: number; readonly sourceLength: number },
   report: string,
+  strategy: 'prune' | 'compress' = 'prune',
 ): Epoch {
-  const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
+  // A compression's markers name later calls, which hold the newer copies: it applies only to a history that has them (all of this one).
+  const seen = strategy === 'compress' ? hashes.length - 1 : boundary.sourceLength;
+  const seenLength = Math.max(seen, candidate.epoch?.seenLength ?? 0);
   return {
     key: hashes[seenLength]!,
     sourceLength: boundary.sourceLength,
@@ -104,7 +107,7 @@ export function prunedEpoch(
     replacement: pruned.slice(0, boundary.candidateEnd),
     ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
     notes: candidate.epoch?.notes ?? null,
-    strategy: 'prune',
+    strategy,
     report,
     // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
     ...(candidate.epoch?.expiresAt === undefined ? {} : { expiresAt: candidate.epoch.expiresAt }),

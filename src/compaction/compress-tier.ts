@@ -1,0 +1,81 @@
+import type { Config } from '../config/schema.js';
+import type { ChatMessage } from '../transcript/message.js';
+import { headLength } from '../transcript/groups.js';
+import { compressToolResults, type CompressSettings } from '../transcript/compress/compress.js';
+import { pruneToolResults } from '../transcript/prune.js';
+import type { Candidate, CompactionSettings, Sizes } from './plan.js';
+
+/**
+ * The compression tier (DESIGN.md § Compression): before any summary, old
+ * tool results are compressed without a model (superseded re-reads and
+ * re-runs, identical copies, JSON arrays and logs by structure). Pure: the
+ * engine makes an epoch of the plan, so a compression is decided once and
+ * replayed byte for byte, like a summary.
+ */
+
+export interface CompressTierSettings {
+  /** Tokens a compression must free to be applied: each one moves the forwarded prefix, so a small gain is not worth the KV cache it costs. */
+  readonly clearAtLeast: number;
+  readonly compress: CompressSettings;
+}
+
+/** The tier's settings from `compaction.compress`, or null when it is off. */
+export function compressSettingsOf(compress: Config['compaction']['compress']): CompressTierSettings | null {
+  if (!compress.enabled) return null;
+  return {
+    clearAtLeast: compress.clear_at_least,
+    compress: {
+      superseded: compress.superseded,
+      identical: compress.identical,
+      structure: compress.structure,
+      minResultChars: compress.min_result_chars,
+      keepItems: compress.keep_items,
+      keepLines: compress.keep_lines,
+      clear: { keep: compress.clear.keep, excludeTools: compress.clear.exclude_tools },
+    },
+  };
+}
+
+/** What a compression forwards: the candidate with its old results compressed (and pruned) up to `cut`, every message in place. */
+export interface CompressPlan {
+  readonly tier: 'compress';
+  readonly cut: number;
+  readonly messages: ChatMessage[];
+  /** Tool results compressed or pruned. */
+  readonly results: number;
+  /** The candidate's size once compressed. */
+  readonly size: number;
+}
+
+/**
+ * Compresses the tool results older than the protected tail (`cut`: what a
+ * summary would keep raw, `chooseCut`), pruning what is still over
+ * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut),
+ * or it frees fewer than `clear_at_least` tokens.
+ */
+export function planCompress(
+  candidate: Candidate,
+  sizes: Sizes,
+  cut: number | null,
+  settings: Pick<CompactionSettings, 'compress' | 'pruneMaxResultChars'>,
+  sizeOf: (message: ChatMessage) => number,
+  { prune = true }: { prune?: boolean } = {},
+): CompressPlan | null {
+  const tier = settings.compress;
+  if (tier === undefined || tier === null || cut === null) return null;
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
+  const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
+  if (pruned === messages) return null;
+  const total = sizes.perMessage.reduce((sum, size) => sum + size, sizes.fixed);
+  let size = total;
+  let results = 0;
+  for (let index = head; index < cut; index++) {
+    if (pruned[index] === messages[index]) continue;
+    size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
+    results++;
+  }
+  if (total - size < tier.clearAtLeast) return null;
+  return { tier: 'compress', cut, messages: [...pruned], results, size };
+}
