@@ -84,6 +84,7 @@ function tierOf(report: string): string | null {
   for (const part of report.split('; ')) {
     if (part.startsWith('summarized')) return 'summary';
     if (part.startsWith('pruned')) return 'prune';
+    if (part.startsWith('compressed')) return 'compress';
     if (part.startsWith('truncated')) return 'truncated';
   }
   return null;
