@@ -70,6 +70,7 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
     const response = await fetch(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim', messages: history }) });
     if (response.status !== 200) failed++;
     await response.text();
+    if (process.env['TRACE'] !== undefined) console.error(`${name} ${requests}: ${llama.chatRecords.at(-1)?.promptTokens} tokens, ${llama.summaryRecords.length} summaries — ${response.headers.get('x-compactor') ?? ''}`);
     await new Promise((resolve) => setTimeout(resolve, THINK_MS));
   };
   try {

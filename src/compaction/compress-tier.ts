@@ -45,13 +45,15 @@ export interface CompressPlan {
   readonly results: number;
   /** The candidate's size once compressed. */
   readonly size: number;
+  /** Tokens it frees. */
+  readonly freed: number;
 }
 
 /**
  * Compresses the tool results older than the protected tail (`cut`: what a
  * summary would keep raw, `chooseCut`), pruning what is still over
  * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut),
- * or it frees fewer than `clear_at_least` tokens.
+ * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
  */
 export function planCompress(
   candidate: Candidate,
@@ -59,7 +61,7 @@ export function planCompress(
   cut: number | null,
   settings: Pick<CompactionSettings, 'compress' | 'pruneMaxResultChars'>,
   sizeOf: (message: ChatMessage) => number,
-  { prune = true }: { prune?: boolean } = {},
+  { prune = true, atLeast }: { prune?: boolean; atLeast?: number } = {},
 ): CompressPlan | null {
   const tier = settings.compress;
   if (tier === undefined || tier === null || cut === null) return null;
@@ -76,6 +78,6 @@ export function planCompress(
     size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
     results++;
   }
-  if (total - size < tier.clearAtLeast) return null;
-  return { tier: 'compress', cut, messages: [...pruned], results, size };
+  if (total - size < (atLeast ?? tier.clearAtLeast)) return null;
+  return { tier: 'compress', cut, messages: [...pruned], results, size, freed: total - size };
 }

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { estimateMessageTokens } from '../transcript/tokens.js';
+import { repeatedNewestResults } from '../transcript/compress/compress.js';
 import type { Budget } from './budget.js';
 import type { Epoch } from './epochs/epoch-store.js';
 import {
@@ -125,6 +126,8 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     if (soft && epochs.pending === null && !epochs.running) {
       const compressed = compressNow(candidate, sizes, budget.tokens, settings);
       if (compressed !== null) return compressed;
+      // Compression will do at the crossing: no summary is prepared for it.
+      if (compressesAtCrossing(candidate, sizes, budget.tokens!, settings)) return { kind: 'forward', size, prepareNext: false };
     }
     return { kind: 'forward', size, prepareNext: soft };
   }
@@ -194,6 +197,32 @@ function compressNow(candidate: Candidate, sizes: CandidateSizes, budget: number
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
   const plan = planCompress(candidate, sizes, chooseCut(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
+}
+
+/**
+ * Whether the crossing ahead can be expected to be met by a compression, so
+ * no summary is prepared for it: what will lie outside the protected tail
+ * then (all but the last `keep_recent − growth` of today's history) frees
+ * `clear_at_least` compressed, and enough to get back under the soft threshold, counting as freed the newest results of calls
+ * the agent has already repeated (it re-reads the file it edits, re-runs the
+ * test): its next repeat supersedes them. The re-read loop on an 8k window
+ * otherwise prepared a summary in every other soft zone that a compression
+ * made needless. When the agent stops repeating itself, the crossing
+ * summarizes (and waits for it) as a history without the tier would.
+ */
+function compressesAtCrossing(candidate: Candidate, sizes: CandidateSizes, budget: number, settings: DecisionSettings): boolean {
+  if (settings.compress === undefined || settings.compress === null) return false;
+  const growth = Math.max(0, settings.threshold * budget - totalSize(sizes)) / budget;
+  const cut = chooseCut(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
+  if (cut === null) return false;
+  const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
+  const now = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 })?.freed ?? 0;
+  const head = headLength(candidate.messages);
+  const expected = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress }).reduce((sum, index) => sum + sizes.perMessage[index]!, 0);
+  // And what it leaves must be back under the soft threshold: once what no compression frees (the messages, the
+  // markers, the newest copies) has grown that large, the crossing needs the summary after it prepared now.
+  const freed = now + expected;
+  return freed >= settings.compress.clearAtLeast && totalSize(sizes) - freed < settings.softThreshold * budget;
 }
 
 /** The settings with the summary planned at what this budget allows it (less than configured on a small window). */

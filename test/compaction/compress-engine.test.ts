@@ -46,7 +46,7 @@ describe('the compression tier through the engine (issue 25)', () => {
     expect(JSON.stringify(next.forwarded.slice(0, compressed.length - 1))).toBe(JSON.stringify(compressed.slice(0, -1)));
     expect(next.report).toMatch(/^epoch reused|^compressed/);
     // Superseded reads name the later call; the newest copy of each file read so far is forwarded verbatim.
-    expect(JSON.stringify(compressed)).toMatch(/superseded: call read_\d+ ran read_file again/);
+    expect(JSON.stringify(compressed)).toMatch(/superseded by call read_\d+, the same read_file call made later/);
     const turns = steps[first]!.history.filter((message) => message.role === 'user').length - 1;
     for (const [offset, path] of REREAD_FILES.entries()) {
       const newest = Array.from({ length: turns }, (_, index) => index + 1).filter((turn) => turn % 3 === offset).at(-1)!;
@@ -55,7 +55,7 @@ describe('the compression tier through the engine (issue 25)', () => {
   });
 
   it('the epoch keeps its strategy through a shared store\'s encoding', () => {
-    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded: …]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
+    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
     expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
   });
 

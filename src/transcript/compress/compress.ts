@@ -138,7 +138,7 @@ function clearedIndexes(results: readonly Result[], clear: CompressSettings['cle
  *
  * @example
  * compressToolResults(historyThatReadsAFileTwice, { from: 1, to: 5 })
- * // → the first read's result becomes "[compressed: superseded: call c2 ran read_file again …]"
+ * // → the first read's result becomes "[compressed: superseded by call c2, the same read_file call made later (N bytes removed)]"
  */
 export function compressToolResults(
   messages: readonly ChatMessage[],
@@ -163,6 +163,25 @@ export function compressToolResults(
     bytesAfter += utf8ByteLength(change.text);
   }
   return { messages: out ?? messages, compressed, bytesBefore, bytesAfter };
+}
+
+/**
+ * The newest results in [`from`, `to`) of calls the history has already made
+ * more than once: a call an agent repeats (the file it edits, the test it
+ * re-runs) it is likely to repeat again, and then these copies are superseded.
+ * What a compression at the next crossing can be expected to free beyond what
+ * it frees now.
+ */
+export function repeatedNewestResults(messages: readonly ChatMessage[], { from = 0, to = messages.length, settings = DEFAULT_COMPRESS_SETTINGS }: { from?: number; to?: number; settings?: CompressSettings } = {}): number[] {
+  if (!settings.superseded) return [];
+  const results = resultsOf(messages);
+  const counts = new Map<string, number>();
+  for (const result of results) if (result.call !== undefined) counts.set(result.call.key, (counts.get(result.call.key) ?? 0) + 1);
+  const { bySameCall } = laterCopies(results);
+  return results
+    .filter((result) => result.index >= from && result.index < to && result.content.length >= settings.minResultChars && !hasMarker(result.content))
+    .filter((result) => result.call !== undefined && (counts.get(result.call.key) ?? 0) > 1 && !bySameCall.has(result.index))
+    .map((result) => result.index);
 }
 
 function compressedText(

@@ -15,12 +15,12 @@ export function hasMarker(text: string): boolean {
 
 /** A result superseded by a later call of the same tool with the same arguments. */
 export function supersededMarker(tool: string, laterCallId: string, bytes: number): string {
-  return `${MARKER_PREFIX}superseded: call ${laterCallId} ran ${tool} again with the same arguments and its result holds the newer copy (${bytes} bytes removed here)]`;
+  return `${MARKER_PREFIX}superseded by call ${laterCallId}, the same ${tool} call made later (${bytes} bytes removed)]`;
 }
 
 /** A result identical to a later one, kept once (in the later call's result). */
 export function duplicateMarker(laterCallId: string, bytes: number): string {
-  return `${MARKER_PREFIX}identical to the result of call ${laterCallId}, kept there (${bytes} bytes removed here)]`;
+  return `${MARKER_PREFIX}identical to the result of call ${laterCallId} (${bytes} bytes removed)]`;
 }
 
 /** A result cleared by the optional keep-newest-N clearing. */

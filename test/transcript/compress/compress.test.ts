@@ -26,7 +26,7 @@ describe('compressToolResults', () => {
       result('c3', file(3)),
     ];
     const { messages: out, compressed } = compressToolResults(messages, { from: 0, to: 6 });
-    expect(out[3]!.content).toMatch(/^\[compressed: superseded: call c3 ran read_file again with the same arguments .*\(\d+ bytes removed here\)\]$/);
+    expect(out[3]!.content).toMatch(/^\[compressed: superseded by call c3, the same read_file call made later \(\d+ bytes removed\)\]$/);
     expect(out[5]!.content).toMatch(/call c3/);
     expect(out[7]).toBe(messages[7]);
     expect([...compressed.values()]).toEqual(['superseded', 'superseded']);
@@ -45,7 +45,7 @@ describe('compressToolResults', () => {
     const text = 'z'.repeat(600);
     const messages = [call('c1', 'grep', { q: 'a' }), result('c1', text), call('c2', 'grep', { q: 'b' }), result('c2', text)];
     const { messages: out } = compressToolResults(messages);
-    expect(out[1]!.content).toMatch(/^\[compressed: identical to the result of call c2, kept there \(600 bytes removed here\)\]$/);
+    expect(out[1]!.content).toMatch(/^\[compressed: identical to the result of call c2 \(600 bytes removed\)\]$/);
     expect(out[3]).toBe(messages[3]);
   });
 
