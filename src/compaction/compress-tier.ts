@@ -36,6 +36,21 @@ export function compressSettingsOf(compress: Config['compaction']['compress']): 
   };
 }
 
+/**
+ * The most `clear_at_least` asks of a budget: a sixth of it (512 tokens on a 4k
+ * window). On a 4k window a compression rarely frees 1024 tokens at once (its
+ * protected tail is 768), and the re-read loop summarized 29 times in 40 turns
+ * with 1024, 20 times with 512 (bench/README.md § compress.ts).
+ */
+const MAX_CLEAR_SHARE = 1 / 6;
+
+/** The tier's settings for a budget: `clear_at_least` at most a sixth of it. */
+export function compressForBudget(tier: CompressTierSettings | null | undefined, budget: number | null): CompressTierSettings | null {
+  if (tier === undefined || tier === null) return null;
+  if (budget === null || tier.clearAtLeast <= budget * MAX_CLEAR_SHARE) return tier;
+  return { ...tier, clearAtLeast: Math.floor(budget * MAX_CLEAR_SHARE) };
+}
+
 /** What a compression forwards: the candidate with its old results compressed (and pruned) up to `cut`, every message in place. */
 export interface CompressPlan {
   readonly tier: 'compress';

@@ -20,7 +20,7 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
-import { type CompressPlan, compressSettingsOf, planCompress } from './compress-tier.js';
+import { type CompressPlan, compressForBudget, compressSettingsOf, planCompress } from './compress-tier.js';
 
 export type { Tier };
 
@@ -116,7 +116,8 @@ export interface CandidateSizes extends Sizes {
  * decide(candidate, sizes, budgetOf(8192, {}, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
  * // → { kind: 'forward', size: 3100, prepareNext: false } for a history of 3.1k tokens
  */
-export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, settings: DecisionSettings): Decision {
+export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, configured: DecisionSettings): Decision {
+  const settings = { ...configured, compress: compressForBudget(configured.compress, budget.tokens) };
   const size = totalSize(sizes);
   const trigger = triggerOf(size, candidate.messages.length, budget.tokens, settings);
   if (trigger === null) {

@@ -4,6 +4,8 @@ import { type CandidateSizes, decide, decideAhead, decisionSettingsOf } from '..
 import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
 import { candidateOf, totalSize } from '../../src/compaction/plan.js';
 import { sizesOf } from '../../src/compaction/sizing.js';
+import { compressForBudget, compressSettingsOf, planCompress } from '../../src/compaction/compress-tier.js';
+import { estimateMessageTokens } from '../../src/transcript/tokens.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { configWith } from '../support/compaction.js';
 import { reReadConversation } from '../support/re-reads.js';
@@ -48,13 +50,20 @@ describe('the compression tier', () => {
     expect(decide(candidate, sizes(messages), budget, { ...idle, running: true }, settings)).toMatchObject({ kind: 'forward', prepareNext: true });
   });
 
-  it('is applied only when it frees at least clear_at_least tokens', () => {
+  it('is applied only when it frees at least clear_at_least tokens, at most a sixth of the budget', () => {
     const messages = historyOf(6093);
     const candidate = candidateOf(messages, null);
-    const strict = decisionSettingsOf(configWith({ compaction: { compress: { clear_at_least: 100_000 } } }).compaction);
-    expect(decide(candidate, sizes(messages), budget, idle, strict).kind).toBe('summarize');
-    const soft = historyOf(4300);
-    expect(decide(candidateOf(soft, null), sizes(soft), budget, idle, strict)).toMatchObject({ kind: 'forward', prepareNext: true });
+    const decision = decide(candidate, sizes(messages), budget, idle, settings);
+    if (decision.kind !== 'compress') throw new Error(decision.kind);
+    const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message);
+    const tier = compressSettingsOf(configWith().compaction.compress)!;
+    const withAtLeast = (clearAtLeast: number) => ({ ...settings, compress: { ...tier, clearAtLeast } });
+    const { freed } = decision.plan;
+    expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.ceil(freed) + 1), sizeOf)).toBeNull();
+    expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.floor(freed)), sizeOf)).not.toBeNull();
+    // On a 4k window 1024 tokens is a third of the budget: a sixth of it is asked instead.
+    expect(compressForBudget(tier, 3072)?.clearAtLeast).toBe(512);
+    expect(compressForBudget(tier, 7168)?.clearAtLeast).toBe(1024);
   });
 
   it('is off with compress.enabled false: the summary tier as before', () => {
