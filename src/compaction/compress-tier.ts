@@ -67,7 +67,7 @@ export interface CompressPlan {
 /**
  * Compresses the tool results older than the protected tail (`cut`: what a
  * summary would keep raw, `chooseCut`), pruning what is still over
- * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut),
+ * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut), nothing to compress,
  * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
  */
 export function planCompress(
@@ -83,6 +83,8 @@ export function planCompress(
   const { messages } = candidate;
   const head = headLength(messages);
   const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
+  // Pruning alone is the prune tier's (taken when it meets the target), not a compression.
+  if (compressed === messages) return null;
   const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
   if (pruned === messages) return null;
   const total = sizes.perMessage.reduce((sum, size) => sum + size, sizes.fixed);
