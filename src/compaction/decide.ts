@@ -2,7 +2,6 @@ import type { Config } from '../config/schema.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { estimateMessageTokens } from '../transcript/tokens.js';
-import { repeatedNewestResults } from '../transcript/compress/compress.js';
 import type { Budget } from './budget.js';
 import type { Epoch } from './epochs/epoch-store.js';
 import {
@@ -12,7 +11,6 @@ import {
   type Sizes,
   type Tier,
   type Trigger,
-  chooseCut,
   epochBoundary,
   planCompaction,
   summaryPairTokens,
@@ -20,7 +18,8 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
-import { type CompressPlan, compressForBudget, compressSettingsOf, planCompress } from './compress-tier.js';
+import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
+import { compressesAtCrossing, compressNow } from './compress-ahead.js';
 
 export type { Tier };
 
@@ -185,45 +184,6 @@ export function decideAhead(
   if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   return null;
-}
-
-/**
- * The soft zone's compression of the results older than the protected tail,
- * when it alone frees at least `clear_at_least` tokens. Pruning is left to the
- * crossing, as before: it is what made a large result fit, and a history
- * pruned down below the soft threshold meets its next large result with no
- * summary prepared (the 48-turn run of issue 13 item 9 then waited three times).
- */
-function compressNow(candidate: Candidate, sizes: CandidateSizes, budget: number | null, settings: DecisionSettings): Extract<Decision, { kind: 'compress' }> | null {
-  const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const plan = planCompress(candidate, sizes, chooseCut(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
-  return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
-}
-
-/**
- * Whether the crossing ahead can be expected to be met by a compression, so
- * no summary is prepared for it: what will lie outside the protected tail
- * then (all but the last `keep_recent − growth` of today's history) frees
- * `clear_at_least` compressed, and enough to get back under the soft threshold, counting as freed the newest results of calls
- * the agent has already repeated (it re-reads the file it edits, re-runs the
- * test): its next repeat supersedes them. The re-read loop on an 8k window
- * otherwise prepared a summary in every other soft zone that a compression
- * made needless. When the agent stops repeating itself, the crossing
- * summarizes (and waits for it) as a history without the tier would.
- */
-function compressesAtCrossing(candidate: Candidate, sizes: CandidateSizes, budget: number, settings: DecisionSettings): boolean {
-  if (settings.compress === undefined || settings.compress === null) return false;
-  const growth = Math.max(0, settings.threshold * budget - totalSize(sizes)) / budget;
-  const cut = chooseCut(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
-  if (cut === null) return false;
-  const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const now = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 })?.freed ?? 0;
-  const head = headLength(candidate.messages);
-  const expected = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress }).reduce((sum, index) => sum + sizes.perMessage[index]!, 0);
-  // And what it leaves must be back under the soft threshold: once what no compression frees (the messages, the
-  // markers, the newest copies) has grown that large, the crossing needs the summary after it prepared now.
-  const freed = now + expected;
-  return freed >= settings.compress.clearAtLeast && totalSize(sizes) - freed < settings.softThreshold * budget;
 }
 
 /** The settings with the summary planned at what this budget allows it (less than configured on a small window). */
