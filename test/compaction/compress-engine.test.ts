@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-codec.js';
 import type { CompactionEvent } from '../../src/compaction/observer.js';
@@ -9,7 +10,7 @@ import { reReadTurn, fileAt, REREAD_FILES } from '../support/re-reads.js';
 /** Issue 25 through the engine: the re-read loop on the default 8k window. */
 
 const prepare = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], mode?: 'observe') =>
-  compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
+  compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
 
 /** Runs the re-read loop turn by turn (each request with the whole history) until `until` says stop; returns what each request gave. */
 async function run(compactor: ReturnType<typeof compactorWith>['compactor'], turns: number, mode?: 'observe') {

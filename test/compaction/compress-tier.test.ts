@@ -12,7 +12,7 @@ import { reReadConversation } from '../support/re-reads.js';
 
 /** Issue 25, items 1 and 2: the compression tier in the decision, before the summary. */
 
-const budget = budgetOf(8192, {}, 1024, 1024); // 7168 tokens: soft zone from 4300, threshold 6093
+const budget = budgetOf(8192, undefined, 1024, 1024); // 7168 tokens: soft zone from 4300, threshold 6093
 const idle = { pending: null, running: false, attempt: 0 };
 const sizes = (messages: readonly ChatMessage[]): CandidateSizes => ({ ...sizesOf(messages, 0, 1), ratio: 1 });
 
