@@ -2,15 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-codec.js';
-import type { CompactionEvent } from '../../src/compaction/observer.js';
+import type { CompactionEvent } from '../../src/compaction/ports.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
 import { reReadTurn, fileAt, REREAD_FILES } from '../support/re-reads.js';
 
 /** Issue 25 through the engine: the re-read loop on the default 8k window. */
 
-const prepare = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], mode?: 'observe') =>
-  compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
+const compact = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], mode?: 'observe') =>
+  compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
 
 /** Runs the re-read loop turn by turn (each request with the whole history) until `until` says stop; returns what each request gave. */
 async function run(compactor: ReturnType<typeof compactorWith>['compactor'], turns: number, mode?: 'observe') {
@@ -19,9 +19,9 @@ async function run(compactor: ReturnType<typeof compactorWith>['compactor'], tur
   for (let turn = 1; turn <= turns; turn++) {
     const messages = reReadTurn(turn);
     history = [...history, messages[0]!];
-    const prepared = await prepare(compactor, history, mode);
-    prepared.afterResponse?.();
-    steps.push({ history, forwarded: prepared.messages, report: prepared.report });
+    const compacted = await compact(compactor, history, mode);
+    compacted.afterResponse?.();
+    steps.push({ history, forwarded: compacted.messages, report: compacted.report });
     history = [...history, ...messages.slice(1)];
   }
   return steps;

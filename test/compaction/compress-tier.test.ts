@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { budgetOf } from '../../src/compaction/budget.js';
-import { type CandidateSizes, decide, decideAhead, decisionSettingsOf } from '../../src/compaction/decide.js';
-import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
-import { candidateOf, totalSize } from '../../src/compaction/plan.js';
-import { sizesOf } from '../../src/compaction/sizing.js';
-import { compressForBudget, compressSettingsOf, planCompress } from '../../src/compaction/compress-tier.js';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { type CandidateSizes, decide, decideAhead, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
+import type { Epoch } from '../../src/compaction/types.js';
+import { candidateOf, totalSize } from '../../src/compaction/policy/plan.js';
+import { sizesOf } from '../../src/compaction/policy/sizing.js';
+import { compressForBudget, compressSettingsOf, planCompress } from '../../src/compaction/policy/compress-tier.js';
 import { estimateMessageTokens } from '../../src/transcript/tokens.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { configWith } from '../support/compaction.js';
@@ -69,7 +69,7 @@ describe('the compression tier', () => {
   it('is off with compress.enabled false: the summary tier as before', () => {
     const off = decisionSettingsOf(configWith({ compaction: { compress: { enabled: false } } }).compaction);
     const messages = historyOf(6093);
-    expect(decide(candidateOf(messages, null), sizes(messages), budget, idle, off).kind).toBe('summarize');
+    expect(decide(candidateOf(messages, null), sizes(messages), budget, idle, off).kind).toBe('summary');
   });
 
   it('a compressed history decides to forward: compressing it again frees nothing', () => {
@@ -85,6 +85,6 @@ describe('the compression tier', () => {
   it('the background never prepares a compression: it is decided when a request needs it', () => {
     const messages = historyOf(4300);
     const ahead = decideAhead(candidateOf(messages, null), sizes(messages), budget, settings);
-    expect(ahead === null || ahead.kind === 'summarize' || ahead.kind === 'steps').toBe(true);
+    expect(ahead === null || ahead.kind === 'summary' || ahead.kind === 'steps').toBe(true);
   });
 });

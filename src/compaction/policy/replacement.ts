@@ -1,9 +1,10 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { mark } from '../transcript/marks.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { mark } from '../../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { Epoch } from '../types.js';
 import type { Candidate } from './plan.js';
+import { compressedLine, prunedLine } from './report.js';
 
 /**
  * The messages compactor writes in place of what it compacts: the summary
@@ -11,10 +12,10 @@ import type { Candidate } from './plan.js';
  * Both are marked, so they never anchor a task nor pass for a user's words.
  */
 
-export const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
+const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
 
 /** What replaces old turns: a user message with the notes and the assistant's acknowledgement, keeping alternation. */
-export function summaryPair(notes: string): ChatMessage[] {
+function summaryPair(notes: string): ChatMessage[] {
   return [
     { role: 'user', content: mark('summary', notes) },
     { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
@@ -22,7 +23,7 @@ export function summaryPair(notes: string): ChatMessage[] {
 }
 
 /** What stands where a summary would when it could not be written: a marked notice pair. */
-export function truncationNotice(text: string): ChatMessage[] {
+function truncationNotice(text: string): ChatMessage[] {
   return [
     { role: 'user', content: mark('truncated', text) },
     { role: 'assistant', content: mark('truncated', 'Understood; continuing without them.') },
@@ -112,4 +113,19 @@ export function prunedEpoch(
     // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
     ...(candidate.epoch?.expiresAt === undefined ? {} : { expiresAt: candidate.epoch.expiresAt }),
   };
+}
+
+/** A decision made with no model call: old results pruned or compressed, every message in place. */
+type ModelFree =
+  | { readonly kind: 'prune'; readonly plan: { readonly messages: readonly ChatMessage[]; readonly pruned: number; readonly size: number }; readonly boundary: Boundary }
+  | { readonly kind: 'compress'; readonly plan: { readonly messages: readonly ChatMessage[]; readonly results: number; readonly size: number }; readonly boundary: Boundary };
+
+type Boundary = { readonly candidateEnd: number; readonly sourceLength: number };
+
+/** The epoch a prune or a compression decision makes, its report line said from `before` (the request's size) to the plan's. */
+export function modelFreeEpoch(hashes: readonly string[], candidate: Candidate, decision: ModelFree, before: number): Epoch {
+  const { plan } = decision;
+  const results = decision.kind === 'prune' ? decision.plan.pruned : decision.plan.results;
+  const report = (decision.kind === 'prune' ? prunedLine : compressedLine)({ results, before, after: plan.size });
+  return prunedEpoch(hashes, candidate, plan.messages, decision.boundary, report, decision.kind);
 }

@@ -1,9 +1,8 @@
-import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { compressToolResults, type CompressSettings } from '../transcript/compress/compress.js';
-import { pruneToolResults } from '../transcript/prune.js';
-import type { Candidate, CompactionSettings, Sizes } from './plan.js';
+import type { Config } from '../../config/schema.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { compressToolResults, type CompressSettings } from '../../transcript/compress/compress.js';
+import { pruneToolResults } from '../../transcript/prune.js';
 
 /**
  * The compression tier (DESIGN.md § Compression): before any summary, old
@@ -12,6 +11,22 @@ import type { Candidate, CompactionSettings, Sizes } from './plan.js';
  * engine makes an epoch of the plan, so a compression is decided once and
  * replayed byte for byte, like a summary.
  */
+
+/**
+ * What a plan of this tier reads of a candidate, its sizes and the settings: the shapes of plan.ts's
+ * `Candidate`, `Sizes` and `CompactionSettings`, written here so plan.ts can call the tier without a circle.
+ */
+interface Compressible {
+  readonly messages: readonly ChatMessage[];
+}
+interface MessageSizes {
+  readonly perMessage: readonly number[];
+  readonly fixed: number;
+}
+interface TierSettings {
+  readonly compress?: CompressTierSettings | null;
+  readonly pruneMaxResultChars: number;
+}
 
 export interface CompressTierSettings {
   /** Tokens a compression must free to be applied: each one moves the forwarded prefix, so a small gain is not worth the KV cache it costs. */
@@ -71,10 +86,10 @@ export interface CompressPlan {
  * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
  */
 export function planCompress(
-  candidate: Candidate,
-  sizes: Sizes,
+  candidate: Compressible,
+  sizes: MessageSizes,
   cut: number | null,
-  settings: Pick<CompactionSettings, 'compress' | 'pruneMaxResultChars'>,
+  settings: TierSettings,
   sizeOf: (message: ChatMessage) => number,
   { prune = true, atLeast }: { prune?: boolean; atLeast?: number } = {},
 ): CompressPlan | null {

@@ -1,7 +1,7 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { estimateMessageTokens } from '../transcript/tokens.js';
-import { repeatedNewestResults } from '../transcript/compress/compress.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { estimateMessageTokens } from '../../transcript/tokens.js';
+import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
 import { type Candidate, type CompactionSettings, type Sizes, chooseCut, epochBoundary, totalSize } from './plan.js';
 

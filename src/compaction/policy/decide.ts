@@ -1,15 +1,14 @@
-import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { estimateMessageTokens } from '../transcript/tokens.js';
+import type { Config } from '../../config/schema.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { estimateMessageTokens } from '../../transcript/tokens.js';
 import type { Budget } from './budget.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { Epoch, Tier } from '../types.js';
 import {
   type Candidate,
   type CompactionPlan,
   type CompactionSettings,
   type Sizes,
-  type Tier,
   type Trigger,
   epochBoundary,
   planCompaction,
@@ -20,8 +19,6 @@ import {
 import { planSteps, type StepsPlan } from './plan-steps.js';
 import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
 import { compressesAtCrossing, compressNow } from './compress-ahead.js';
-
-export type { Tier };
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -81,7 +78,7 @@ export type Decision =
   | { readonly kind: 'prune'; readonly plan: Extract<CompactionPlan, { tier: 'prune' }>; readonly boundary: Boundary }
   /** Old tool results compressed, no model call: an epoch like a pruning's. */
   | { readonly kind: 'compress'; readonly plan: CompressPlan; readonly boundary: Boundary }
-  | { readonly kind: 'summarize'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
+  | { readonly kind: 'summary'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
   | { readonly kind: 'steps'; readonly plan: StepsPlan; readonly boundary: Boundary; readonly counts: OldAndKept }
   /** Even compacted it cannot fit: `needed` tokens, of which `summaryTokens` would be a summary's. */
   | { readonly kind: 'too-large'; readonly needed: number; readonly summaryTokens: number };
@@ -147,7 +144,7 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     case 'compress':
       return { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
     case 'summary':
-      return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
+      return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
     case 'steps':
       return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   }
@@ -169,7 +166,7 @@ export function decideAhead(
   sizes: CandidateSizes,
   budget: Budget,
   settings: DecisionSettings,
-): Extract<Decision, { kind: 'summarize' | 'steps' }> | null {
+): Extract<Decision, { kind: 'summary' | 'steps' }> | null {
   if (budget.tokens === null || budget.tokens <= 0) return null;
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
@@ -181,7 +178,7 @@ export function decideAhead(
     target: Math.max(0, settings.target - growth),
   };
   const plan = planTiers(candidate, sizes, budget.tokens, 'size', ahead);
-  if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
+  if (plan.tier === 'summary') return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   return null;
 }
@@ -208,7 +205,7 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
 }
 
 /** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes), or past the kept results a summary prunes. */
-export function coveredEnd(plan: SummaryPlan): number {
+function coveredEnd(plan: SummaryPlan): number {
   return plan.tier === 'steps' ? plan.cut + 1 : Math.max(plan.cut, plan.prunedKept?.end ?? 0);
 }
 
@@ -220,4 +217,9 @@ function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
   const head = headLength(candidate.messages);
   const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
   return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
+}
+
+/** Whether a decision makes a new epoch from the candidate. */
+export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'compress' | 'summary' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'compress' || decision.kind === 'summary' || decision.kind === 'steps';
 }

@@ -1,6 +1,6 @@
 import type { Budget } from './budget.js';
 import type { Decision, DecisionSettings } from './decide.js';
-import type { Tier } from './plan.js';
+import type { Tier } from '../types.js';
 import { compressedLine, prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
 
 /**
@@ -38,7 +38,7 @@ export function observedDecision(decision: Decision, options: { before: number; 
       return { line: wouldLine(prunedLine({ results: decision.plan.pruned, before, after: decision.plan.size })), tier: 'prune', counted: true, after: decision.plan.size };
     case 'compress':
       return { line: wouldLine(compressedLine({ results: decision.plan.results, before, after: decision.plan.size })), tier: 'compress', counted: true, after: decision.plan.size };
-    case 'summarize':
+    case 'summary':
     case 'steps': {
       const tier = decision.kind === 'steps' ? 'steps' : 'summary';
       return { line: wouldSummarizeLine({ tier, ...decision.counts, before, after: decision.plan.size }), tier, counted: true, after: decision.plan.size };
