@@ -124,7 +124,7 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
   const { upstream, summaryUpstream, logger, metrics, dashboard } = parts;
-  const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) });
+  const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
   const engine = new CompactionEngine({
     config,
     upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),

@@ -12,6 +12,7 @@
  * | UnauthorizedError           | 401     | invalid_api_key                        |
  * | RequestTimeoutError         | 408     | request_timeout                        |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
+ * | TooManyItemsError           | 413     | request_too_complex                    |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
  * | HeadersTooLargeError        | 431     | headers_too_large                      |
  * | InternalError               | 500     | internal_error                         |
@@ -101,6 +102,12 @@ export class HeadersTooLargeError extends ProxyError {
 export class PayloadTooLargeError extends ProxyError {
   constructor(limitBytes: number) {
     super({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)` });
+  }
+}
+
+export class TooManyItemsError extends ProxyError { // 413: past limits.max_items, the planning work a request may cost
+  constructor(limit: number) {
+    super({ status: 413, type: 'invalid_request_error', code: 'request_too_complex', message: `the request carries more than ${limit} messages, tool calls and content parts (limits.max_items)` });
   }
 }
 

@@ -103,6 +103,7 @@ export class CompactionEngine {
       logger: options.logger,
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
+      learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
     this.#sharing = new RatioSharing(store, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
@@ -110,7 +111,7 @@ export class CompactionEngine {
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
-      now,
+      ...{ now, minLearnedWindow: compaction.min_learned_window },
       ...windowNotices(options.logger),
     });
   }
@@ -120,6 +121,7 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
+  get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
   get epochCount(): number {
     return this.#store.size;
   }

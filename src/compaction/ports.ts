@@ -74,4 +74,6 @@ export interface CompactionObserver {
    * crossing whose epoch was prepared in the background waits for none.
    */
   summaryWait?(milliseconds: number): void;
+  /** A summary was dropped from the queue or refused a place in it, by the limit named. */
+  summaryDropped?(limit: string): void;
 }

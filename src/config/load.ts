@@ -76,6 +76,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'] },
+  COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
 };
 
 /** The same keys by command-line flag, secrets excepted. */

@@ -50,7 +50,7 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
-  const read = readExchange({ format: CHAT_FORMAT, pairs: config.pairs, observing: false }, request.body, request.headers['content-type']).request;
+  const read = readExchange({ format: CHAT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items }, request.body, request.headers['content-type']).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.

@@ -186,12 +186,18 @@ export class DashboardState implements CompactionObserver {
     this.totals.waits++;
   }
 
-  /** What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only. */
-  snapshot(viewer: { readonly tenant: string | null }) {
+  /**
+   * What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only;
+   * notes (show_text) only of `notesOf`'s conversations (null: every tenant's, for an admin key).
+   */
+  snapshot(viewer: { readonly tenant: string | null; readonly notesOf?: string | null }) {
+    const notesOf = viewer.notesOf === undefined ? viewer.tenant : viewer.notesOf;
+    const shown = ({ tenant, notes, ...event }: CompactionItem & { readonly tenant: string }): CompactionItem =>
+      notes === undefined || (notesOf !== null && tenant !== notesOf) ? event : { ...event, notes };
     const visible = [...this.#conversations.values()].filter((conversation) => viewer.tenant === null || conversation.tenant === viewer.tenant).reverse();
     return {
       conversations: visible.map(({ tenant: _tenant, cached, prompt, ...conversation }) => ({ ...conversation, kvReuse: prompt === 0 ? null : cached / prompt })),
-      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(({ tenant: _tenant, ...event }): CompactionItem => event).reverse(),
+      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(shown).reverse(),
       // Totals span every tenant: only an admin (or a proxy without keys) sees them.
       ...(viewer.tenant === null ? { totals: { ...this.totals } } : {}),
     };

@@ -15,6 +15,8 @@ export interface ConfiguredStore {
 export interface StoreOfConfigOptions {
   readonly logger?: CompactionLogger | undefined;
   readonly onFault?: ((operation: string) => void) | undefined;
+  /** Told of each stored value that was not a valid epoch. */
+  readonly onBadValue?: ((reason: string) => void) | undefined;
   readonly now?: () => number;
 }
 
@@ -30,6 +32,9 @@ export function epochStoreOf(config: Config, options: StoreOfConfigOptions = {})
     memory,
     logger: options.logger,
     onFault: options.onFault,
+    onBadValue: options.onBadValue,
+    secret: cache.redis.secret,
+    maxValueBytes: cache.redis.max_value_bytes,
     ...(options.now === undefined ? {} : { now: options.now }),
   });
   return { store: redis, state: () => (redis.degraded ? 'redis (degraded: memory)' : 'redis'), close: () => redis.close() };

@@ -108,8 +108,7 @@ export function compactionHooks(
     const model = context.body.model;
     const planned = await compactor.windows.get(model, credentialHeaders(context, upstream));
     if (planned !== null && window >= planned) return false;
-    compactor.windows.learnRefusal(model, window);
-    return true;
+    return compactor.windows.learnRefusal(model, window, credentialHeaders(context, upstream));
   };
 
   return { planner, onRefusal };

@@ -19,9 +19,11 @@ export interface ReadSettings {
   /** `pairs:` in the configuration. */
   readonly pairs: PairMode;
   readonly observing: boolean;
+  /** `limits.max_items`: the planning work a request may cost. */
+  readonly maxItems: number;
 }
 
 export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {
-  const { format, pairs, observing } = settings;
-  return { request: format.read(body, contentType, pairs, observing), raw: body as Buffer, observing };
+  const { format, pairs, observing, maxItems } = settings;
+  return { request: format.read(body, contentType, pairs, observing, maxItems), raw: body as Buffer, observing };
 }
