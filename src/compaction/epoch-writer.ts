@@ -218,7 +218,8 @@ export class EpochWriter {
     const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
-    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+    const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
+    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
     return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, strategy: plan.tier, report });
   }
 
@@ -247,7 +248,8 @@ export class EpochWriter {
         const after = job.sizeOfMessages([...replacement, ...job.rest], true);
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
+        const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
         const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: this.#truncationExpiry(request.model) };
         return this.#stored(job, epoch);
       }

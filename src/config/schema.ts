@@ -15,7 +15,8 @@ const Fraction = z.number().gt(0, 'expected a fraction above 0').lte(1, 'expecte
 const Milliseconds = z.int('expected an integer number of milliseconds').positive('expected a positive number');
 const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
 const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
-const HttpUrl = z.url({ protocol: /^https?$/, error: 'expected a URL' });
+// `127.0.0.1:8080` is the likeliest mistake: say what to write instead.
+const HttpUrl = z.url({ protocol: /^https?$/, error: (issue) => (typeof issue.input === 'string' && /^[\w.-]+:\d+(\/\S*)?$/.test(issue.input) ? `expected a URL; add its scheme: http://${issue.input}` : 'expected a URL') });
 const RedisUrl = z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' });
 // `__proto__` as a map key would set the prototype of the parsed record.
 const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
@@ -68,6 +69,8 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
+        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
+        allow_request_mode: z.boolean().default(true),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),

@@ -113,8 +113,25 @@ interface ScriptedRedis extends RedisClient {
 
 /** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
 export class RedisEpochStore extends MemoryFallbackStore {
+  readonly #epochs: RedisEpochs;
+
   constructor(options: RedisEpochStoreOptions) {
-    super(new RedisEpochs(options), { ...options, name: 'redis' });
+    const epochs = new RedisEpochs(options);
+    super(epochs, { ...options, name: 'redis' });
+    this.#epochs = epochs;
+  }
+
+  /** host:port, for the log lines (never the URL: it may hold a password). */
+  get host(): string {
+    return this.#epochs.host;
+  }
+
+  /** Whether it answers, for the start line: waits for the connection (at most `timeoutMs`), then `answered` or why not. */
+  async probe(timeoutMs = CONNECT_TIMEOUT_MS): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.#epochs.ready && this.#epochs.lastError === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (this.#epochs.ready) return 'answered';
+    return `not answering: ${this.#epochs.lastError ?? `no connection within ${timeoutMs} ms`}`;
   }
 }
 
@@ -124,10 +141,15 @@ class RedisEpochs implements SharedEpochs {
   readonly #options: RedisEpochStoreOptions;
   readonly #codec: StoredEpochCodec;
   readonly #loggedBadValues = new Set<string>();
+  readonly host: string;
+  /** The connection's last error (`connect ECONNREFUSED 127.0.0.1:6379`): what a command refused while disconnected is told. */
+  lastError: string | null = null;
 
   constructor(options: RedisEpochStoreOptions) {
     this.#options = options;
     this.#codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
+    const parsed = new URL(options.url);
+    this.host = `${parsed.hostname}:${parsed.port === '' ? '6379' : parsed.port}`;
     const { Redis } = loadIoredis();
     this.#redis = new Redis(options.url, {
       // Fail at once while disconnected rather than queue: the request goes on with memory.
@@ -145,7 +167,13 @@ class RedisEpochs implements SharedEpochs {
       },
     }) as ScriptedRedis;
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
-    this.#redis.on('error', () => undefined);
+    this.#redis.on('error', (error: Error) => {
+      this.lastError = error.message;
+    });
+  }
+
+  whyNotReady(): string {
+    return `not connected to ${this.host}${this.lastError === null ? '' : `: ${this.lastError}`}`;
   }
 
   get ready(): boolean {

@@ -1,3 +1,4 @@
+import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { ChatRequestBody } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan } from './planner.js';
@@ -41,17 +42,20 @@ function joinReports(first: string | undefined, second: string | undefined): str
   return hasFirst ? first : hasSecond ? second : undefined;
 }
 
-export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext): Promise<Planned> {
+export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext, choice?: ModeChoice): Promise<Planned> {
   const { request, raw, observing } = read;
   const pairs = request.pairs;
   let plan: ChatPlan | undefined;
   await yieldOnLargeBody(raw);
-  if (hooks.planner !== undefined && request.untouched === undefined) plan = await hooks.planner(context);
+  // Mode off (x-compactor-mode): forwarded as sent, nothing planned.
+  if (hooks.planner !== undefined && request.untouched === undefined && choice?.mode !== 'off') plan = await hooks.planner(context);
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
   const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
   const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
-  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const note = choice?.note;
+  const report = choice?.mode === 'off' && note !== undefined ? `${note}: forwarded as sent` : joinReports(note, said);
   return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined, bytes, report, plan };
 }

@@ -27,3 +27,14 @@ export function readExchange(settings: ReadSettings, body: unknown, contentType:
   const { format, pairs, observing, maxItems } = settings;
   return { request: format.read(body, contentType, pairs, observing, maxItems), raw: body as Buffer, observing };
 }
+
+/**
+ * The read settings of one request whose mode (`x-compactor-mode`) may
+ * differ from the configuration's: observe checks pairs without repairing
+ * them, off leaves them alone.
+ */
+export function readSettingsFor(settings: ReadSettings, mode: 'off' | 'observe' | 'compact', pairs: PairMode): ReadSettings {
+  const observing = mode === 'observe';
+  const wanted: PairMode = mode === 'off' ? 'off' : pairs;
+  return observing === settings.observing && wanted === settings.pairs ? settings : { ...settings, observing, pairs: wanted };
+}
