@@ -16,7 +16,8 @@ import { CHANGELOG_LINE, FIXED_DISCOUNT, FIXED_FORMAT, SHOP_SCRIPT, TAX, TAX_TES
  * with the given window, and the agent's CLI started in the project.
  */
 
-export const BIN = join(dirname(fileURLToPath(import.meta.url)), '../../../node_modules/.bin');
+/** The agent CLIs' own install (package.json and lock beside this file), made by install.ts before the first agent test. */
+export const BIN = join(dirname(fileURLToPath(import.meta.url)), 'node_modules/.bin');
 
 /** An agent run that has not finished by then has hung; each file's test timeout is set above it. */
 export const AGENT_TIMEOUT_MS = 180_000;
@@ -188,7 +189,7 @@ export function harnessForFile(window: number): () => Harness {
 }
 
 /**
- * Runs an agent CLI of node_modules/.bin in the harness's sandbox, with the
+ * Runs an agent CLI of the agents' node_modules/.bin in the harness's sandbox, with the
  * configuration `configure` writes (pointing it at compactor), and checks the
  * scripted run passed: the figures of the run.
  */
