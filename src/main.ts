@@ -55,6 +55,12 @@ function readSummaryPrompt(file: string | null): string | undefined {
 }
 
 async function main(): Promise<void> {
+  if (process.argv[2] === 'doctor') {
+    // Loaded only for the doctor, so the proxy's start pays nothing for it.
+    const { runDoctor } = await import('./doctor/command.js');
+    process.exitCode = await runDoctor(process.argv.slice(3), process.env, (text) => process.stdout.write(text));
+    return;
+  }
   const loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
   if (!loaded.ok) exitInvalid(loaded.errors);
   if (loaded.help) {

@@ -16,6 +16,7 @@ import { MASK, maskUrl } from './mask.js';
  */
 
 export const USAGE = `Usage: compactor [options]
+       compactor doctor [options]   check the upstream, the store and the configuration, one line each
 
 Options:
   --config FILE               YAML configuration file (env COMPACTOR_CONFIG)
