@@ -71,14 +71,46 @@ describe('Dockerfile', () => {
   const { args, stages } = dockerfile();
   const [build, runtime] = stages;
 
-  it('builds on the Node LTS slim image with dev dependencies, and runs on it with production ones only', () => {
+  it("builds and runs on the exact Node LTS release .ci/run tests, the build stage installing only what tsc needs", () => {
     expect(stages.map((stage) => stage.name)).toEqual(['build', 'runtime']);
-    // Node's LTS lines are the even ones.
-    expect(Number(args.get('NODE_VERSION')) % 2).toBe(0);
+    const node = args.get('NODE_VERSION') ?? '';
+    // An exact release of an LTS line (the even ones), the one the suite also runs on.
+    expect(node).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(Number(node.split('.')[0]) % 2).toBe(0);
+    expect(/^LTS_NODE_VERSION=(\S+)$/m.exec(readFileSync(join(ROOT, '.ci/run'), 'utf8'))?.[1]).toBe(node);
     for (const stage of stages) expect(stage.from).toBe('node:${NODE_VERSION}-slim');
-    expect(instructions(build!, 'RUN')).toEqual(expect.arrayContaining([expect.stringMatching(/^npm ci (?!.*--omit)/), 'npm run build']));
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; devDependencies: Record<string, string> };
+    const [production, compiler, compile, ...rest] = instructions(build!, 'RUN');
+    expect(rest).toEqual([]);
+    expect(production).toMatch(/^npm ci --omit=dev --ignore-scripts /);
+    // The compiler and Node's types, at the versions the tests compile with, and no other package.
+    const packages = compiler!.split(/\s+/).filter((word) => /^(@[\w-]+\/)?[\w.-]+@/.test(word));
+    expect(compiler).toMatch(/^npm install --prefix (\S+) --ignore-scripts /);
+    expect(packages.sort()).toEqual([`@types/node@${manifest.devDependencies['@types/node']}`, `typescript@${manifest.devDependencies['typescript']}`]);
+    const prefix = /--prefix (\S+)/.exec(compiler!)![1]!;
+    expect(compile).toBe(`${prefix}/node_modules/.bin/tsc -p tsconfig.build.json --typeRoots ${prefix}/node_modules/@types`);
+    expect(manifest.scripts['build']).toBe('tsc -p tsconfig.build.json');
     expect(instructions(runtime!, 'RUN')).toEqual([expect.stringMatching(/^npm ci --omit=dev /)]);
-    expect(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.build).toBe('tsc -p tsconfig.build.json');
+  });
+
+  it('avoids the mistakes hadolint flags', () => {
+    for (const stage of stages) {
+      // DL3006/DL3007: a tag, never latest. DL3020: COPY, not ADD. DL3000: an absolute WORKDIR. DL3003: no cd.
+      expect(stage.from).toMatch(/:[^:]+$/);
+      expect(stage.from).not.toMatch(/:latest\b/);
+      expect(instructions(stage, 'ADD')).toEqual([]);
+      for (const workdir of instructions(stage, 'WORKDIR')) expect(workdir).toMatch(/^\//);
+      for (const command of instructions(stage, 'RUN')) {
+        expect(command).not.toMatch(/(^|&&\s*)cd\s/);
+        // DL3016: npm install names exact versions; DL3008-style floating system packages: none at all.
+        expect(command).not.toMatch(/apt-get|apk add/);
+        if (/^npm install\b/.test(command)) for (const word of command.split(/\s+/).slice(2).filter((w) => !w.startsWith('-') && !w.startsWith('/'))) expect(word).toMatch(/@\d+\.\d+\.\d+$/);
+      }
+      // DL4003/DL4004: one CMD at most; JSON form.
+      expect(instructions(stage, 'CMD').length).toBeLessThanOrEqual(1);
+      for (const command of instructions(stage, 'CMD')) expect(() => JSON.parse(command)).not.toThrow();
+    }
+    expect(new Set(stages.map((stage) => stage.name)).size).toBe(stages.length);
   });
 
   it('copies only files that exist and that .dockerignore lets through, and the build output the start command runs', () => {
@@ -210,7 +242,9 @@ describe('docker/compose.yaml', () => {
   });
 
   it('runs llama-server from the official image with a mounted model, --port 8080, -c, -np and a /health check', () => {
-    expect(llama['image']).toBe('ghcr.io/ggml-org/llama.cpp:server');
+    // The build the recordings in test/fixtures/llama-server/ were made with.
+    const build = /build (b\d+)/.exec(readFileSync(join(ROOT, 'test/fixtures/llama-server/README.md'), 'utf8'))?.[1];
+    expect(llama['image']).toBe(`ghcr.io/ggml-org/llama.cpp:server-${build}`);
     const command = llama['command'] as string[];
     const valueOf = (flag: string): string | undefined => command[command.indexOf(flag) + 1];
     expect(valueOf('--port')).toBe('8080');
@@ -241,7 +275,59 @@ describe('docker/compose.yaml', () => {
       expect(replica['depends_on']).toEqual({ 'llama-server': { condition: 'service_healthy' }, valkey: { condition: 'service_healthy' } });
     }
   });
+
+  it('pins every image it pulls: llama.cpp by build number, Valkey by minor', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      const image = String(service['image']);
+      if (service['build'] !== undefined) {
+        // Built here from the Dockerfile (whose FROM is pinned): a local name, never pulled.
+        expect(image, name).toBe('compactor:local');
+        continue;
+      }
+      expect(image, name).not.toMatch(/:latest$|^[^:]+$/);
+    }
+    expect(compose.services['llama-server']!['image']).toMatch(/:server-b\d+$/);
+    expect(compose.services['valkey']!['image']).toMatch(/^valkey\/valkey:\d+\.\d+$/);
+  });
+
+  it('builds every compactor service, gives each a health check, and lets it drain before being killed', () => {
+    const main = readFileSync(join(ROOT, 'src/main.ts'), 'utf8');
+    const constant = (name: string): number => Number(new RegExp(`const ${name} = ([\\d_]+);`).exec(main)![1]!.replace(/_/g, ''));
+    const drainMs = constant('SHUTDOWN_GRACE_MS') + constant('END_IN_FLIGHT_MS');
+    for (const name of ['compactor', 'compactor-a', 'compactor-b']) {
+      const service = compose.services[name]!;
+      expect(service['build'], name).toEqual({ context: '..', dockerfile: 'Dockerfile' });
+      const grace = /^(\d+)s$/.exec(String(service['stop_grace_period']))?.[1];
+      expect(Number(grace) * 1000, `${name} stop_grace_period`).toBeGreaterThan(drainMs);
+    }
+    for (const [name, service] of Object.entries(compose.services)) {
+      const healthcheck = service['healthcheck'] as { test?: string[] } | undefined;
+      expect(healthcheck?.test?.[0], `${name} healthcheck`).toBe('CMD');
+    }
+    // compactor's own check is the image's: the same request, also where HEALTHCHECK is not read.
+    const imageCheck = dockerfile().stages.at(-1)!.instructions.find((instruction) => instruction.keyword === 'HEALTHCHECK')!.argument;
+    const composeCheck = (compose.services['compactor']!['healthcheck'] as { test: string[] }).test;
+    expect(composeCheck.slice(1, 3)).toEqual(['node', '-e']);
+    expect(imageCheck).toContain('/healthz');
+    expect(composeCheck[3]).toContain('http://127.0.0.1:8081/healthz');
+  });
 });
+
+describe("README's docker run", () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const commands = [...readme.matchAll(/docker run [^`\n]*/g)].map((match) => match[0]);
+
+  it('reaches a llama-server on the Linux host as it is usually started (on its loopback)', () => {
+    const linux = commands.find((command) => command.includes('--network host'));
+    expect(linux, commands.join('\n')).toBeDefined();
+    // Host networking: the image's 0.0.0.0 would publish compactor on every interface; loopback, as natively.
+    expect(linux).toContain('-e COMPACTOR_HOST=127.0.0.1');
+    expect(linux).not.toContain('-p ');
+    // host.docker.internal resolves on Linux only with host-gateway, and then reaches no 127.0.0.1-bound server.
+    for (const command of commands) if (command.includes('host.docker.internal') && !command.includes('host-gateway')) expect(readme).toMatch(/Docker Desktop/);
+  });
+});
+
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

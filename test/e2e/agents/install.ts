@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
  * agents project (vitest.config.ts) installs them with `npm ci` before the
  * first agent test, and only then: vitest calls a project's global setup only
  * when that project has a test queued. An install whose lock has not changed
- * is kept (its hash is stamped inside node_modules), so a second run costs nothing.
+ * for the same Node is kept (its hash is stamped inside node_modules), so a second run costs nothing.
  */
 
 export const AGENTS_DIRECTORY = dirname(fileURLToPath(import.meta.url));
@@ -21,9 +21,13 @@ export const STAMP = join('node_modules', '.compactor-lock-hash');
 
 export type InstallOutcome = 'installed' | 'cached';
 
-/** The hash of what `npm ci` installs from: the manifest (its allowScripts too) and the lock. */
+/**
+ * The hash of what `npm ci` installs from: the manifest (its allowScripts too), the lock, and the
+ * Node it installs for (its module ABI and platform), so a run on another Node gets a clean install.
+ */
 export function lockHash(directory: string): string {
   const hash = createHash('sha256');
+  hash.update(`${process.platform}-${process.arch}-node-abi-${process.versions.modules}\n`);
   for (const file of ['package.json', 'package-lock.json']) hash.update(readFileSync(join(directory, file)));
   return hash.digest('hex');
 }
