@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative } from 'node:path';
@@ -8,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { spawnOwned } from '../support/child-processes.js';
+import { type Lock, installedFromLock } from '../support/lock-tree.js';
 
 /**
  * The container files, checked without a Docker engine: the Dockerfile's
@@ -150,19 +152,40 @@ describe('Dockerfile', () => {
 });
 
 describe('the image start command, engine-free', () => {
-  // Built once into a folder inside node_modules (so the packages resolve as they do in /app), then removed.
+  // The build stage as the Dockerfile lays it out, without an engine or a download: the sources and
+  // the tsconfig files, the production dependencies the lock installs with --omit=dev (linked from
+  // this install), and beside them only the compiler and Node's types. It compiles there, and the
+  // start command runs from what it built.
+  let stage: string;
   let outDir: string;
   let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    outDir = mkdtempSync(join(ROOT, 'node_modules', '.compactor-image-'));
-    await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT });
-    // /app/package.json says "type": "module"; the folder here has none of its own.
-    writeFileSync(join(outDir, 'package.json'), JSON.stringify({ type: 'module' }));
-  }, 120_000);
+    stage = mkdtempSync(join(tmpdir(), 'compactor-image-'));
+    for (const file of ['package.json', 'tsconfig.json', 'tsconfig.build.json']) cpSync(join(ROOT, file), join(stage, file));
+    cpSync(join(ROOT, 'src'), join(stage, 'src'), { recursive: true });
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as Lock;
+    const target = { platform: process.platform, arch: process.arch, libc: 'glibc' };
+    const link = (from: string, to: string): void => {
+      mkdirSync(dirname(to), { recursive: true });
+      symlinkSync(from, to, 'dir');
+    };
+    // Top-level packages only: a nested one comes with the folder of the package it is nested in.
+    for (const path of installedFromLock(lock, target, { omitDev: true })) if (!path.slice('node_modules/'.length).includes('/node_modules/')) link(join(ROOT, path), join(stage, path));
+    for (const name of ['typescript', '@types/node']) link(join(ROOT, 'node_modules', name), join(stage, 'compiler/node_modules', name));
+    const compiler = join(stage, 'compiler/node_modules');
+    await run(process.execPath, [join(compiler, 'typescript/bin/tsc'), '-p', join(stage, 'tsconfig.build.json'), '--typeRoots', join(compiler, '@types')], { cwd: stage });
+    outDir = join(stage, 'dist');
+  }, 180_000);
   afterAll(() => {
     child?.kill('SIGKILL');
-    rmSync(outDir, { recursive: true, force: true });
+    rmSync(stage, { recursive: true, force: true });
+  });
+
+  it('compiles with the production dependencies and the compiler alone, as the build stage has them', () => {
+    expect(existsSync(join(outDir, 'main.js'))).toBe(true);
+    expect(existsSync(join(stage, 'node_modules/typescript'))).toBe(false);
+    expect(existsSync(join(stage, 'node_modules/fastify'))).toBe(true);
   });
 
   it('imports nothing at run time beyond Node built-ins and the production dependencies', () => {
