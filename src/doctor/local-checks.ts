@@ -65,7 +65,7 @@ const keys: Check = {
 /** What compactor does with a request whose prompt fills the window: where its threshold and target fall. */
 export function windowPlan(config: Config, model: PlannedModel & { readonly window: number }): string {
   const reserve = (config.models[model.id] ?? config.models['*'])?.reserve_output_tokens ?? 1024;
-  const budget = budgetOf(model.window, {}, reserve, config.compaction.summary.max_tokens);
+  const budget = budgetOf(model.window, undefined, reserve, config.compaction.summary.max_tokens);
   const tokens = budget.tokens ?? 0;
   const { threshold, target } = config.compaction;
   const over = `a ${model.window}-token request to ${model.id} is over its threshold (${Math.round(threshold * 100)}% of a ${tokens}-token budget, ${budget.reserve.tokens} kept for the answer: ${Math.floor(threshold * tokens)} tokens)`;
