@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js';
-import { upstreamJsonOf } from '../compaction/upstream-json.js';
+import { upstreamJsonOf } from '../upstream/json-surface.js';
 import { UpstreamClient } from '../upstream/client.js';
 import { inspectUpstream } from '../upstream/inspect.js';
 import type { DoctorContext, PlannedModel, StoreAnswer } from './check.js';

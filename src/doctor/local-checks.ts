@@ -1,4 +1,4 @@
-import { budgetOf } from '../compaction/budget.js';
+import { budgetOf } from '../compaction/policy/budget.js';
 import type { Config } from '../config/schema.js';
 import { MASK, maskUrl } from '../config/mask.js';
 import { type Check, type PlannedModel, fail, ok, skip, warn } from './check.js';
