@@ -13,7 +13,8 @@ import { markedIndexesOf, replacementOf, truncationText } from './policy/replace
 import { summarizedLine, truncatedLine } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
+import { QueuePlace } from './semaphore.js';
+import { FairSlots, NotRun, STALE_LIMIT } from './fair-slots.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
@@ -54,6 +55,8 @@ export interface EpochWriterOptions {
   readonly logger: CompactionLogger | undefined;
   readonly observer: CompactionObserver | undefined;
   readonly summaryPrompt: string | undefined;
+  /** When the window learned from a refusal of a model expires (undefined: none stands): a truncation made under it expires with it. */
+  readonly learnedWindowUntil?: (model: string) => number | undefined;
 }
 
 export interface WriteOptions {
@@ -67,16 +70,26 @@ export interface WriteOptions {
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
-  readonly #summaryCalls: Semaphore;
+  readonly #summaryCalls: FairSlots;
   /** The places in line of background summaries, by epoch key: a request that comes to wait for one promotes it. */
   readonly #backgroundPlaces = new Map<string, QueuePlace>();
 
   constructor(options: EpochWriterOptions) {
     this.#options = options;
-    this.#summaryCalls = new Semaphore({ limit: options.config.summary.concurrency, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS });
+    const { concurrency: limit, max_queued_per_tenant: maxQueuedPerTenant, max_queued_background: maxQueuedBackground } = options.config.summary;
+    const onDrop = (dropped: string): void => options.observer?.summaryDropped?.(dropped);
+    this.#summaryCalls = new FairSlots({ limit, maxQueuedPerTenant, maxQueuedBackground, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS, onDrop });
   }
 
   /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
+  /** Summaries waiting for a slot now. */
+  get queued(): number { return this.#summaryCalls.waiting; } // prettier-ignore
+
+  /** A truncation stands for its TTL, or until the learned window it was cut for expires, whichever comes first. */
+  #truncationExpiry(model: string): number {
+    return Math.min(this.#options.now() + TRUNCATION_TTL_MS, this.#options.learnedWindowUntil?.(model) ?? Number.POSITIVE_INFINITY);
+  }
+
   promote(key: string): void {
     this.#backgroundPlaces.get(key)?.promote();
   }
@@ -148,7 +161,7 @@ export class EpochWriter {
     const place = new QueuePlace(pending ? 'background' : 'foreground');
     if (pending) this.#backgroundPlaces.set(key, place);
     try {
-      const result = await this.#summaryCalls.use(() => {
+      const result = await this.#summaryCalls.use(request.tenant, () => {
         const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
         timeout = callTimeout;
         callStarted = now();
@@ -171,9 +184,13 @@ export class EpochWriter {
           (body, callSignal) => chat(body, callSignal, request.headers),
         );
       }, place);
-      if (result === DROPPED) {
-        logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
-        return { kind: 'dropped' };
+      if (result instanceof NotRun) {
+        const line = result.dropped === STALE_LIMIT ? `${result.dropped}: dropped` : `summary not queued: over ${result.dropped}`;
+        if (pending) {
+          logger?.info({ model: request.model, waitedMs: now() - started, limit: result.dropped }, line);
+          return { kind: 'dropped' };
+        }
+        throw new SummaryError(`${line} (${this.#summaryCalls.waiting} summaries waiting)`, 0);
       }
       backoff.forget(job.conversation);
       return { kind: 'written', result, callStarted };
@@ -201,7 +218,8 @@ export class EpochWriter {
     const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
-    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+    const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
+    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
     return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, strategy: plan.tier, report });
   }
 
@@ -230,8 +248,9 @@ export class EpochWriter {
         const after = job.sizeOfMessages([...replacement, ...job.rest], true);
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS };
+        const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
+        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: this.#truncationExpiry(request.model) };
         return this.#stored(job, epoch);
       }
     }

@@ -54,7 +54,10 @@ const keys: Check = {
       `auth.admin_keys ${keyList(config.auth.admin_keys)}`,
     ];
     const redis = maskUrl(config.cache.redis.url);
-    if (config.cache.store === 'redis' && redis !== null) parts.push(`cache.redis.url ${redis}`);
+    if (config.cache.store === 'redis' && redis !== null) {
+      // Unsigned epochs are fine on a private Redis; a shared one should have the secret (docs/replicas.md).
+      parts.push(`cache.redis.url ${redis}`, `cache.redis.secret ${config.cache.redis.secret === null ? 'none' : MASK}`);
+    }
     const line = parts.join('; ');
     return config.listen.host !== '127.0.0.1' && config.listen.host !== 'localhost' && config.auth.keys.length === 0 && config.auth.admin_keys.length === 0
       ? warn(`${line}; listening on ${config.listen.host} with no auth.keys: anyone who reaches the port can use it`)

@@ -54,7 +54,7 @@ afterEach(() => upstream.reset());
 describe('compactor doctor', () => {
   it('all well against llama-server and Redis: a line per check, exit 0', async () => {
     recordedLlamaServer(upstream);
-    const { code, lines, out } = await doctor({ COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: redis.url, COMPACTOR_UPSTREAM_API_KEY: 'sk-upstream-secret', COMPACTOR_AUTH_KEYS: 'client-one,client-two' });
+    const { code, lines, out } = await doctor({ COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: redis.url, COMPACTOR_UPSTREAM_API_KEY: 'sk-upstream-secret', COMPACTOR_AUTH_KEYS: 'client-one,client-two', COMPACTOR_REDIS_SECRET: 'signing-secret-of-the-replicas' });
     expect(code, out).toBe(0);
     expect(lines.at(-1)).toBe('all well');
     expect(lineOf(lines, 'upstream')).toBe(`ok   upstream     ${upstream.url} answers and is ready`);
@@ -67,8 +67,9 @@ describe('compactor doctor', () => {
     expect(lineOf(lines, 'chat')).toMatch(/^ok {3}chat {9}a tiny chat request \(max_tokens 8\) answered in \d+ ms, finish_reason \w+$/);
     expect(lineOf(lines, 'store')).toMatch(new RegExp(`^ok {3}store {8}redis at redis://127\\.0\\.0\\.1:${redis.port} answers: (Redis|Valkey) \\d+\\.\\d+\\.\\d+$`));
     expect(lineOf(lines, 'mode')).toBe('ok   mode         compact: requests near the window are pruned and summarized; tool pairs: repair');
-    expect(lineOf(lines, 'keys')).toBe('ok   keys         upstream.api_key ***; compaction.summary.api_key none; auth.keys 2 (***, ***); auth.admin_keys none; cache.redis.url ' + redis.url);
+    expect(lineOf(lines, 'keys')).toBe('ok   keys         upstream.api_key ***; compaction.summary.api_key none; auth.keys 2 (***, ***); auth.admin_keys none; cache.redis.url ' + redis.url + '; cache.redis.secret ***');
     expect(out).not.toContain('sk-upstream-secret');
+    expect(out).not.toContain('signing-secret-of-the-replicas');
     expect(out).not.toContain('client-one');
     // 2048 − 512 (a quarter of the window kept for the answer) = 1536; 85% is 1305, 50% is 768.
     expect(lineOf(lines, 'window')).toBe(

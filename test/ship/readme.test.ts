@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { USAGE } from '../../src/config/load.js';
+import { USAGE } from '../../src/config/usage.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { leafPaths } from '../support/config-paths.js';
 import { Metrics } from '../../src/http/metrics.js';
@@ -35,6 +35,17 @@ describe('README.md', () => {
 
   it('lists every metric compactor registers', () => {
     for (const metric of new Metrics().registry.getMetricsAsArray()) expect(README, metric.name).toContain(`\`${metric.name}\``);
+  });
+
+  it('links only to files that exist, and each page of docs/ it links to links back', () => {
+    const links = [...README.matchAll(/\]\((?!https?:|#)([^)#\s]+)/g)].map((match) => match[1]!);
+    expect(links.length).toBeGreaterThan(0);
+    for (const link of links) expect(existsSync(join(ROOT, link)), link).toBe(true);
+    for (const page of links.filter((link) => /^docs\/[\w-]+\.md$/.test(link))) {
+      const text = readFileSync(join(ROOT, page), 'utf8');
+      expect(text, page).toContain('](../README.md');
+      for (const [, target] of text.matchAll(/\]\((?!https?:|#)([^)#\s]+)/g)) expect(existsSync(join(ROOT, 'docs', target!)), `${page}: ${target}`).toBe(true);
+    }
   });
 
   it('names only files that exist', () => {
