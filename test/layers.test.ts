@@ -226,7 +226,8 @@ const RANKS: ReadonlyArray<readonly [rank: number, test: (path: string) => boole
   [6, (path) => inLayer(path, 'compaction/policy')],
   [7, (path) => inLayer(path, 'compaction/epochs') || inLayer(path, 'compaction/summary')],
   [8, (path) => inLayer(path, 'compaction')],
-  [9, (path) => inLayer(path, 'http') || inLayer(path, 'dashboard')],
+  // doctor/ is an edge like http/: it reads the configuration, asks the upstream and the store, imports no http/.
+  [9, (path) => inLayer(path, 'http') || inLayer(path, 'dashboard') || inLayer(path, 'doctor')],
   [10, (path) => path === 'src/app.ts' || path === 'src/main.ts'],
 ];
 
