@@ -1,0 +1,325 @@
+import { SlotFiles, slotFileName } from './slot-files.js';
+
+/**
+ * Which llama-server slot a request runs in (issue 28). llama-server picks a
+ * slot by prompt similarity and LRU and does not know conversations: a
+ * conversation's next turn lands in another one's slot while its own runs a
+ * summary, and the knock-on re-reads whole histories. Here each conversation
+ * has a home slot (keyed like its epochs), and each slot has a *slot queue*:
+ * at most one request in flight per slot, because pinning a request to a busy
+ * slot makes llama-server move caches in and out of it and fail some; the
+ * others of that slot wait in arrival order.
+ *
+ * - A request that waited `waitMs` takes a free slot instead (its home moves
+ *   there), or the first slot that frees: a slot queue never starves anyone.
+ * - More conversations than slots: the least recently used slot's owner is
+ *   evicted for the one that asks; with `save` its KV is saved to a file
+ *   named by its key before the slot is reused, and restored when it returns.
+ * - A suffix summary runs on its conversation's slot, in the slot queue like
+ *   a turn (serialized: bench/README.md measures why); with `save` the slot
+ *   is saved first, so a turn that moves away restores the conversation
+ *   rather than re-reading it. A prepend summary is a guest: it takes a slot
+ *   nobody calls home, or evicts the least recently used owner.
+ *
+ * Pure but for the slot actions (save, restore, erase) and the timers, both
+ * injected.
+ */
+
+export type SlotWork = { readonly kind: 'turn' | 'summary'; readonly key: string } | { readonly kind: 'guest' };
+
+export interface SlotActions {
+  /** `?action=save`: the bytes written, or null when the server would not (no `--slot-save-path`). */
+  save(slot: number, filename: string): Promise<number | null>;
+  restore(slot: number, filename: string): Promise<boolean>;
+  erase(slot: number): Promise<boolean>;
+}
+
+export interface SlotTimers {
+  after(ms: number, run: () => void): () => void;
+  readonly now: number;
+}
+
+export interface SlotSchedulerOptions {
+  readonly slots: number;
+  readonly waitMs: number;
+  readonly save: boolean;
+  readonly saveMaxBytes: number;
+  readonly actions: SlotActions;
+  readonly timers?: SlotTimers;
+  /** Told when saving stops for good (the server refused a save). */
+  readonly onSaveRefused?: () => void;
+}
+
+export interface SlotLease {
+  readonly slot: number;
+  /** How long the request waited in its slot queue. */
+  readonly waitedMs: number;
+  /** The request is over (its answer ended or failed): the next of the slot queue goes. Idempotent. */
+  release(): void;
+}
+
+export interface SlotView {
+  readonly slot: number;
+  readonly owner: string | null;
+  readonly inFlight: boolean;
+  readonly queued: number;
+  readonly waits: number;
+  readonly waitMsTotal: number;
+  readonly waitMsMax: number;
+}
+
+export interface SlotStats {
+  readonly slots: SlotView[];
+  readonly evictions: number;
+  readonly moves: number;
+  readonly saves: number;
+  readonly restores: number;
+  readonly saveFailures: number;
+  readonly restoreFailures: number;
+  readonly files: number;
+  readonly filesBytes: number;
+  readonly filesErased: number;
+}
+
+interface Slot {
+  readonly id: number;
+  owner: string | null;
+  /** Whose conversation the slot's KV holds (null: none, or a guest's). */
+  holds: string | null;
+  inFlight: boolean;
+  readonly queue: Waiter[];
+  lastUsed: number;
+  waits: number;
+  waitMsTotal: number;
+  waitMsMax: number;
+}
+
+interface Waiter {
+  readonly work: SlotWork;
+  readonly seq: number;
+  readonly since: number;
+  expired: boolean;
+  cancel: () => void;
+  readonly grant: (slot: Slot) => void;
+}
+
+const REAL_TIMERS: SlotTimers = {
+  after(ms, run) {
+    const timer = setTimeout(run, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+  get now() {
+    return performance.now();
+  },
+};
+
+export class SlotScheduler {
+  readonly #slots: Slot[];
+  readonly #homes = new Map<string, Slot>();
+  readonly #files: SlotFiles;
+  readonly #options: SlotSchedulerOptions;
+  readonly #timers: SlotTimers;
+  #saving: boolean;
+  #tick = 0;
+  #seq = 0;
+  readonly #counts = { evictions: 0, moves: 0, saves: 0, restores: 0, saveFailures: 0, restoreFailures: 0 };
+
+  constructor(options: SlotSchedulerOptions) {
+    this.#options = options;
+    this.#timers = options.timers ?? REAL_TIMERS;
+    this.#saving = options.save;
+    this.#files = new SlotFiles(options.saveMaxBytes);
+    this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
+  }
+
+  get slotCount(): number {
+    return this.#slots.length;
+  }
+
+  homeOf(key: string): number | undefined {
+    return this.#homes.get(key)?.id;
+  }
+
+  /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
+  acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
+    signal?.throwIfAborted();
+    const slot = work.kind === 'guest' ? this.#claim(null) : (this.#homes.get(work.key) ?? this.#claim(work.key));
+    return new Promise<SlotLease>((resolve, reject) => {
+      const since = this.#timers.now;
+      const onAbort = (): void => {
+        this.#leave(waiter);
+        reject(signal?.reason ?? new Error('aborted'));
+      };
+      const waiter: Waiter = {
+        work,
+        seq: ++this.#seq,
+        since,
+        expired: false,
+        cancel: () => undefined,
+        grant: (granted) => {
+          waiter.cancel();
+          signal?.removeEventListener('abort', onAbort);
+          this.#prepare(granted, work).then(
+            () => resolve(this.#lease(granted, since)),
+            () => resolve(this.#lease(granted, since)),
+          );
+        },
+      };
+      if (!slot.inFlight && slot.queue.length === 0) return this.#start(slot, waiter);
+      slot.queue.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      // A summary stays in its conversation's slot however long it waits: elsewhere it would re-read the whole history.
+      if (work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+    });
+  }
+
+  stats(): SlotStats {
+    return {
+      slots: this.#slots.map((slot) => ({
+        slot: slot.id,
+        owner: slot.owner,
+        inFlight: slot.inFlight,
+        queued: slot.queue.length,
+        waits: slot.waits,
+        waitMsTotal: slot.waitMsTotal,
+        waitMsMax: slot.waitMsMax,
+      })),
+      ...this.#counts,
+      files: this.#files.count,
+      filesBytes: this.#files.totalBytes,
+      filesErased: this.#files.erased,
+    };
+  }
+
+  /** A slot for a conversation with none (or a guest): one nobody calls home, else the least recently used owner's. */
+  #claim(key: string | null): Slot {
+    const free = (slot: Slot): boolean => !slot.inFlight && slot.queue.length === 0;
+    const lru = (candidates: Slot[]): Slot | undefined => candidates.reduce<Slot | undefined>((best, slot) => (best === undefined || slot.lastUsed < best.lastUsed ? slot : best), undefined);
+    const unowned = this.#slots.filter((slot) => slot.owner === null);
+    const slot = lru(unowned.filter(free)) ?? lru(unowned) ?? lru(this.#slots.filter(free)) ?? lru(this.#slots)!;
+    this.#rehome(slot, key);
+    return slot;
+  }
+
+  /** `slot` becomes `key`'s home (a guest's: nobody's); its owner, if another, is evicted. */
+  #rehome(slot: Slot, key: string | null): void {
+    if (slot.owner !== null && slot.owner !== key) {
+      this.#homes.delete(slot.owner);
+      this.#counts.evictions++;
+    }
+    if (key !== null) {
+      const old = this.#homes.get(key);
+      if (old !== undefined && old !== slot) old.owner = null;
+      this.#homes.set(key, slot);
+    }
+    slot.owner = key;
+  }
+
+  #start(slot: Slot, waiter: Waiter): void {
+    slot.inFlight = true;
+    slot.lastUsed = ++this.#tick;
+    waiter.grant(slot);
+  }
+
+  /**
+   * Before a request runs in `slot`: the KV of an evicted conversation it
+   * still holds is saved (and files past the bound emptied while the slot is
+   * erased anyway); the conversation's own file is restored when the slot
+   * does not hold it; a summary's conversation is saved, so a turn can
+   * restore it elsewhere while the summary runs.
+   */
+  async #prepare(slot: Slot, work: SlotWork): Promise<void> {
+    const key = work.kind === 'guest' ? null : work.key;
+    if (slot.holds !== key) {
+      const previous = slot.holds;
+      if (this.#saving && previous !== null && !this.#homes.has(previous)) await this.#save(slot, previous);
+      if (this.#saving) await this.#emptyDropped(slot);
+      if (key !== null && this.#saving && this.#files.has(key)) await this.#restore(slot, key);
+      slot.holds = key;
+    } else if (work.kind === 'summary' && this.#saving) {
+      await this.#save(slot, work.key);
+    }
+  }
+
+  async #save(slot: Slot, key: string): Promise<void> {
+    const bytes = await this.#options.actions.save(slot.id, slotFileName(key)).catch(() => null);
+    if (bytes === null) {
+      this.#counts.saveFailures++;
+      this.#saving = false;
+      this.#options.onSaveRefused?.();
+      return;
+    }
+    this.#counts.saves++;
+    this.#files.saved(key, bytes);
+  }
+
+  async #restore(slot: Slot, key: string): Promise<void> {
+    const restored = await this.#options.actions.restore(slot.id, slotFileName(key)).catch(() => false);
+    if (restored) this.#counts.restores++;
+    else {
+      this.#counts.restoreFailures++;
+      this.#files.forget(key);
+    }
+  }
+
+  async #emptyDropped(slot: Slot): Promise<void> {
+    const dropped = this.#files.overBound();
+    if (dropped.length === 0) return;
+    if (!(await this.#options.actions.erase(slot.id).catch(() => false))) return;
+    slot.holds = null;
+    for (const key of dropped) await this.#options.actions.save(slot.id, slotFileName(key)).catch(() => null);
+  }
+
+  #lease(slot: Slot, since: number): SlotLease {
+    const waitedMs = this.#timers.now - since;
+    slot.waits++;
+    slot.waitMsTotal += waitedMs;
+    slot.waitMsMax = Math.max(slot.waitMsMax, waitedMs);
+    let released = false;
+    return {
+      slot: slot.id,
+      waitedMs,
+      release: () => {
+        if (released) return;
+        released = true;
+        slot.inFlight = false;
+        slot.lastUsed = ++this.#tick;
+        this.#dispatch(slot);
+      },
+    };
+  }
+
+  /** `slot` is free: the next of its slot queue goes, else the longest-waiting request whose wait ran out elsewhere. */
+  #dispatch(slot: Slot): void {
+    const next = slot.queue.shift();
+    if (next !== undefined) return this.#start(slot, next);
+    const expired = this.#slots
+      .flatMap((other) => other.queue.filter((waiter) => waiter.expired))
+      .reduce<Waiter | undefined>((first, waiter) => (first === undefined || waiter.seq < first.seq ? waiter : first), undefined);
+    if (expired !== undefined) this.#move(expired, slot);
+  }
+
+  /** A request waited `waitMs`: it takes a free slot if there is one, else the first that frees. */
+  #expire(waiter: Waiter): void {
+    waiter.expired = true;
+    const free = this.#slots.filter((slot) => !slot.inFlight && slot.queue.length === 0);
+    const target = free.find((slot) => slot.owner === null) ?? free.reduce<Slot | undefined>((best, slot) => (best === undefined || slot.lastUsed < best.lastUsed ? slot : best), undefined);
+    if (target !== undefined) this.#move(waiter, target);
+  }
+
+  #move(waiter: Waiter, target: Slot): void {
+    this.#leave(waiter);
+    this.#counts.moves++;
+    this.#rehome(target, waiter.work.kind === 'guest' ? null : waiter.work.key);
+    this.#start(target, waiter);
+  }
+
+  #leave(waiter: Waiter): void {
+    waiter.cancel();
+    for (const slot of this.#slots) {
+      const index = slot.queue.indexOf(waiter);
+      if (index !== -1) slot.queue.splice(index, 1);
+    }
+  }
+}
