@@ -88,14 +88,14 @@ export class SlotLlama {
     upstream.route('POST', '/v1/chat/completions', (exchange) => this.#chat(exchange));
   }
 
-  #action(slotId: number, exchange: FakeExchange): void {
+  #action(slotId: number, exchange: FakeExchange): void | Promise<void> {
     const action = new URL(exchange.request.path, 'http://x').searchParams.get('action') ?? '';
     const filename = bodyOf(exchange)['filename'];
     this.actions.push(`${action} ${slotId}${typeof filename === 'string' ? ` ${filename}` : ''}`);
     if (this.#options.slotSave !== true && action !== 'erase') {
       return replies.json(501, { error: { code: 501, message: 'This server does not support slots action. Start it with `--slot-save-path`', type: 'not_supported_error' } })(exchange);
     }
-    const invalid = (message: string): void => replies.json(400, { error: { code: 400, message, type: 'invalid_request_error' } })(exchange);
+    const invalid = (message: string): void | Promise<void> => replies.json(400, { error: { code: 400, message, type: 'invalid_request_error' } })(exchange);
     if (action === 'erase') {
       const erased = this.model.erase(slotId);
       return erased === undefined ? invalid('Unable to erase slot, slot is busy') : replies.json(200, { id_slot: slotId, n_erased: erased.nErased })(exchange);
