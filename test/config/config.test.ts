@@ -19,6 +19,10 @@ describe('defaultConfig', () => {
       url: 'http://127.0.0.1:8080',
       api_key: null,
       timeouts: { connect_ms: 5000, headers_ms: 600000, idle_ms: 300000 },
+      slots: 'auto',
+      slot_wait_ms: 5000,
+      slot_save: false,
+      slot_save_max_bytes: 10 * 1024 ** 3,
     });
     expect(config.models).toEqual({ '*': { context_window: 'auto', reserve_output_tokens: 1024 } });
     expect(config.pairs).toBe('repair');
@@ -231,6 +235,13 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis' } })).toEqual({ ok: false, errors: ['cache.redis.url: required when cache.store is redis'] });
     expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: 'http://cache:6379' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.url: expected a redis:\/\/ or rediss:\/\/ URL/)] });
     expect(loadConfig({ env: { COMPACTOR_CACHE_STORE: 'disk' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.store: expected one of memory, redis/)] });
+  });
+
+  it('upstream.slots (issue 28): auto by default, COMPACTOR_SLOTS off turns it off, the save keys and their bounds', () => {
+    expect(defaultConfig().upstream).toMatchObject({ slots: 'auto', slot_wait_ms: 5000, slot_save: false, slot_save_max_bytes: 10 * 1024 ** 3 });
+    expect(loadConfig({ env: { COMPACTOR_SLOTS: 'off', COMPACTOR_SLOT_SAVE: 'true' } })).toMatchObject({ ok: true, config: { upstream: { slots: 'off', slot_save: true } } });
+    expect(loadConfig({ env: { COMPACTOR_SLOTS: 'on' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^upstream\.slots: expected one of auto, off/)] });
+    expect(parseConfig({ upstream: { slot_save_max_bytes: 0 } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^upstream\.slot_save_max_bytes/)] });
   });
 
   it('an empty file is the defaults', () => {
