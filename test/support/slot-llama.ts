@@ -80,7 +80,7 @@ export class SlotLlama {
   #install(): void {
     const { upstream } = this;
     const window = this.#options.window ?? 65536;
-    upstream.route('GET', '/props', replies.json(200, { default_generation_settings: { n_ctx: window, params: {} }, total_slots: this.model.slots.length, endpoint_slots: true }));
+    upstream.route('GET', '/props', replies.json(200, { default_generation_settings: { n_ctx: window, params: {} }, total_slots: this.model.slots.length, model_path: '/models/sim.gguf', endpoint_slots: true }));
     upstream.route('GET', '/slots', (exchange) =>
       replies.json(200, this.model.slots.map((slot) => ({ id: slot.id, n_ctx: window, speculative: false, is_processing: slot.busy })))(exchange),
     );
