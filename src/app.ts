@@ -10,6 +10,7 @@ import { InFlight } from './http/in-flight.js';
 import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
+import { SlotRouter } from './slots/slot-router.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
@@ -130,6 +131,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
+  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries.
+  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   // An admin key is a key too; it also sees every tenant on the dashboard.
   const allKeys = [...config.auth.keys, ...config.auth.admin_keys];
@@ -240,6 +243,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,
+    ...(slots === undefined ? {} : { slots }),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {

@@ -53,6 +53,8 @@ export class InFlight {
       report: null,
       tenant: '',
       closeListener: null,
+      slot: null,
+      slotWaitMs: null,
     };
     request.record = record;
     this.#count++;

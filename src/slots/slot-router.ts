@@ -80,6 +80,8 @@ export class SlotRouter {
       log?.info({ model }, 'upstream.slots: the upstream reports no slots (/props total_slots, /slots): llama-server picks the slot');
       return null;
     }
+    // One slot: llama-server already runs one request at a time there; only saving evicted conversations adds anything.
+    if (count < 2 && !this.#options.config.slot_save) return null;
     const path = (props as { model_path?: unknown } | undefined)?.model_path;
     const served = typeof path === 'string' ? path : model;
     const existing = this.#byServed.get(served);

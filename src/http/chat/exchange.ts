@@ -12,6 +12,9 @@ import type { ChatHooks, ChatPlan } from './planner.js';
 import { type Prepared, prepare } from './prepare.js';
 import { readRefusal } from './refusal.js';
 import { respond } from './respond.js';
+import { pinToSlot } from './slot-pin.js';
+import type { SlotLease } from '../../slots/scheduler.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
 import { CHAT_FORMAT, type WireFormat } from './wire-format.js';
 
 /**
@@ -38,6 +41,8 @@ export interface ChatRouteOptions {
   readonly onContextExceeded?: (model: string) => void;
   /** The API the route serves (chat completions when absent): how its bodies are read and its errors worded. */
   readonly format?: WireFormat;
+  /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
+  readonly slots?: SlotRouter;
 }
 
 /** What every exchange of one route shares: its options, and what follows from them once. */
@@ -67,6 +72,8 @@ export class ChatExchange implements Ending, ResponseCloseListener {
   early = false;
   /** SSE headers went out (early or with the upstream's answer): the streams gauge counts this exchange. */
   streaming = false;
+  /** The slot this exchange holds until its answer ended (see slot-pin.ts). */
+  #slotLease: SlotLease | null = null;
 
   constructor(request: FastifyRequest, reply: FastifyReply, route: ChatRoute) {
     this.request = request;
@@ -96,6 +103,9 @@ export class ChatExchange implements Ending, ResponseCloseListener {
       await this.#exchange();
     } catch (error) {
       this.#fail(error);
+    } finally {
+      // The answer ended (relayed, failed or abandoned): the next request of the slot queue may go.
+      this.#slotLease?.release();
     }
   }
 
@@ -119,11 +129,16 @@ export class ChatExchange implements Ending, ResponseCloseListener {
   async #forward(prepared: Prepared): Promise<UpstreamResponse> {
     const request = this.request;
     const headers: HeaderRecord = forwardRequestHeaders(request.headers, this.route.forwardHeaders);
-    headers['content-length'] = String(prepared.bytes.length);
-    if (prepared.changed || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+    // Sent again after a refusal: the slot of the first send is given up before the queue is joined again.
+    this.#slotLease?.release();
+    const pinned = await pinToSlot(this, prepared);
+    this.#slotLease = pinned?.lease ?? null;
+    const bytes = pinned?.bytes ?? prepared.bytes;
+    headers['content-length'] = String(bytes.length);
+    if (prepared.changed || pinned !== null || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
     const started = performance.now();
     try {
-      return await this.route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: prepared.bytes, signal: this.abort.emitter });
+      return await this.route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: this.abort.emitter });
     } finally {
       this.record.upstreamMs = performance.now() - started;
     }
