@@ -11,6 +11,7 @@ import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
+import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
@@ -112,6 +113,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const { summary } = config.compaction;
   const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
   const metrics = new Metrics();
+  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries (those on the same server).
+  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
+  const plainSummaryChat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
+  const summaryChat = slots === undefined || summaryUpstream !== upstream ? plainSummaryChat : slotAwareChat(plainSummaryChat, slots);
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
@@ -124,15 +129,13 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
         new CompactionEngine({
           config,
           upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
-          chat: chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }),
+          chat: summaryChat,
           ...(epochs === null ? {} : { store: epochs.store }),
           logger,
           observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
           ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
         }));
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
-  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries.
-  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   // An admin key is a key too; it also sees every tenant on the dashboard.
   const allKeys = [...config.auth.keys, ...config.auth.admin_keys];

@@ -183,8 +183,10 @@ export class EpochWriter {
               ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
               signal: AbortSignal.any([signal, callTimeout]),
               onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
+              // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
+              slotKey: conversation,
             },
-            (body, callSignal) => chat(body, callSignal, request.headers),
+            (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
           );
         }, place);
         if (result === DROPPED) {

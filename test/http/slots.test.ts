@@ -76,3 +76,31 @@ describe('upstream.slots: auto', () => {
     expect(last.cacheN).toBeGreaterThan(last.promptN);
   });
 });
+
+describe('upstream.slots: auto, with compaction', () => {
+  it("runs a conversation's summaries on its own slot, never beside its next turn", async () => {
+    const upstream = track(await FakeUpstream.start());
+    const llama = new SlotLlama(upstream, { slots: 2, window: 8000, msPerGeneratedToken: 2 });
+    const proxy = track(await startProxy(upstream, { listen: true, config: { upstream: { slots: 'auto' }, compaction: { enabled: true } } }));
+    const long = (name: string, turns: number): string => {
+      const messages = [{ role: 'system', content: 'You are a coding agent.' }];
+      for (let turn = 0; turn < turns; turn++) messages.push({ role: 'user', content: `${name} ${turn} `.padEnd(1200, 'x') }, { role: 'assistant', content: `done ${turn}` });
+      messages.push({ role: 'user', content: `${name}: turn ${turns}` });
+      return JSON.stringify({ model: 'm', messages });
+    };
+    for (let turn = 0; turn < 24; turn++) {
+      await Promise.all(['a', 'b'].map((name) => post(proxy.url, long(name, turn))));
+    }
+    const chats = upstream.requestsTo('/v1/chat/completions').map((request) => request.json as { id_slot?: number; messages: Array<{ content: string }> });
+    const isSummary = (body: { messages: Array<{ content: string }> }): boolean => body.messages.some((message) => /handoff notes|earlier notes/.test(String(message.content)));
+    // Suffix-mode summaries: the conversation as forwarded, plus the instruction (prepend mode starts with its own system prompt).
+    const summaries = chats.filter((body) => isSummary(body) && body.messages[0]?.content === 'You are a coding agent.');
+    expect(summaries.length).toBeGreaterThan(0);
+    const slotOf = (name: string): number | undefined => chats.find((body) => !isSummary(body) && String(body.messages[1]?.content).startsWith(`${name} `))?.id_slot;
+    for (const summary of summaries) {
+      const name = String(summary.messages[1]?.content).split(' ')[0]!;
+      expect(summary.id_slot).toBe(slotOf(name));
+    }
+    expect(llama.model.counters.busyPins).toBe(0);
+  });
+});

@@ -86,6 +86,8 @@ export class SlotLlama {
     );
     for (const slot of this.model.slots) upstream.route('POST', `/slots/${slot.id}`, (exchange) => this.#action(slot.id, exchange));
     upstream.route('POST', '/v1/chat/completions', (exchange) => this.#chat(exchange));
+    // The exact count compaction asks for near a threshold.
+    upstream.route('POST', '/v1/chat/completions/input_tokens', (exchange) => replies.json(200, { input_tokens: this.model.tokensOf(this.render(bodyOf(exchange))) })(exchange));
   }
 
   #action(slotId: number, exchange: FakeExchange): void | Promise<void> {

@@ -16,7 +16,14 @@ import { summarizeSuffix } from './suffix.js';
  * Sends one non-streamed chat completion upstream and returns its parsed JSON
  * (or throws). `headers` carry the client's credential when the upstream has no key of its own.
  */
-export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders) => Promise<unknown>;
+export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders, slot?: SummarySlot) => Promise<unknown>;
+
+/**
+ * Where on a llama-server with slots a summary call runs (src/slots/): a
+ * suffix call on its conversation's slot (its prompt extends what that slot
+ * holds), a prepend call on nobody's (it shares no prefix with anyone).
+ */
+export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
 
 export interface SummarizeRequest {
   /** The client's request body: model, tools and template fields come from it. */
@@ -39,6 +46,8 @@ export interface SummarizeRequest {
   readonly systemPrompt?: string;
   readonly signal: AbortSignal;
   readonly onProgress?: (progress: SummaryProgress) => void;
+  /** The conversation's home-slot key, when the upstream's slots are scheduled. */
+  readonly slotKey?: string;
 }
 
 export interface SummaryProgress {
@@ -92,10 +101,14 @@ function describeSummaryFailure(error: unknown): string {
  */
 export async function summarize(request: SummarizeRequest, call: ChatCall): Promise<SummaryResult> {
   let calls = 0;
-  const counted: ChatCall = (body, signal) => {
-    calls++;
-    return call(body, signal);
-  };
+  const { slotKey } = request;
+  const countedOn =
+    (slot: SummarySlot): ChatCall =>
+    (body, signal) => {
+      calls++;
+      return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
+    };
+  const counted = countedOn({ kind: 'summary', key: slotKey ?? '' });
   let suffixFailure: unknown;
   try {
     const suffix = await summarizeSuffix(request, counted);
@@ -105,7 +118,7 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     suffixFailure = error;
   }
   try {
-    const notes = await summarizePrepend(request, counted);
+    const notes = await summarizePrepend(request, countedOn({ kind: 'guest' }));
     return { notes, mode: 'prepend', calls };
   } catch (error) {
     const reason = describeSummaryFailure(error);

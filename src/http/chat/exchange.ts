@@ -117,6 +117,8 @@ export class ChatExchange implements Ending, ResponseCloseListener {
     // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
     const refused = hooks.onRefusal === undefined ? null : await readRefusal(answer);
     if (refused !== null) {
+      // Planning again may summarize on this conversation's slot: the slot is not held meanwhile.
+      this.#slotLease?.release();
       answer = refused.answer;
       const again = refused.window === null ? undefined : await this.#afterRefusal(prepared, refused.window);
       if (again === null) return;
