@@ -10,6 +10,7 @@ import { InFlight } from './http/in-flight.js';
 import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
+import { registerSlotMetrics } from './http/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
@@ -115,6 +116,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const metrics = new Metrics();
   // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries (those on the same server).
   const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
+  if (slots !== undefined) registerSlotMetrics(metrics.registry, () => slots.stats());
   const plainSummaryChat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
   const summaryChat = slots === undefined || summaryUpstream !== upstream ? plainSummaryChat : slotAwareChat(plainSummaryChat, slots);
   const dashboard = config.dashboard.enabled

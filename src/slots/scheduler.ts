@@ -117,6 +117,8 @@ const REAL_TIMERS: SlotTimers = {
 export class SlotScheduler {
   readonly #slots: Slot[];
   readonly #homes = new Map<string, Slot>();
+  /** Requests without a home slot, in arrival order: each takes the first slot that frees. */
+  readonly #homeless: Waiter[] = [];
   readonly #files: SlotFiles;
   readonly #options: SlotSchedulerOptions;
   readonly #timers: SlotTimers;
@@ -144,7 +146,7 @@ export class SlotScheduler {
   /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
   acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
     signal?.throwIfAborted();
-    const slot = work.kind === 'guest' ? this.#claim(null) : (this.#homes.get(work.key) ?? this.#claim(work.key));
+    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
     return new Promise<SlotLease>((resolve, reject) => {
       const since = this.#timers.now;
       const onAbort = (): void => {
@@ -166,8 +168,16 @@ export class SlotScheduler {
           );
         },
       };
-      if (!slot.inFlight && slot.queue.length === 0) return this.#start(slot, waiter);
-      slot.queue.push(waiter);
+      if (home === undefined) {
+        // No home (a new or evicted conversation, a guest): a free slot now, else the first one that frees.
+        const free = this.#freeSlot();
+        if (free !== undefined) return this.#move(waiter, free);
+        this.#homeless.push(waiter);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        return;
+      }
+      if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
+      home.queue.push(waiter);
       signal?.addEventListener('abort', onAbort, { once: true });
       // A summary stays in its conversation's slot however long it waits: elsewhere it would re-read the whole history.
       if (work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
@@ -192,14 +202,11 @@ export class SlotScheduler {
     };
   }
 
-  /** A slot for a conversation with none (or a guest): one nobody calls home, else the least recently used owner's. */
-  #claim(key: string | null): Slot {
-    const free = (slot: Slot): boolean => !slot.inFlight && slot.queue.length === 0;
+  /** A free slot for a request without a home: one nobody calls home, else the least recently used owner's. */
+  #freeSlot(): Slot | undefined {
+    const free = this.#slots.filter((slot) => !slot.inFlight && slot.queue.length === 0);
     const lru = (candidates: Slot[]): Slot | undefined => candidates.reduce<Slot | undefined>((best, slot) => (best === undefined || slot.lastUsed < best.lastUsed ? slot : best), undefined);
-    const unowned = this.#slots.filter((slot) => slot.owner === null);
-    const slot = lru(unowned.filter(free)) ?? lru(unowned) ?? lru(this.#slots.filter(free)) ?? lru(this.#slots)!;
-    this.#rehome(slot, key);
-    return slot;
+    return lru(free.filter((slot) => slot.owner === null)) ?? lru(free);
   }
 
   /** `slot` becomes `key`'s home (a guest's: nobody's); its owner, if another, is evicted. */
@@ -290,33 +297,38 @@ export class SlotScheduler {
     };
   }
 
-  /** `slot` is free: the next of its slot queue goes, else the longest-waiting request whose wait ran out elsewhere. */
+  /**
+   * `slot` is free: the next of its slot queue goes; else, of the requests
+   * without a home and those whose wait ran out elsewhere, the one that
+   * came first (so no slot sits idle while someone waits).
+   */
   #dispatch(slot: Slot): void {
     const next = slot.queue.shift();
     if (next !== undefined) return this.#start(slot, next);
-    const expired = this.#slots
-      .flatMap((other) => other.queue.filter((waiter) => waiter.expired))
-      .reduce<Waiter | undefined>((first, waiter) => (first === undefined || waiter.seq < first.seq ? waiter : first), undefined);
-    if (expired !== undefined) this.#move(expired, slot);
+    const waiting = [...this.#homeless, ...this.#slots.flatMap((other) => other.queue.filter((waiter) => waiter.expired))];
+    const first = waiting.reduce<Waiter | undefined>((earliest, waiter) => (earliest === undefined || waiter.seq < earliest.seq ? waiter : earliest), undefined);
+    if (first !== undefined) this.#move(first, slot);
   }
 
   /** A request waited `waitMs`: it takes a free slot if there is one, else the first that frees. */
   #expire(waiter: Waiter): void {
     waiter.expired = true;
-    const free = this.#slots.filter((slot) => !slot.inFlight && slot.queue.length === 0);
-    const target = free.find((slot) => slot.owner === null) ?? free.reduce<Slot | undefined>((best, slot) => (best === undefined || slot.lastUsed < best.lastUsed ? slot : best), undefined);
+    const target = this.#freeSlot();
     if (target !== undefined) this.#move(waiter, target);
   }
 
+  /** `waiter` runs in `target`, which becomes its conversation's home (a move when it had another). */
   #move(waiter: Waiter, target: Slot): void {
     this.#leave(waiter);
-    this.#counts.moves++;
+    if (waiter.expired) this.#counts.moves++;
     this.#rehome(target, waiter.work.kind === 'guest' ? null : waiter.work.key);
     this.#start(target, waiter);
   }
 
   #leave(waiter: Waiter): void {
     waiter.cancel();
+    const homeless = this.#homeless.indexOf(waiter);
+    if (homeless !== -1) this.#homeless.splice(homeless, 1);
     for (const slot of this.#slots) {
       const index = slot.queue.indexOf(waiter);
       if (index !== -1) slot.queue.splice(index, 1);

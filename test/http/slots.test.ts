@@ -104,3 +104,19 @@ describe('upstream.slots: auto, with compaction', () => {
     expect(llama.model.counters.busyPins).toBe(0);
   });
 });
+
+describe('upstream.slots: observable', () => {
+  it('publishes per slot its queue length and waits, and the saves, restores and evictions, at /metrics', async () => {
+    const { proxy } = await setUp({ slots: 1, slotSave: true, cacheRamTokens: 0 }, { slot_save: true });
+    for (const name of ['a', 'b', 'a']) await post(proxy.url, bodyOf(name, 0));
+    const text = await (await fetch(`${proxy.url}/metrics`)).text();
+    expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="0"} 0');
+    expect(text).toContain('compactor_slot_waits_total{model="sim.gguf",slot="0"} 3');
+    expect(text).toMatch(/compactor_slot_wait_seconds_total\{model="sim.gguf",slot="0"\} \d/);
+    expect(text).toMatch(/compactor_slot_wait_seconds_max\{model="sim.gguf",slot="0"\} \d/);
+    expect(text).toContain('compactor_slot_saves_total{model="sim.gguf"} 2');
+    expect(text).toContain('compactor_slot_restores_total{model="sim.gguf"} 1');
+    expect(text).toContain('compactor_slot_evictions_total{model="sim.gguf"} 2');
+    expect(text).toContain('compactor_slot_moves_total{model="sim.gguf"} 0');
+  });
+});

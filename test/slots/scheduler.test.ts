@@ -136,6 +136,21 @@ describe('SlotScheduler: more conversations than slots', () => {
     c.release();
   });
 
+  it('gives a conversation without a slot the first slot that frees, whichever it is (no slot sits idle while it waits)', async () => {
+    for (const first of ['a', 'b'] as const) {
+      const { slots } = scheduler({ slots: 2 });
+      const held = { a: await slots.acquire(turn('a')), b: await slots.acquire(turn('b')) };
+      let got: number | undefined;
+      void slots.acquire(turn('c')).then((lease) => (got = lease.slot));
+      await flush();
+      expect(got).toBeUndefined();
+      held[first].release();
+      await flush();
+      expect(got).toBe(held[first].slot);
+      expect(slots.homeOf(first)).toBeUndefined();
+    }
+  });
+
   it('with slot_save saves the evicted conversation under its prefix hash and restores it when it comes back', async () => {
     const { slots, actions } = scheduler({ slots: 1, save: true });
     (await slots.acquire(turn('a'))).release();

@@ -28,6 +28,8 @@ export interface SlotLlamaOptions extends SlotModelOptions {
   readonly msPerGeneratedToken?: number;
   /** Tokens generated per answer. */
   readonly generatedTokens?: number;
+  /** Tokens generated for a summary request (compactor's instruction or system prompt in it): a summary writes far more than a turn. */
+  readonly summaryGeneratedTokens?: number;
   /** Answer 503 to a request pinned to a busy slot, rather than queue it. */
   readonly failBusyPins?: boolean;
 }
@@ -133,7 +135,8 @@ export class SlotLlama {
     const slot = await this.#slotFor(prompt, idSlot);
     const { cacheN, promptN } = this.model.begin(slot, prompt);
     this.tasks.push({ slot, pinned: idSlot ?? null, cacheN, promptN, queuedMs: performance.now() - queuedAt, prompt });
-    const generated = this.#options.generatedTokens ?? 8;
+    const isSummary = prompt.includes('handoff notes');
+    const generated = (isSummary ? this.#options.summaryGeneratedTokens : undefined) ?? this.#options.generatedTokens ?? 8;
     const answer = `Answer of ${generated} tokens. `.padEnd(generated * 4, '.');
     const ms = promptN * (this.#options.msPerPromptToken ?? 0) + generated * (this.#options.msPerGeneratedToken ?? 0);
     if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
