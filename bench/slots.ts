@@ -163,11 +163,13 @@ const scenarios: Scenario[] = [
   { conversations: 8, slots: 2, ram: false },
 ];
 
+// ONLY=8x2 runs the scenarios of 8 conversations on 2 slots alone.
+const only = process.env['ONLY'];
 const rows: Row[] = [];
-for (const scenario of scenarios) {
+for (const scenario of scenarios.filter((entry) => only === undefined || only === `${entry.conversations}x${entry.slots}`)) {
   rows.push(await run(scenario, 'off'));
   rows.push(await run(scenario, 'auto'));
-  if (!scenario.ram) rows.push(await run(scenario, 'auto+save'));
+  rows.push(await run(scenario, 'auto+save'));
 }
 console.log(`${TURNS} turns per conversation${SUMMARIES ? ', compaction on (background summaries)' : ''}; a turn's generation: ${GENERATED * MS_PER_GENERATED} ms\n`);
 console.log('| conversations on slots | RAM cache | upstream.slots | KV reuse | ideal | prompt tokens processed | p50 ms | p99 ms | slot wait p99 / max ms | busy pins | failed | saves / restores | wall s |');

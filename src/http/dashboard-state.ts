@@ -50,6 +50,8 @@ interface Conversation {
   prompt: number;
   readonly repairs: Record<string, number>;
   report: string | null;
+  /** The llama-server slot of its last answer (upstream.slots), or null. */
+  slot: number | null;
   lastAt: number;
 }
 
@@ -70,6 +72,7 @@ export interface AnsweredRequest {
   readonly report: string | undefined;
   readonly tokens: PromptTokens | null;
   readonly repairs: readonly { readonly kind: string }[];
+  readonly slot?: number | null;
 }
 
 export interface DashboardStateOptions {
@@ -130,7 +133,7 @@ export class DashboardState implements CompactionObserver {
     const key = `${request.tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
-      conversation = { id, tenant: request.tenant, model: request.model, requests: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, lastAt: at };
+      conversation = { id, tenant: request.tenant, model: request.model, requests: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at };
     } else {
       this.#conversations.delete(key);
     }
@@ -140,6 +143,7 @@ export class DashboardState implements CompactionObserver {
     this.totals.requests++;
     conversation.requests++;
     conversation.lastAt = at;
+    conversation.slot = request.slot ?? null;
     conversation.messages = request.messages.length;
     conversation.turns = request.messages.filter((message) => isRealUserMessage(message)).length;
     for (const repair of request.repairs) conversation.repairs[repair.kind] = (conversation.repairs[repair.kind] ?? 0) + 1;
@@ -217,5 +221,6 @@ export function answeredOf(observation: UsageObservation): AnsweredRequest {
     report: observation.report,
     tokens: promptTokensOf(observation),
     repairs: context.pairRepairs,
+    slot: context.slot ?? null,
   };
 }

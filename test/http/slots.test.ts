@@ -119,4 +119,11 @@ describe('upstream.slots: observable', () => {
     expect(text).toContain('compactor_slot_evictions_total{model="sim.gguf"} 2');
     expect(text).toContain('compactor_slot_moves_total{model="sim.gguf"} 0');
   });
+
+  it("shows each conversation's slot in its dashboard row", async () => {
+    const { proxy } = await setUp({ slots: 4 });
+    for (const name of ['a', 'b']) await post(proxy.url, bodyOf(name, 0));
+    const state = (await (await fetch(`${proxy.url}/dashboard/state`)).json()) as { conversations: Array<{ slot: unknown }> };
+    expect(state.conversations.map((conversation) => conversation.slot).sort()).toEqual([0, 1]);
+  });
 });

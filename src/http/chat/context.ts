@@ -32,6 +32,10 @@ export class ExchangeContext implements ChatContext {
     return this.#exchange.record.tenant;
   }
 
+  get slot(): number | null {
+    return this.#exchange.record.slot;
+  }
+
   get headers(): IncomingHttpHeaders {
     return this.#exchange.request.headers;
   }
