@@ -91,7 +91,12 @@ function idealReuse(llama: SlotLlama, conversations: number): number {
   return reused / total;
 }
 
-async function run(scenario: Scenario, mode: 'off' | 'auto' | 'auto+save'): Promise<Row> {
+type Mode = 'off' | 'auto' | 'auto+save';
+
+// upstream.slot_wait_ms's default (5 s: one or two turns' generation on a GPU) on the double's clock: two turns' generation.
+const SLOT_WAIT_MS = 2 * GENERATED * MS_PER_GENERATED;
+
+async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   const upstream = await FakeUpstream.start();
   const llama = new SlotLlama(upstream, {
     slots: scenario.slots,
@@ -105,7 +110,7 @@ async function run(scenario: Scenario, mode: 'off' | 'auto' | 'auto+save'): Prom
     msPerGeneratedToken: MS_PER_GENERATED,
     generatedTokens: GENERATED,
   });
-  const slots = { slots: mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: 5000 };
+  const slots = { slots: mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: SLOT_WAIT_MS };
   const compaction = SUMMARIES ? { enabled: true, summary: { concurrency: scenario.slots } } : { enabled: false };
   const proxy = await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
   const latencies: number[] = [];
@@ -171,7 +176,7 @@ for (const scenario of scenarios.filter((entry) => only === undefined || only ==
   rows.push(await run(scenario, 'auto'));
   rows.push(await run(scenario, 'auto+save'));
 }
-console.log(`${TURNS} turns per conversation${SUMMARIES ? ', compaction on (background summaries)' : ''}; a turn's generation: ${GENERATED * MS_PER_GENERATED} ms\n`);
+console.log(`${TURNS} turns per conversation${SUMMARIES ? ', compaction on (background summaries, each ten turns of generation)' : ''}; a turn's generation: ${GENERATED * MS_PER_GENERATED} ms; slot_wait_ms ${SLOT_WAIT_MS}\n`);
 console.log('| conversations on slots | RAM cache | upstream.slots | KV reuse | ideal | prompt tokens processed | p50 ms | p99 ms | slot wait p99 / max ms | busy pins | failed | saves / restores | wall s |');
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const row of rows) {

@@ -11,7 +11,10 @@ import { SlotFiles, slotFileName } from './slot-files.js';
  * others of that slot wait in arrival order.
  *
  * - A request that waited `waitMs` takes a free slot instead (its home moves
- *   there), or the first slot that frees: a slot queue never starves anyone.
+ *   there), or the first slot that frees, before every request that came
+ *   after it: a slot queue never starves anyone.
+ * - A request without a home (a new or evicted conversation, a guest) takes
+ *   a free slot, else the first slot that frees: none sits idle meanwhile.
  * - More conversations than slots: the least recently used slot's owner is
  *   evicted for the one that asks; with `save` its KV is saved to a file
  *   named by its key before the slot is reused, and restored when it returns.
@@ -174,6 +177,7 @@ export class SlotScheduler {
         if (free !== undefined) return this.#move(waiter, free);
         this.#homeless.push(waiter);
         signal?.addEventListener('abort', onAbort, { once: true });
+        waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
         return;
       }
       if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
@@ -298,15 +302,18 @@ export class SlotScheduler {
   }
 
   /**
-   * `slot` is free: the next of its slot queue goes; else, of the requests
-   * without a home and those whose wait ran out elsewhere, the one that
-   * came first (so no slot sits idle while someone waits).
+   * `slot` is free. Who goes: the next of its slot queue, unless a request
+   * whose wait ran out (here or elsewhere, with or without a home) came
+   * before it: past `waitMs` a request goes before every later one, so no
+   * conversation starves another. With its queue empty, the first request
+   * without a home (no slot sits idle while someone waits).
    */
   #dispatch(slot: Slot): void {
-    const next = slot.queue.shift();
-    if (next !== undefined) return this.#start(slot, next);
-    const waiting = [...this.#homeless, ...this.#slots.flatMap((other) => other.queue.filter((waiter) => waiter.expired))];
-    const first = waiting.reduce<Waiter | undefined>((earliest, waiter) => (earliest === undefined || waiter.seq < earliest.seq ? waiter : earliest), undefined);
+    const earliest = (waiters: Waiter[]): Waiter | undefined => waiters.reduce<Waiter | undefined>((first, waiter) => (first === undefined || waiter.seq < first.seq ? waiter : first), undefined);
+    const expired = earliest([...this.#homeless, ...this.#slots.filter((other) => other !== slot).flatMap((other) => other.queue)].filter((waiter) => waiter.expired));
+    const next = slot.queue[0];
+    if (next !== undefined && (expired === undefined || next.seq < expired.seq)) return this.#start(slot, slot.queue.shift()!);
+    const first = expired ?? earliest(this.#homeless);
     if (first !== undefined) this.#move(first, slot);
   }
 
@@ -320,8 +327,10 @@ export class SlotScheduler {
   /** `waiter` runs in `target`, which becomes its conversation's home (a move when it had another). */
   #move(waiter: Waiter, target: Slot): void {
     this.#leave(waiter);
-    if (waiter.expired) this.#counts.moves++;
-    this.#rehome(target, waiter.work.kind === 'guest' ? null : waiter.work.key);
+    const key = waiter.work.kind === 'guest' ? null : waiter.work.key;
+    const home = key === null ? undefined : this.#homes.get(key);
+    if (home !== undefined && home !== target) this.#counts.moves++;
+    this.#rehome(target, key);
     this.#start(target, waiter);
   }
 

@@ -111,6 +111,20 @@ describe('SlotScheduler: a home slot per conversation', () => {
     a.release();
   });
 
+  it('never lets a busy conversation starve another: past waitMs, a waiting request goes before every later one', async () => {
+    const { slots, timers } = scheduler({ slots: 1 });
+    const first = await slots.acquire(turn('a'));
+    const order: string[] = [];
+    const b = slots.acquire(turn('b')).then((lease) => (order.push('b'), lease));
+    timers.advance(1000);
+    // a keeps sending: without the bound its slot queue would always have one more of its own.
+    const later = ['a2', 'a3'].map((name) => slots.acquire(turn('a')).then((lease) => (order.push(name), lease)));
+    first.release();
+    (await b).release();
+    for (const next of later) (await next).release();
+    expect(order).toEqual(['b', 'a2', 'a3']);
+  });
+
   it('drops a waiting request whose client left, and serves the next', async () => {
     const { slots } = scheduler();
     const first = await slots.acquire(turn('a'));

@@ -138,7 +138,7 @@ export class SlotModel {
     const slot = this.#slot(slotId);
     const held = this.files.get(filename);
     if (slot.busy || held === undefined) return undefined;
-    if (slot.held !== '') this.#cache(slot.held);
+    // What the slot held is overwritten, not kept in the RAM cache.
     slot.held = held;
     this.counters.restores++;
     const nRestored = this.tokensOf(held);
