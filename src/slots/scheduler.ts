@@ -1,4 +1,5 @@
-import { SlotFiles, slotFileName } from './slot-files.js';
+import { SlotFiles } from './slot-files.js';
+import { SlotKeeper } from './slot-keeper.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -122,19 +123,17 @@ export class SlotScheduler {
   readonly #homes = new Map<string, Slot>();
   /** Requests without a home slot, in arrival order: each takes the first slot that frees. */
   readonly #homeless: Waiter[] = [];
-  readonly #files: SlotFiles;
+  readonly #keeper: SlotKeeper;
   readonly #options: SlotSchedulerOptions;
   readonly #timers: SlotTimers;
-  #saving: boolean;
   #tick = 0;
   #seq = 0;
-  readonly #counts = { evictions: 0, moves: 0, saves: 0, restores: 0, saveFailures: 0, restoreFailures: 0 };
+  readonly #counts = { evictions: 0, moves: 0 };
 
   constructor(options: SlotSchedulerOptions) {
     this.#options = options;
     this.#timers = options.timers ?? REAL_TIMERS;
-    this.#saving = options.save;
-    this.#files = new SlotFiles(options.saveMaxBytes);
+    this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
     this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
   }
 
@@ -165,7 +164,7 @@ export class SlotScheduler {
         grant: (granted) => {
           waiter.cancel();
           signal?.removeEventListener('abort', onAbort);
-          this.#prepare(granted, work).then(
+          this.#keeper.prepare(granted, work, (key) => this.#homes.has(key)).then(
             () => resolve(this.#lease(granted, since)),
             () => resolve(this.#lease(granted, since)),
           );
@@ -200,9 +199,7 @@ export class SlotScheduler {
         waitMsMax: slot.waitMsMax,
       })),
       ...this.#counts,
-      files: this.#files.count,
-      filesBytes: this.#files.totalBytes,
-      filesErased: this.#files.erased,
+      ...this.#keeper.stats(),
     };
   }
 
@@ -231,55 +228,6 @@ export class SlotScheduler {
     slot.inFlight = true;
     slot.lastUsed = ++this.#tick;
     waiter.grant(slot);
-  }
-
-  /**
-   * Before a request runs in `slot`: the KV of an evicted conversation it
-   * still holds is saved (and files past the bound emptied while the slot is
-   * erased anyway); the conversation's own file is restored when the slot
-   * does not hold it; a summary's conversation is saved, so a turn can
-   * restore it elsewhere while the summary runs.
-   */
-  async #prepare(slot: Slot, work: SlotWork): Promise<void> {
-    const key = work.kind === 'guest' ? null : work.key;
-    if (slot.holds !== key) {
-      const previous = slot.holds;
-      if (this.#saving && previous !== null && !this.#homes.has(previous)) await this.#save(slot, previous);
-      if (this.#saving) await this.#emptyDropped(slot);
-      if (key !== null && this.#saving && this.#files.has(key)) await this.#restore(slot, key);
-      slot.holds = key;
-    } else if (work.kind === 'summary' && this.#saving) {
-      await this.#save(slot, work.key);
-    }
-  }
-
-  async #save(slot: Slot, key: string): Promise<void> {
-    const bytes = await this.#options.actions.save(slot.id, slotFileName(key)).catch(() => null);
-    if (bytes === null) {
-      this.#counts.saveFailures++;
-      this.#saving = false;
-      this.#options.onSaveRefused?.();
-      return;
-    }
-    this.#counts.saves++;
-    this.#files.saved(key, bytes);
-  }
-
-  async #restore(slot: Slot, key: string): Promise<void> {
-    const restored = await this.#options.actions.restore(slot.id, slotFileName(key)).catch(() => false);
-    if (restored) this.#counts.restores++;
-    else {
-      this.#counts.restoreFailures++;
-      this.#files.forget(key);
-    }
-  }
-
-  async #emptyDropped(slot: Slot): Promise<void> {
-    const dropped = this.#files.overBound();
-    if (dropped.length === 0) return;
-    if (!(await this.#options.actions.erase(slot.id).catch(() => false))) return;
-    slot.holds = null;
-    for (const key of dropped) await this.#options.actions.save(slot.id, slotFileName(key)).catch(() => null);
   }
 
   #lease(slot: Slot, since: number): SlotLease {
