@@ -22,8 +22,9 @@
  * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
-import { applyPairMode, readChatRequest } from '../src/http/chat/request.js';
-import { spliceMessages } from '../src/http/chat/splice-messages.js';
+import { type ChatRequestBody, chatRequestView, readChatRequest } from '../src/formats/chat/read.js';
+import { applyPairMode } from '../src/formats/pairs.js';
+import { spliceMessages } from '../src/formats/splice.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/summary/summarize.js';
@@ -121,20 +122,20 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const raw = Buffer.from(JSON.stringify({ model: 'bench', messages: history, max_tokens: 512, stream: true }));
   const signal = new AbortController().signal;
 
-  // The route's planning, as src/http/chat/prepare.ts does it with a planner (chat/engine-planner.ts).
+  // The route's planning, as src/http/chat/plan.ts does it with a planner (chat/engine-planner.ts).
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');
-    const result = await compactor.prepare({ body: pairs.body, messages: pairs.body.messages, tenant: 'tenant', signal });
+    const result = await compactor.prepare({ request: chatRequestView(pairs.body), tenant: 'tenant', signal });
     const bytes = result.changed ? spliceMessages(raw, result.messages) : raw;
     return { forwarded: bytes.length };
   };
 
   // 1 MB is ~330k tokens at the initial ratio: a 128k window compacts it; a 1M window leaves it under the soft threshold.
   const cached = new CompactionEngine({ config: configWith(131_072), upstream: noUpstream, chat: notes });
-  const first = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
+  const first = await cached.prepare({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
   if (!first.changed || cached.epochCount !== 1) throw new Error('the history did not compact into one epoch');
-  const again = await cached.prepare({ body: JSON.parse(raw.toString('utf8')) as Record<string, unknown>, messages: JSON.parse(JSON.stringify(history)) as ChatMessage[], tenant: 'tenant', signal });
+  const again = await cached.prepare({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
   if (again.report === null || !again.report.startsWith('epoch reused')) throw new Error(`the epoch was not reused: ${again.report}`);
   const large = new CompactionEngine({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
 

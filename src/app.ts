@@ -1,11 +1,11 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
 import { answerClientError } from './http/client-error.js';
-import type { ChatPlanner, UsageHook } from './http/chat/planner.js';
-import { InternalError, LoopDetectedError, PayloadTooLargeError, ShuttingDownError, UnauthorizedError } from './errors.js';
-import { frameworkError, toProxyError } from './http/framework-errors.js';
+import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
+import { ShuttingDownError } from './errors.js';
+import { frameworkError } from './http/framework-errors.js';
 import { InFlight } from './http/in-flight.js';
 import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
@@ -22,12 +22,11 @@ import { answeredOf, bothObservers, DashboardState } from './http/dashboard-stat
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/shutdown.js';
-import { discardBoundsFor, discardRestOfBody } from './http/unread-body.js';
+import { addRequestHooks } from './http/request-hooks.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
-import { cameThroughHere } from './upstream/via.js';
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
-import { epochStoreOf } from './compaction/epochs/store-of-config.js';
+import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
 
 /**
@@ -92,12 +91,8 @@ const REQUEST_RECEIVE_TIMEOUT_MS = 300_000;
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
 
-/**
- * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
- * use `inject()` or listen on port 0.
- */
-export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
-  const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
+/** The upstream client, and the one summaries go to (the same unless `summary.upstream` names another server). */
+function upstreamsOf(config: Config, deps: AppDeps): { upstream: UpstreamClient; summaryUpstream: UpstreamClient } {
   const clientOptions = (url: string, apiKey: string | null): UpstreamClientOptions => ({
     url,
     apiKey,
@@ -108,52 +103,64 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     },
   });
   const upstream = deps.upstream ?? new UpstreamClient(clientOptions(config.upstream.url, config.upstream.api_key));
-  const ownsUpstream = deps.upstream === undefined;
   // Summaries may run on another server (a bigger model, a free GPU); by default on the same one.
   // Another server gets its own key (summary.api_key) or none: never the client's, never upstream.api_key.
   const { summary } = config.compaction;
   const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
-  const metrics = new Metrics();
-  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries (those on the same server).
-  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
-  if (slots !== undefined) registerSlotMetrics(metrics.registry, () => slots.stats());
-  const plainSummaryChat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
-  const summaryChat = slots === undefined || summaryUpstream !== upstream ? plainSummaryChat : slotAwareChat(plainSummaryChat, slots);
-  const dashboard = config.dashboard.enabled
-    ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
-    : null;
-  // The epoch store (cache.store): this process's memory, or Redis shared by replicas.
-  const epochs = deps.planner === undefined && deps.compactor === undefined ? epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) }) : null;
-  const engine =
-    deps.planner !== undefined
-      ? null
-      : (deps.compactor ??
-        new CompactionEngine({
-          config,
-          upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
-          chat: summaryChat,
-          ...(epochs === null ? {} : { store: epochs.store }),
-          logger,
-          observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
-          ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
-        }));
-  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
-  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
-  // An admin key is a key too; it also sees every tenant on the dashboard.
-  const allKeys = [...config.auth.keys, ...config.auth.admin_keys];
-  const keyCheck = allKeys.length > 0 ? createKeyCheck(allKeys) : undefined;
-  const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
-  // Every looped request gets its 508; the operator is told once what is wrong.
-  let loopReported = false;
-  const warnLoopOnce = (log: FastifyBaseLogger): void => {
-    if (loopReported) return;
-    loopReported = true;
-    log.warn('a request came back to compactor through its own upstream: upstream.url (or compaction.summary.upstream) points at compactor itself; answering 508');
-  };
-  const shutdown = new Shutdown();
-  const inFlight = new InFlight(metrics);
+  return { upstream, summaryUpstream };
+}
 
-  const app = Fastify({
+interface EngineParts {
+  readonly upstream: UpstreamClient;
+  readonly summaryUpstream: UpstreamClient;
+  readonly logger: FastifyBaseLogger;
+  readonly metrics: Metrics;
+  readonly dashboard: DashboardState | null;
+  readonly slots: SlotRouter | undefined;
+}
+
+/**
+ * The compaction engine, by how the app was given its planning: a planner
+ * (it replaces the engine: none), an engine (used as it is), or neither (one
+ * built here, with the epoch store `cache.store` names).
+ */
+function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: CompactionEngine | null; epochs: ConfiguredStore | null } {
+  if (deps.planner !== undefined) return { engine: null, epochs: null };
+  if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
+  const { upstream, summaryUpstream, logger, metrics, dashboard, slots } = parts;
+  const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) });
+  const chat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
+  const engine = new CompactionEngine({
+    config,
+    upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
+    // Summaries on the main upstream go through its slots (a suffix one in its conversation's slot queue).
+    chat: slots === undefined || summaryUpstream !== upstream ? chat : slotAwareChat(chat, slots),
+    store: epochs.store,
+    logger,
+    observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
+    ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
+  });
+  return { engine, epochs };
+}
+
+/** The chat route's hooks: the planner (the app's, else the engine's), usage to the metrics and the dashboard, and the refusal hook. */
+function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null): ChatHooks {
+  const planner = deps.planner ?? engineHooks?.planner;
+  const countUsage = withPromptTokens(deps.onUsage, metrics);
+  const onUsage: UsageHook =
+    dashboard === null
+      ? countUsage
+      : (observation) => {
+          countUsage(observation);
+          dashboard.answered(answeredOf(observation));
+        };
+  // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
+  const replans = engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact';
+  return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
+}
+
+function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
+  return Fastify({
     loggerInstance: logger,
     // One line per request is written when its response closes (src/http/in-flight.ts, request-log.ts).
     logController: new LogController({ disableRequestLogging: true }),
@@ -171,80 +178,39 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     // What Node's parser refuses (headers over 16 KiB, Content-Length with Transfer-Encoding) is answered in OpenAI's shape too.
     clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
+}
+
+/**
+ * The proxy as a Fastify instance, not listening: `main.ts` listens, tests
+ * use `inject()` or listen on port 0.
+ */
+export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
+  const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
+  const { upstream, summaryUpstream } = upstreamsOf(config, deps);
+  const metrics = new Metrics();
+  const dashboard = config.dashboard.enabled
+    ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
+    : null;
+  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries.
+  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
+  if (slots !== undefined) registerSlotMetrics(metrics.registry, () => slots.stats());
+  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
+  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
+  const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
+  const shutdown = new Shutdown();
+  const inFlight = new InFlight(metrics);
+
+  const app = fastifyOf(config, logger);
   routeEveryMethod(app);
-
   inFlight.serve(app.server);
-
-  app.decorate('proxy', {
-    upstream,
-    engine,
-    metrics,
-    get draining() {
-      return inFlight.draining;
-    },
-    startDraining() {
-      inFlight.startDraining();
-    },
-    whenIdle() {
-      return inFlight.whenIdle();
-    },
-    endInFlight() {
-      shutdown.endAll(new ShuttingDownError(RETRY_AFTER_SECONDS));
-    },
-  } satisfies ProxyHandle);
+  app.decorate('proxy', proxyHandleOf({ upstream, engine, metrics, inFlight, shutdown }));
   app.decorateRequest('record', null as unknown as RequestRecord);
+  addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
-  // A callback hook, not an async one: no promise per request.
-  app.addHook('onRequest', (request, reply, done) => {
-    const record = inFlight.track(request, reply);
-    if (cameThroughHere(request.headers.via)) {
-      warnLoopOnce(request.log);
-      return void sendError(reply, new LoopDetectedError());
-    }
-    if (record.kind === 'ops') return done();
-    // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
-    if (inFlight.draining) return void sendError(reply, new ShuttingDownError(RETRY_AFTER_SECONDS));
-    if (keyCheck !== undefined) {
-      const result = keyCheck(request.headers.authorization);
-      if (!result.ok) return void sendError(reply, new UnauthorizedError());
-      record.tenant = result.tenant;
-    }
-    done();
-  });
-
-  const discardBounds = discardBoundsFor(config.limits.body_bytes);
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const proxyError = toProxyError(error, config);
-    if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
-    if (proxyError instanceof PayloadTooLargeError) {
-      // Fastify asks to close the connection, which resets a client still uploading before it reads the 413:
-      // the rest of the body is read and dropped instead (bounded), and the connection stays open.
-      reply.removeHeader('connection');
-      discardRestOfBody(request.raw, discardBounds);
-    }
-    return sendError(reply, proxyError);
-  });
-
-  const planner = deps.planner ?? engineHooks?.planner;
-  const countUsage = withPromptTokens(deps.onUsage, metrics);
-  const onUsage: UsageHook =
-    dashboard === null
-      ? countUsage
-      : (observation) => {
-          countUsage(observation);
-          dashboard.answered(answeredOf(observation));
-        };
   const chatOptions = {
     config,
     upstream,
-    hooks: {
-      ...(planner ? { planner } : {}),
-      onUsage,
-      // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
-      ...(deps.planner === undefined && engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact'
-        ? { onRefusal: engineHooks.onRefusal }
-        : {}),
-    },
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,
@@ -265,6 +231,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.register(async (scope) => chatRoutes(scope, chatOptions));
   app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
   if (dashboard !== null) {
+    const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
     app.register(async (scope) =>
       dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
     );
@@ -273,8 +240,29 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
-    if (ownsUpstream) await upstream.close();
+    if (deps.upstream === undefined) await upstream.close();
     await epochs?.close();
   });
   return app;
+}
+
+function proxyHandleOf(parts: { upstream: UpstreamClient; engine: CompactionEngine | null; metrics: Metrics; inFlight: InFlight; shutdown: Shutdown }): ProxyHandle {
+  const { upstream, engine, metrics, inFlight, shutdown } = parts;
+  return {
+    upstream,
+    engine,
+    metrics,
+    get draining() {
+      return inFlight.draining;
+    },
+    startDraining() {
+      inFlight.startDraining();
+    },
+    whenIdle() {
+      return inFlight.whenIdle();
+    },
+    endInFlight() {
+      shutdown.endAll(new ShuttingDownError(RETRY_AFTER_SECONDS));
+    },
+  };
 }

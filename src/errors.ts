@@ -210,7 +210,7 @@ export class InternalError extends ProxyError {
  */
 export interface AnswerReservation {
   readonly tokens: number;
-  readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens';
+  readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens' | 'max_output_tokens';
   /** The number asked for (the request's, or `reserve_output_tokens`) before the quarter-of-the-window cap, when the cap applied. */
   readonly requested?: number;
 }
@@ -283,9 +283,4 @@ function messageOfUpstreamBody(body: unknown): string | undefined {
   if (typeof error === 'string') return error;
   if (typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string') return error.message;
   return undefined;
-}
-
-/** The SSE event that tells a streaming client its answer failed; no `[DONE]` follows it. */
-export function sseErrorEvent(error: ProxyError): string {
-  return `data: ${JSON.stringify(error.toBody())}\n\n`;
 }

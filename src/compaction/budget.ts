@@ -1,4 +1,5 @@
 import type { AnswerReservation } from '../errors.js';
+import type { OutputLimit } from '../transcript/request-view.js';
 
 /**
  * The budget of one request (DESIGN.md § Vocabulary): what the window leaves
@@ -14,10 +15,6 @@ export interface Budget {
   readonly tokens: number | null;
   /** What a summary may cost: `summary.max_tokens`, but never more than {@link MAX_SUMMARY_SHARE} of the window. */
   readonly summaryTokens: number;
-}
-
-function positiveNumber(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
 }
 
 /**
@@ -38,18 +35,17 @@ export const MAX_SUMMARY_SHARE = 0.125;
 
 /**
  * The room kept for the answer: `reserve_output_tokens`, or the request's
- * `max_tokens` / `max_completion_tokens` when larger, but never more than a
- * quarter of the window.
+ * own limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`,
+ * whichever its API has) when larger, but never more than a quarter of the
+ * window.
  *
  * @example
- * answerReservation({ max_tokens: 32000 }, 1024, 32768) // → { tokens: 8192, source: 'max_tokens', requested: 32000 }
- * answerReservation({}, 1024, 2048)                     // → { tokens: 512, source: 'reserve_output_tokens', requested: 1024 }
+ * answerReservation({ tokens: 32000, field: 'max_tokens' }, 1024, 32768) // → { tokens: 8192, source: 'max_tokens', requested: 32000 }
+ * answerReservation(undefined, 1024, 2048)                              // → { tokens: 512, source: 'reserve_output_tokens', requested: 1024 }
  */
-export function answerReservation(body: Readonly<Record<string, unknown>>, configured: number, window: number | null): AnswerReservation {
-  const maxTokens = positiveNumber(body['max_tokens']);
-  const maxCompletionTokens = positiveNumber(body['max_completion_tokens']);
-  const requested = Math.max(maxTokens, maxCompletionTokens);
-  const source = requested <= configured ? 'reserve_output_tokens' : maxCompletionTokens > maxTokens ? 'max_completion_tokens' : 'max_tokens';
+export function answerReservation(limit: OutputLimit | undefined, configured: number, window: number | null): AnswerReservation {
+  const requested = limit?.tokens ?? 0;
+  const source = limit === undefined || requested <= configured ? 'reserve_output_tokens' : limit.field;
   const wanted = Math.max(requested, configured);
   const cap = window === null ? Number.POSITIVE_INFINITY : Math.floor(window * MAX_RESERVE_SHARE);
   return wanted > cap ? { tokens: cap, source, requested: wanted } : { tokens: wanted, source };
@@ -60,10 +56,10 @@ export function answerReservation(body: Readonly<Record<string, unknown>>, confi
  * and what a summary may cost in it.
  *
  * @example
- * budgetOf(8192, { max_tokens: 2048 }, 1024, 1024) // → { window: 8192, reserve: { tokens: 2048, source: 'max_tokens' }, tokens: 6144, summaryTokens: 1024 }
+ * budgetOf(8192, { tokens: 2048, field: 'max_tokens' }, 1024, 1024) // → { window: 8192, reserve: { tokens: 2048, source: 'max_tokens' }, tokens: 6144, summaryTokens: 1024 }
  */
-export function budgetOf(window: number | null, body: Readonly<Record<string, unknown>>, configuredReserve: number, summaryMaxTokens: number): Budget {
-  const reserve = answerReservation(body, configuredReserve, window);
+export function budgetOf(window: number | null, limit: OutputLimit | undefined, configuredReserve: number, summaryMaxTokens: number): Budget {
+  const reserve = answerReservation(limit, configuredReserve, window);
   const summaryTokens = window === null ? summaryMaxTokens : Math.min(summaryMaxTokens, Math.floor(window * MAX_SUMMARY_SHARE));
   return { window, reserve, tokens: window === null ? null : Math.max(0, window - reserve.tokens), summaryTokens };
 }

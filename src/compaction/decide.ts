@@ -107,7 +107,7 @@ export interface CandidateSizes extends Sizes {
  * wait for a running summary, compact it by one of the tiers, or refuse it.
  *
  * @example
- * decide(candidate, sizes, budgetOf(8192, {}, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
+ * decide(candidate, sizes, budgetOf(8192, undefined, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
  * // → { kind: 'forward', size: 3100, prepareNext: false } for a history of 3.1k tokens
  */
 export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, settings: DecisionSettings): Decision {

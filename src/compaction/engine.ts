@@ -4,6 +4,7 @@ import { estimateRequestTokens, estimateToolsTokens } from '../transcript/tokens
 import { ContextLengthExceededError } from '../errors.js';
 import { FAILURE_BACKOFF_MS, SummaryBackoff } from './backoff.js';
 import { type Budget, budgetOf } from './budget.js';
+import type { RequestView } from '../transcript/request-view.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type Decision, type DecisionSettings, decide, decideAhead, decisionSettingsOf, skipsLookup } from './decide.js';
@@ -68,10 +69,8 @@ export interface CompactionEngineOptions {
 }
 
 export interface PrepareInput {
-  /** The parsed request body. */
-  readonly body: Readonly<Record<string, unknown>>;
-  /** The history after pair handling. */
-  readonly messages: ChatMessage[];
+  /** The request as the engine reads it, whatever its wire format: model, history (after pair handling), tools, the answer's limit. */
+  readonly request: RequestView;
   /** Names the client's credential; epochs are never shared across tenants. */
   readonly tenant: string;
   /** Aborts when the client goes away. */
@@ -193,41 +192,40 @@ export class CompactionEngine {
    * `on_summary_failure` is `error`.
    */
   async prepare(input: PrepareInput): Promise<Prepared> {
-    const { body } = input;
-    const model = typeof body['model'] === 'string' ? body['model'] : '';
+    const { model, chatBody: body } = input.request;
     // Stringified once: an agent's tool definitions run to tens of kilobytes.
-    const toolsEstimate = estimateToolsTokens(body['tools']);
+    const toolsEstimate = estimateToolsTokens(input.request.tools);
     const estimateOf = (messages: readonly ChatMessage[]): number => estimateRequestTokens({ messages }) + toolsEstimate;
-    const forwardAs = (messages: ChatMessage[], report: string | null, estimate = estimateOf(messages), afterResponse?: () => void, epoch: Prepared['epoch'] = 'none'): Prepared => ({
+    const forwardAs: ForwardAs = (messages, { report, estimate = estimateOf(messages), afterResponse, epoch = 'none' }) => ({
       messages,
-      changed: messages !== input.messages,
+      changed: messages !== input.request.messages,
       report,
       estimate,
       epoch,
       ...(afterResponse === undefined ? {} : { afterResponse }),
     });
     const mode = input.mode ?? 'compact';
-    if (!this.#config.compaction.enabled) return forwardAs(input.messages, null);
+    if (!this.#config.compaction.enabled) return forwardAs(input.request.messages, { report: null });
 
     const window = await this.windows.get(model, input.upstreamHeaders);
-    const budget = budgetOf(window, body, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
+    const budget = budgetOf(window, input.request.maxOutputTokens, this.#modelConfig(model).reserve_output_tokens, this.#config.compaction.summary.max_tokens);
     const ratio = this.ratios.get(model, input.tenant);
-    const messages = pruneOversizedResults(input.messages, budget.tokens);
+    const messages = pruneOversizedResults(input.request.messages, budget.tokens);
     const estimate = estimateOf(messages);
     const originalSize = estimate * ratio;
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
     if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
       if (mode === 'observe') {
-        const line = messages === input.messages ? null : wouldLine(prunedReport(input.messages, messages, estimateOf, ratio));
-        return forwardAs(input.messages, line, estimateOf(input.messages));
+        const line = messages === input.request.messages ? null : wouldLine(prunedReport(input.request.messages, messages, estimateOf, ratio));
+        return forwardAs(input.request.messages, { report: line, estimate: estimateOf(input.request.messages) });
       }
-      return forwardAs(messages, messages === input.messages ? null : prunedReport(input.messages, messages, estimateOf, ratio), estimate);
+      return forwardAs(messages, { report: messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio), estimate });
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
-    const hashes = prefixHashes({ tenant: input.tenant, model }, input.messages);
+    const hashes = prefixHashes({ tenant: input.tenant, model }, input.request.messages);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
     if (mode === 'observe') return this.#observe(input, request, forwardAs);
@@ -286,7 +284,7 @@ export class CompactionEngine {
           const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
           // Between the soft threshold and the threshold: once the answer has been streamed, prepare the next epoch.
           const background = decision.prepareNext ? () => this.#startBackground(request, candidate, sizes, pending) : undefined;
-          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], reused, undefined, background, candidate.epoch === null ? 'none' : 'reused');
+          return forwardAs(candidate.epoch === null ? messages : [...candidate.messages], { report: reused, afterResponse: background, epoch: candidate.epoch === null ? 'none' : 'reused' });
         }
         case 'apply-pending':
           await this.#store.save({ ...decision.epoch, pending: false });
@@ -320,7 +318,7 @@ export class CompactionEngine {
             ),
           );
           // Counted where the summary was tried, once, not by each request that waited for it.
-          if (epoch === null) return forwardAs([...candidate.messages], null);
+          if (epoch === null) return forwardAs([...candidate.messages], { report: null });
           return this.#forward(epoch, input, request);
         }
       }
@@ -406,7 +404,7 @@ export class CompactionEngine {
       this.#observer?.compaction({ model, tier: observed.tier, outcome: 'observed', tokensBefore: originalSize, tokensAfter: observed.after, pending: false });
     }
     if (observed.line !== null) this.#logger?.info({ model, mode: 'observe', tier: observed.tier }, observed.line);
-    return forwardAs(input.messages, observed.line);
+    return forwardAs(input.request.messages, { report: observed.line });
   }
 
   /** Sizes scaled to the upstream's exact count of the candidate, when it gives one. */
@@ -426,7 +424,16 @@ export class CompactionEngine {
 
 }
 
-type ForwardAs = (messages: ChatMessage[], report: string | null, estimate?: number, afterResponse?: () => void, epoch?: Prepared['epoch']) => Prepared;
+/** How a request goes on: the messages to forward, and what is said and kept about them. */
+interface Forwarding {
+  readonly report: string | null;
+  /** The bytes/4 estimate of the messages; measured when absent. */
+  readonly estimate?: number;
+  readonly afterResponse?: (() => void) | undefined;
+  readonly epoch?: Prepared['epoch'];
+}
+
+type ForwardAs = (messages: ChatMessage[], forwarding: Forwarding) => Prepared;
 
 /** Whether a decision makes a new epoch from the candidate. */
 function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summarize' | 'steps' }> {

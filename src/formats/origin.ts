@@ -16,13 +16,15 @@ export interface Origin {
   readonly index: number;
   /** The chat message exactly as the adapter made it: the same object means nothing changed. */
   readonly made: ChatMessage;
+  /** The position of the content block it was made from, when one block made it (a Messages `tool_result`). */
+  readonly block?: number;
 }
 
 type Tagged = ChatMessage & { [ORIGIN]?: Origin };
 
-export function tag(message: ChatMessage, index: number): ChatMessage {
+export function tag(message: ChatMessage, index: number, block?: number): ChatMessage {
   const tagged = message as Tagged;
-  tagged[ORIGIN] = { index, made: message };
+  tagged[ORIGIN] = block === undefined ? { index, made: message } : { index, made: message, block };
   return message;
 }
 

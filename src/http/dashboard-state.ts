@@ -1,3 +1,5 @@
+import { budgetOf } from '../compaction/budget.js';
+import type { Config } from '../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
@@ -223,4 +225,19 @@ export function answeredOf(observation: UsageObservation): AnsweredRequest {
     repairs: context.pairRepairs,
     slot: context.slot ?? null,
   };
+}
+
+/** Each known model's window and the thresholds its budget gives, for the dashboard's table. */
+export function dashboardModels(config: Config, windows: Record<string, number | null>): Array<{ model: string; window: number | null; threshold: number | null; softThreshold: number | null }> {
+  const { threshold, soft_threshold: softThreshold, summary } = config.compaction;
+  return Object.entries(windows).map(([model, window]) => {
+    const settings = (Object.hasOwn(config.models, model) ? config.models[model] : undefined) ?? config.models['*']!;
+    const budget = budgetOf(window, undefined, settings.reserve_output_tokens, summary.max_tokens).tokens;
+    return {
+      model,
+      window,
+      threshold: budget === null ? null : Math.round(threshold * budget),
+      softThreshold: budget === null ? null : Math.round(softThreshold * budget),
+    };
+  });
 }

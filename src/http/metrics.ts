@@ -1,7 +1,8 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { RouteKind } from './request-record.js';
+import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BUCKETS, TOKEN_BUCKETS, UPSTREAM_SECONDS_BUCKETS, compactionLabels, processMetrics } from './metric-scales.js';
 
 /**
  * The Prometheus metrics of one app (`GET /metrics`), with prom-client.
@@ -11,63 +12,13 @@ import type { RouteKind } from './request-record.js';
  * describe the process, not an app, so they live in one registry per process
  * and are appended to every app's scrape.
  *
- * Over 300 lines: every metric compactor publishes is declared here, in one
- * place a person reads against the README's table; each is a few lines.
+ * Every metric compactor publishes is declared here, in one place a person
+ * reads against the README's table; their buckets and labels are in
+ * metric-scales.ts.
  *
  * On the request path only counters and histograms move (a few additions);
  * everything else is read when Prometheus scrapes.
  */
-
-/** Time to the upstream's response headers: loopback JSON calls take milliseconds, a local model reading a long prompt minutes. */
-const UPSTREAM_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
-
-/** Summaries are model calls that write up to `summary.max_tokens`: seconds to minutes. */
-const SUMMARY_SECONDS_BUCKETS = [0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
-
-/** Prompt sizes from a small chat to the largest windows served (1k to 1M tokens, doubling). */
-const TOKEN_BUCKETS = Array.from({ length: 11 }, (_, index) => 1024 * 2 ** index);
-
-/** A whole request, start to last byte: from an ops probe's milliseconds to a long answer streamed for many minutes. */
-const REQUEST_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
-
-/**
- * Models named in labels; later names count as {@link OTHER_MODEL}. The name
- * comes from the client, so without a bound a client could grow the scrape
- * without end; 64 is more models than one server (or a router in front of a
- * few) serves, and keeps the compactions family, the widest (4 tiers × 6
- * outcomes), to at most some 1,500 series.
- */
-const MAX_MODEL_LABELS = 64;
-const OTHER_MODEL = 'other';
-
-/** The label of a model: its name for the first {@link MAX_MODEL_LABELS} seen, then "other". */
-export class ModelLabels {
-  readonly #seen = new Set<string>();
-  readonly #limit: number;
-
-  constructor(limit = MAX_MODEL_LABELS) {
-    this.#limit = limit;
-  }
-
-  of(model: string): string {
-    if (this.#seen.has(model)) return model;
-    if (this.#seen.size >= this.#limit) return OTHER_MODEL;
-    this.#seen.add(model);
-    return model;
-  }
-}
-
-/**
- * The engine's words as metric labels. The labels were published before the
- * engine's words settled (README.md § Metrics), so two differ: no tier is
- * `none`, and `too-large` is `too_large`.
- */
-function compactionLabels(event: CompactionEvent): { tier: string; outcome: string } {
-  return { tier: event.tier ?? 'none', outcome: event.outcome === 'too-large' ? 'too_large' : event.outcome };
-}
-
-/** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
-const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
 
 /** A chat answer's prompt tokens, as the upstream counted them. */
 export interface PromptTokens {
@@ -78,17 +29,6 @@ export interface PromptTokens {
   readonly forwarded: number;
   /** Of those, what the upstream served from its cache (llama-server's KV cache, OpenAI's cached tokens). */
   readonly cached: number;
-}
-
-let processRegistry: Registry | undefined;
-
-/** The process metrics, collected once per process whatever the number of apps. */
-function processMetrics(): Registry {
-  if (processRegistry === undefined) {
-    processRegistry = new Registry();
-    collectDefaultMetrics({ register: processRegistry });
-  }
-  return processRegistry;
 }
 
 /** What the gauges read at scrape time. */

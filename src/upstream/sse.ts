@@ -31,12 +31,20 @@ const DONE = '[DONE]';
 const ERROR_EVENT = /^\{\s*(?:"error"\s*:|"type"\s*:\s*"error")/;
 const EVENT_PREFIX = Buffer.from('event:');
 /**
- * The events that end a Messages or Responses stream properly (they send no
- * `[DONE]`): named by their `event:` line, since the data of
- * `response.completed` holds the whole response and may name its type last.
+ * How a stream of one API ends properly besides `data: [DONE]` (each wire
+ * format says its own, src/formats/<name>/stream.ts): the names of its final
+ * events, read off their `event:` line (the data of `response.completed`
+ * holds the whole response and may name its type last), and a data line
+ * that ends it when no `event:` line came.
  */
-const FINAL_EVENTS = new Set(['message_stop', 'response.completed', 'response.incomplete', 'response.failed']);
-const FINAL_DATA = /^\{\s*"type"\s*:\s*"message_stop"/;
+export interface StreamEnd {
+  readonly events: ReadonlySet<string>;
+  readonly data?: RegExp;
+}
+
+/** Chat completions: `[DONE]` alone ends a stream. */
+const DONE_ONLY: StreamEnd = { events: new Set() };
+
 // An error event that names no status is a failure of the server behind compactor: a bad gateway.
 const UNKNOWN_ERROR_STATUS = 502;
 const USAGE_OR_TIMINGS = /"(?:usage|timings)"\s*:\s*\{/;
@@ -46,6 +54,7 @@ export class SseTap {
   timings: Timings | undefined;
 
   readonly #collectUsage: boolean;
+  readonly #end: StreamEnd;
   #sawDone = false;
   #sawError = false;
   /** The data of the first error event, kept to read its status (error events are small and rare). */
@@ -60,8 +69,9 @@ export class SseTap {
   /** The last byte seen was a CR ending a line: an LF right after it belongs to the same line end (CRLF). */
   #afterCarriageReturn = false;
 
-  constructor(options: { collectUsage?: boolean } = {}) {
+  constructor(options: { collectUsage?: boolean; end?: StreamEnd } = {}) {
     this.#collectUsage = options.collectUsage ?? false;
+    this.#end = options.end ?? DONE_ONLY;
   }
 
   /** The last `usage` and `timings` seen (with `collectUsage`). */
@@ -182,10 +192,10 @@ export class SseTap {
     this.#eventLines++;
     const data = dataOf(line);
     if (data === null) {
-      if (isFinalEventLine(line)) this.#sawDone = true;
+      if (isFinalEventLine(line, this.#end.events)) this.#sawDone = true;
       return;
     }
-    if (isDone(data) || FINAL_DATA.test(data.subarray(0, 40).toString('latin1'))) {
+    if (isDone(data) || this.#end.data?.test(data.subarray(0, 40).toString('latin1')) === true) {
       this.#sawDone = true;
       return;
     }
@@ -216,9 +226,9 @@ function dataOf(line: Buffer): Buffer | null {
   return line.subarray(line[DATA_PREFIX.length] === 0x20 ? DATA_PREFIX.length + 1 : DATA_PREFIX.length);
 }
 
-function isFinalEventLine(line: Buffer): boolean {
-  if (line.length < EVENT_PREFIX.length || line.length > 64 || !line.subarray(0, EVENT_PREFIX.length).equals(EVENT_PREFIX)) return false;
-  return FINAL_EVENTS.has(line.subarray(EVENT_PREFIX.length).toString('latin1').trim());
+function isFinalEventLine(line: Buffer, events: ReadonlySet<string>): boolean {
+  if (events.size === 0 || line.length < EVENT_PREFIX.length || line.length > 64 || !line.subarray(0, EVENT_PREFIX.length).equals(EVENT_PREFIX)) return false;
+  return events.has(line.subarray(EVENT_PREFIX.length).toString('latin1').trim());
 }
 
 function isDone(data: Buffer): boolean {
@@ -228,9 +238,4 @@ function isDone(data: Buffer): boolean {
 // Only the first bytes are needed to recognise an error event.
 function isErrorEvent(data: Buffer): boolean {
   return ERROR_EVENT.test(data.subarray(0, 32).toString('latin1'));
-}
-
-/** An SSE comment line: clients ignore it, so it can carry progress without changing the answer. */
-export function sseComment(text: string): string {
-  return `: ${text.replace(/[\r\n]+/g, ' ')}\n\n`;
 }

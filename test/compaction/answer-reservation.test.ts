@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ContextLengthExceededError } from '../../src/errors.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * A client's `max_tokens` is a ceiling, not a promise to fill it: agents send
@@ -21,7 +22,7 @@ function promptOf(tokens: number): ChatMessage[] {
 async function prepared(window: number, messages: ChatMessage[], extra: Record<string, unknown>, models: Record<string, unknown> = {}) {
   const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: window, ...models } } });
   const result = await compactor
-    .prepare({ body: { model: 'm', messages, ...extra }, messages, tenant: '', signal: new AbortController().signal })
+    .prepare({ request: chatRequestView({ model: 'm', messages, ...extra }), tenant: '', signal: new AbortController().signal })
     .catch((error: unknown) => error);
   return { result, summarizer };
 }

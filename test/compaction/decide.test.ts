@@ -8,7 +8,7 @@ import { conversation } from '../support/conversation.js';
 import { configWith } from '../support/compaction.js';
 
 const settings = decisionSettingsOf(configWith().compaction);
-const budget = budgetOf(8192, {}, 1024, 1024); // 7168 tokens: soft zone from 4300, threshold 6093
+const budget = budgetOf(8192, undefined, 1024, 1024); // 7168 tokens: soft zone from 4300, threshold 6093
 const idle = { pending: null, running: false, attempt: 0 };
 
 /** Every message the same size, so the total is chosen exactly. */

@@ -8,6 +8,7 @@ import { isMarked } from '../../src/transcript/marks.js';
 import { agentLoop, agentStep, conversation, factOf, factsIn, turnMessages } from '../support/conversation.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * With the default 8k window (7168-token budget, threshold 6093), a scripted
@@ -19,7 +20,7 @@ const CROSSING_TURNS = 20;
 const body = (messages: ChatMessage[], extra: Record<string, unknown> = {}) => ({ model: 'm', messages, ...extra });
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], tenant = '', extra: Record<string, unknown> = {}) {
-  return compactor.prepare({ body: body(messages, extra), messages, tenant, signal: new AbortController().signal });
+  return compactor.prepare({ request: chatRequestView(body(messages, extra)), tenant, signal: new AbortController().signal });
 }
 
 /** The history after the assistant answers the last turn and the next turn's user message arrives. */

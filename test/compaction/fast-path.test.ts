@@ -6,12 +6,13 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { conversation } from '../support/conversation.js';
 import { compactorWith, configWith } from '../support/compaction.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 const signal = new AbortController().signal;
 
 /** The doubles' 8k window with the default configuration: a 7168-token budget, soft threshold 0.6, max_messages off. */
 const { compaction, models } = configWith();
-const budget = budgetOf(8192, {}, models['*']?.reserve_output_tokens ?? 1024, 1024);
+const budget = budgetOf(8192, undefined, models['*']?.reserve_output_tokens ?? 1024, 1024);
 const settings = { softThreshold: compaction.soft_threshold, maxMessages: compaction.max_messages };
 
 /** The size the engine checks the fast path with: the estimate at the initial ratio (nothing learned yet). */
@@ -22,7 +23,7 @@ describe('CompactionEngine.prepare fast path', () => {
     const messages = conversation({ turns: 3 });
     expect(skipsLookup(sizeOf(messages), messages.length, budget, settings)).toBe(true);
     const { compactor } = compactorWith();
-    const prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal });
+    const prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal });
     expect(prepared.messages).toBe(messages);
   });
 

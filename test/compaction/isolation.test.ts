@@ -4,6 +4,7 @@ import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { compactorWith } from '../support/compaction.js';
 import { conversation } from '../support/conversation.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 13, isolation: what one client sends never changes how another's
@@ -17,8 +18,7 @@ const body = (messages: ChatMessage[]) => ({ model: 'm', messages });
 
 function prepare(compactor: Engine, messages: ChatMessage[], tenant: string, authorization?: string) {
   return compactor.prepare({
-    body: body(messages),
-    messages,
+    request: chatRequestView(body(messages)),
     tenant,
     signal: new AbortController().signal,
     ...(authorization === undefined ? {} : { upstreamHeaders: { authorization } }),

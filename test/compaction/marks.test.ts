@@ -3,6 +3,7 @@ import type { ChatMessage } from '../../src/transcript/message.js';
 import { contentText } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
 import { agentLoop, conversation } from '../support/conversation.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 13 item 5: marks belong to compactor. A client's text that merely
@@ -24,7 +25,7 @@ function spoofed(): ChatMessage[] {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 }
 
 const lastText = (body: Record<string, unknown>): string => {

@@ -6,6 +6,7 @@ import { conversation, factOf, factsIn, turnMessages } from '../support/conversa
 import { manualClock } from '../support/manual-clock.js';
 import { compactorWith, SummarizerDouble } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 13, "Never forget, never wait": a truncation is never the ground a
@@ -18,7 +19,7 @@ const SOFT_TURNS = 14;
 const CROSSING_TURNS = 20;
 
 const prepare = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) =>
-  compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 
 /** A conversation of its own: a different system message gives it a different prefix. */
 const conversationNumber = (number: number, turns: number) => conversation({ turns, system: `You are coding agent number ${number}.` });

@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
-import { messagesView } from '../../src/formats/messages.js';
+import { messagesView } from '../../src/formats/messages/read.js';
 import { contentText } from '../../src/transcript/message.js';
 import { FACT_PATTERN, factOf } from '../support/conversation.js';
 import { type FakeExchange, FakeUpstream, replies } from '../support/fake-upstream.js';

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { responsesView } from '../../src/formats/responses.js';
+import { responsesView } from '../../src/formats/responses/read.js';
 import { contentText } from '../../src/transcript/message.js';
 import { FACT_PATTERN, factOf } from '../support/conversation.js';
 import { type FakeExchange, FakeUpstream, replies } from '../support/fake-upstream.js';

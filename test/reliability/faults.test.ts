@@ -11,6 +11,7 @@ import { manualClock } from '../support/manual-clock.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 import { sseData } from '../support/sse.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 7, "Faults": each request ends in exactly one terminal state, and
@@ -439,7 +440,7 @@ describe('a summarizer down for long', () => {
     summarizer.failures = Number.MAX_SAFE_INTEGER;
     const prepare = (agent: number) => {
       const messages = conversation({ turns: 20, system: `agent ${agent}` });
-      return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+      return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
     };
     for (let agent = 0; agent < 50; agent++) expect((await prepare(agent)).report).toMatch(/^truncated /);
     expect(compactor.backoff.size).toBe(50);

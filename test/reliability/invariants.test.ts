@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ContextLengthExceededError, SummaryFailedError } from '../../src/errors.js';
-import { applyPairMode } from '../../src/http/chat/request.js';
+import { applyPairMode } from '../../src/formats/pairs.js';
 import { headLength, taskAnchorIndex } from '../../src/transcript/groups.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblems } from '../../src/transcript/pairs.js';
@@ -17,6 +17,7 @@ import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
 import { parseSse, sseData } from '../support/sse.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
+import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
  * Issue 7, "Invariants under fast-check". 100 runs per property in CI;
@@ -282,7 +283,7 @@ async function checkCompaction(testCase: CompactionCase): Promise<string> {
   summarizer.answer = () => ({ choices: [{ message: { role: 'assistant', content: `NOTES ${'n'.repeat(Math.max(0, Math.min(notesChars, summaryMaxTokens * 4 - 6)))}` } }] });
   let prepared;
   try {
-    prepared = await compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+    prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
   } catch (error) {
     // The only refusals: it cannot fit, or it must not forward a failed summary.
     const allowed = error instanceof ContextLengthExceededError || (error instanceof SummaryFailedError && onFailure === 'error');

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, it, expect } from 'vitest';
-import { ChatRequestSchema, isChatRequestBody } from '../../src/http/chat/planner.js';
+import { ChatRequestSchema, isChatRequestBody } from '../../src/formats/chat/read.js';
 import { ChatMessageSchema, ChatMessagesSchema, contentText, isChatMessage, isChatMessageList, toolCallsOf } from '../../src/transcript/message.js';
 import { call, propertyParameters } from './arbitraries.js';
 

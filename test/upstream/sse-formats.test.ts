@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { WIRE_FORMATS } from '../../src/formats/registry.js';
 import { SseTap } from '../../src/upstream/sse.js';
 import { extractUsage } from '../../src/upstream/usage.js';
 
 /** issue 16: the tap reads the Messages and Responses streams too: how they end, their errors, their usage. */
 
-function tapped(text: string): SseTap {
-  const tap = new SseTap({ collectUsage: true });
+const streamEndOf = (url: string) => WIRE_FORMATS.find((format) => format.urls.includes(url))!.streamEnd;
+
+/** The tap as the route of `url` makes it: with its format's stream end. */
+function tapped(text: string, url = text.includes('"response.') ? '/v1/responses' : '/v1/messages'): SseTap {
+  const tap = new SseTap({ collectUsage: true, end: streamEndOf(url) });
   tap.write(Buffer.from(text));
   return tap;
 }

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_TAPPED_LINE_BYTES, SseTap, sseComment } from '../../src/upstream/sse.js';
+import { sseComment } from '../../src/http/sse-comment.js';
+import { MAX_TAPPED_LINE_BYTES, SseTap } from '../../src/upstream/sse.js';
 import { loadFixture } from '../support/fixtures.js';
 
 function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseTap {

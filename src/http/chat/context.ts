@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { ChatRequestBody, ReadRequest } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
-import type { ChatExchange } from './exchange.js';
-import type { ChatContext, ChatRequestBody } from './planner.js';
-import { sendProgress } from './progress.js';
+import type { AnswerWriter } from './answer.js';
+import type { ChatContext } from './planner.js';
 
 /**
  * The planner's view of one request (`ChatContext`). What it derives from
@@ -15,40 +15,43 @@ export class ExchangeContext implements ChatContext {
   readonly body: ChatRequestBody;
   readonly raw: Buffer;
   readonly changed: boolean;
+  readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
-  readonly #exchange: ChatExchange;
+  readonly #answer: AnswerWriter;
   readonly #streamRequested: boolean;
 
-  constructor(exchange: ChatExchange, body: ChatRequestBody, raw: Buffer, changed: boolean, pairRepairs: readonly PairProblem[], streamRequested: boolean) {
-    this.#exchange = exchange;
-    this.body = body;
+  constructor(answer: AnswerWriter, read: ReadRequest, raw: Buffer) {
+    const { pairs } = read;
+    this.#answer = answer;
+    this.body = pairs.body;
+    this.maxOutputTokens = read.maxOutputTokens;
     this.raw = raw;
-    this.changed = changed;
-    this.pairRepairs = pairRepairs;
-    this.#streamRequested = streamRequested;
+    this.changed = pairs.changed;
+    this.pairRepairs = pairs.repairs;
+    this.#streamRequested = read.stream;
   }
 
   get tenant(): string {
-    return this.#exchange.record.tenant;
+    return this.#answer.record.tenant;
   }
 
   get slot(): number | null {
-    return this.#exchange.record.slot;
+    return this.#answer.record.slot;
   }
 
   get headers(): IncomingHttpHeaders {
-    return this.#exchange.request.headers;
+    return this.#answer.request.headers;
   }
 
   get log(): ChatContext['log'] {
-    return this.#exchange.request.log;
+    return this.#answer.request.log;
   }
 
   get signal(): AbortSignal {
-    return this.#exchange.abort.signal;
+    return this.#answer.abort.signal;
   }
 
   progress(comment: string): boolean {
-    return sendProgress(this.#exchange, this.#streamRequested, comment);
+    return this.#answer.progress(this.#streamRequested, comment);
   }
 }

@@ -3,6 +3,8 @@ import type { UpstreamClient } from '../../upstream/client.js';
 import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
 import type { CallHeaders } from '../../compaction/upstream-json.js';
+import { chatRequestView } from '../../formats/registry.js';
+import type { RequestView } from '../../transcript/request-view.js';
 
 /**
  * The seam between the chat route and the compaction engine: the route's
@@ -41,8 +43,7 @@ export function credentialHeaders(context: Pick<ChatContext, 'headers'>, upstrea
  * the paths past the fast one, which most requests never take.
  */
 class EngineRequest implements PrepareInput {
-  readonly body: ChatContext['body'];
-  readonly messages: ChatContext['body']['messages'];
+  readonly request: RequestView;
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
   readonly mode: 'compact' | 'observe';
@@ -50,9 +51,8 @@ class EngineRequest implements PrepareInput {
   #tenant: string | undefined;
 
   constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined, mode: 'compact' | 'observe') {
-    this.body = context.body;
+    this.request = chatRequestView(context.body, context.maxOutputTokens);
     this.mode = mode;
-    this.messages = context.body.messages;
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
     this.#context = context;

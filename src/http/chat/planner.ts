@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import { z } from 'zod';
-import { ChatMessagesSchema, isChatMessageList } from '../../transcript/message.js';
+import type { ChatRequestBody } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
+import type { OutputLimit } from '../../transcript/request-view.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
 
 /**
@@ -12,27 +12,13 @@ import type { Timings, Usage } from '../../upstream/usage.js';
  * streamed to the client.
  */
 
-/**
- * A chat completion request, validated loosely: `model` a string, `messages`
- * a non-empty list of objects with a string `role`. Unknown fields and roles
- * pass through untouched.
- */
-export const ChatRequestSchema = z.looseObject({
-  model: z.string(),
-  messages: ChatMessagesSchema,
-});
-export type ChatRequestBody = z.infer<typeof ChatRequestSchema>;
-
-/** Whether a parsed body passes {@link ChatRequestSchema}; the body is kept as it is (zod would copy it). */
-export function isChatRequestBody(value: Record<string, unknown>): value is ChatRequestBody {
-  return typeof value['model'] === 'string' && isChatMessageList(value['messages']);
-}
-
 export interface ChatContext {
   /** The request after pair handling (the parsed client body when pairs changed nothing). */
   readonly body: ChatRequestBody;
   /** The bytes the client sent; forwarded as they are when nothing changes the body. */
   readonly raw: Buffer;
+  /** The client's limit on the answer, read from its own API's field (`max_tokens`, `max_completion_tokens`, `max_output_tokens`). */
+  readonly maxOutputTokens: OutputLimit | undefined;
   /** Whether pair handling changed `body` (repairs were made). */
   readonly changed: boolean;
   /** The repairs made (mode `repair`); empty otherwise. */

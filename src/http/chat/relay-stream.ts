@@ -3,8 +3,9 @@ import type { UpstreamResponse } from '../../upstream/client.js';
 import { SseTap } from '../../upstream/sse.js';
 import { ProxyError } from '../../errors.js';
 import { relay } from '../relay.js';
-import type { ChatExchange } from './exchange.js';
-import { type Sent, hasUsageHooks, reportUsageLater } from './usage.js';
+import type { AnswerWriter } from './answer.js';
+import type { Planned } from './plan.js';
+import { hasUsageHooks, reportUsageLater } from './usage-hooks.js';
 
 /**
  * How a streamed (SSE) answer is relayed: chunk by chunk as the upstream
@@ -49,28 +50,28 @@ export function midStreamError(error: Error): ProxyError {
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */
-export async function relayStream(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent, encoded: boolean): Promise<void> {
+export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned, encoded: boolean): Promise<void> {
   const { status, body } = answer;
-  const record = exchange.record;
-  const response = exchange.response;
+  const record = writer.record;
+  const response = writer.response;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && hasUsageHooks(sent);
+  const collectUsage = succeeded && hasUsageHooks(planned, writer.route.options.hooks.onUsage);
   // Compressed bytes are not text: there is nothing for a tap to read in them.
-  const tap = encoded ? undefined : new SseTap({ collectUsage });
+  const tap = encoded ? undefined : new SseTap({ collectUsage, end: writer.route.format.streamEnd });
 
   const end = await relay(body, response, tap);
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
-      exchange.relayLeft(body);
+      writer.relayLeft(body);
       return;
     case 'failed': {
-      const error = exchange.endedBy ?? midStreamError(end.error);
+      const error = writer.endedBy ?? midStreamError(end.error);
       if (tap === undefined) {
-        exchange.cutWithError(error);
+        writer.cutWithError(error);
         return;
       }
-      exchange.endWithError(error, tap.closingBytes());
+      writer.endWithError(error, tap.closingBytes());
       return;
     }
     case 'ended':
@@ -78,7 +79,7 @@ export async function relayStream(exchange: ChatExchange, answer: UpstreamRespon
   }
 
   if (tap !== undefined && succeeded && !tap.sawDone && !tap.sawError) {
-    exchange.endWithError(INCOMPLETE_STREAM, tap.closingBytes());
+    writer.endWithError(INCOMPLETE_STREAM, tap.closingBytes());
     return;
   }
   response.end();
@@ -88,5 +89,5 @@ export async function relayStream(exchange: ChatExchange, answer: UpstreamRespon
     record.errorCode = UPSTREAM_ERROR_EVENT;
     record.errorStatus = errorStatus;
   }
-  if (collectUsage) reportUsageLater({ sent, status, streamed: true, source: tap, log: exchange.request.log });
+  if (collectUsage) reportUsageLater({ planned, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, log: writer.request.log });
 }

@@ -3,23 +3,24 @@ import { discardBody } from '../../upstream/body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { EVENT_STREAM, isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
-import { sseComment } from '../../upstream/sse.js';
+import { sseComment } from '../sse-comment.js';
 import { UpstreamBadResponseError, UpstreamStatusError } from '../../errors.js';
 import { SSE_RESPONSE_HEADERS, forwardResponseHeaders, headerText, isContentEncoded } from '../headers.js';
-import type { ChatExchange } from './exchange.js';
+import type { AnswerWriter } from './answer.js';
 import { relayStream } from './relay-stream.js';
-import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited, relayJson } from './respond-json.js';
-import type { Sent } from './usage.js';
+import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from '../bounded-body.js';
+import { relayJson } from './relay-json.js';
+import type { Planned } from './plan.js';
 
 /**
  * The second half of a chat exchange: the upstream's answer head, passed on
  * (status and headers, `x-compactor` with the report), then the body relayed
- * by relay-stream.ts (SSE) or respond-json.ts (JSON). After progress
+ * by relay-stream.ts (SSE) or relay-json.ts (JSON). After progress
  * comments the head is gone: an upstream error can then only reach the
  * client as an SSE error event, and the report as a last comment.
  */
 
-export async function respond(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent): Promise<void> {
+export async function respond(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
   const streamed = mediaType === EVENT_STREAM;
@@ -36,14 +37,14 @@ export async function respond(exchange: ChatExchange, answer: UpstreamResponse, 
     });
   }
 
-  if (exchange.early) {
+  if (writer.early) {
     if (!streamed || status >= 300) {
       // Headers are gone: the upstream's error can only reach the client as an SSE error event.
       const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
       const upstreamBody = parsedOrUndefined(text);
-      if (isContextExceeded(upstreamBody)) exchange.route.options.onContextExceeded?.(sent.context.body.model);
+      if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(planned.context.body.model);
       const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
-      exchange.endWithError(error);
+      writer.endWithError(error);
       return;
     }
     if (encoded) {
@@ -53,21 +54,14 @@ export async function respond(exchange: ChatExchange, answer: UpstreamResponse, 
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (sent.report !== undefined) exchange.write(sseComment(sent.report));
+    if (planned.report !== undefined) writer.write(sseComment(planned.report));
   } else {
-    exchange.reply.hijack();
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
-    if (sent.report !== undefined) outgoing['x-compactor'] = headerText(sent.report);
-    const response = exchange.response;
-    response.writeHead(status, outgoing);
-    // Clients see the answer start (and its status) before the first token, which may take long.
-    if (streamed) {
-      response.flushHeaders();
-      exchange.streamStarted();
-    }
+    if (planned.report !== undefined) outgoing['x-compactor'] = headerText(planned.report);
+    writer.head(status, outgoing, streamed);
   }
 
-  if (streamed) await relayStream(exchange, answer, sent, encoded);
-  else await relayJson(exchange, answer, sent, encoded);
+  if (streamed) await relayStream(writer, answer, planned, encoded);
+  else await relayJson(writer, answer, planned, encoded);
 }

@@ -1,9 +1,9 @@
+import { CHAT_FORMAT } from '../../formats/registry.js';
 import { carriesIdSlot, withIdSlot } from '../../slots/id-slot.js';
 import { conversationKey } from '../../slots/conversation-key.js';
 import type { SlotLease } from '../../slots/scheduler.js';
-import type { ChatExchange } from './exchange.js';
-import type { Prepared } from './prepare.js';
-import { CHAT_FORMAT } from './wire-format.js';
+import type { AnswerWriter } from './answer.js';
+import type { Planned } from './plan.js';
 
 /**
  * A chat completion sent to its conversation's home slot (src/slots/): the
@@ -13,14 +13,28 @@ import { CHAT_FORMAT } from './wire-format.js';
  * (their llama-server routes are not known to read `id_slot`), a server
  * without slots.
  */
-export async function pinToSlot(exchange: ChatExchange, prepared: Prepared): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
-  const slots = exchange.route.options.slots;
-  if (slots === undefined || !slots.enabled || exchange.route.format !== CHAT_FORMAT || carriesIdSlot(prepared.body)) return null;
-  const { body } = prepared.context;
-  const key = conversationKey({ tenant: exchange.record.tenant, model: body.model }, body.messages);
-  const lease = await slots.acquire(body.model, { kind: 'turn', key }, exchange.abort.signal);
+export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
+  const slots = answer.route.options.slots;
+  if (slots === undefined || !slots.enabled || answer.route.format !== CHAT_FORMAT || carriesIdSlot(planned.body)) return null;
+  const { body } = planned.context;
+  const key = conversationKey({ tenant: answer.record.tenant, model: body.model }, body.messages);
+  const lease = await slots.acquire(body.model, { kind: 'turn', key }, answer.abort.signal);
   if (lease === null) return null;
-  exchange.record.slot = lease.slot;
-  exchange.record.slotWaitMs = lease.waitedMs;
-  return { bytes: withIdSlot(prepared.bytes, lease.slot), lease };
+  answer.record.slot = lease.slot;
+  answer.record.slotWaitMs = lease.waitedMs;
+  return { bytes: withIdSlot(planned.bytes, lease.slot), lease };
+}
+
+/** The slot an exchange holds, if any: released when its answer ended, and before it is planned again. */
+export class SlotHold {
+  #lease: SlotLease | null = null;
+
+  set(lease: SlotLease | null): void {
+    this.#lease?.release();
+    this.#lease = lease;
+  }
+
+  release(): void {
+    this.#lease?.release();
+  }
 }

@@ -1,105 +1,16 @@
-import { headerText } from '../headers.js';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { CompactionEngine } from '../../compaction/engine.js';
-import type { Config } from '../../config/schema.js';
-import { InternalError, InvalidRequestError, ProxyError } from '../../errors.js';
-import { estimateRequestTokens } from '../../transcript/tokens.js';
-import type { UpstreamClient } from '../../upstream/client.js';
-import { credentialHeaders, tenantOfRequest } from '../chat/engine-planner.js';
-import { applyPairMode, readChatRequest } from '../chat/request.js';
-import { sendError } from '../request-record.js';
+import type { FastifyInstance } from 'fastify';
+import { type CompactRouteOptions, runCompaction } from '../compact.js';
 
-/**
- * `POST /v1/compact` (and `/compact`): the compacted history as JSON, for a
- * client that keeps its own (an agent's `/compact` command). It takes a chat
- * completions body (`model`, `messages`, `tools` …, optional `"force": true`),
- * handles its pairs as the chat route does, and asks the same engine, with
- * the same epochs, single flight and errors; nothing is forwarded but the
- * summary call itself. Without `force` it compacts only when a chat request
- * would have been compacted; with it, whenever a summary of everything but
- * the last turn makes the history smaller (the notes may cost up to
- * `summary.max_tokens`, so a history smaller than that is left alone), on a
- * known window. It compacts in observe mode too: the client asked for it.
- *
- * Answers `{"object":"compaction","messages":[…],"report":"…",
- * "tokens":{"before":N,"after":N},"epoch":"new"|"reused"|"none"}`.
- */
+/** `POST /v1/compact` (and `/compact`): registration only; the request is src/http/compact.ts's. */
 
-export interface CompactRouteOptions {
-  readonly config: Config;
-  readonly upstream: UpstreamClient;
-  /** Null when the chat route's planner replaces compactor's engine: the history comes back as it is. */
-  readonly engine: CompactionEngine | null;
-}
-
-export interface CompactionAnswer {
-  readonly object: 'compaction';
-  readonly messages: readonly unknown[];
-  readonly report: string;
-  readonly tokens: { readonly before: number; readonly after: number };
-  readonly epoch: 'new' | 'reused' | 'none';
-}
-
-function forceOf(body: Record<string, unknown>): boolean {
-  const force = body['force'];
-  if (force === undefined || typeof force === 'boolean') return force === true;
-  throw new InvalidRequestError({ code: 'invalid_body', message: 'force: expected true or false', param: 'force' });
-}
-
-async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
-  const { config, engine, upstream } = options;
-  const parsed = readChatRequest(request.body, request.headers['content-type']);
-  const force = forceOf(parsed);
-  // `force` is this route's word, not the model's: it never reaches a summary request.
-  const { force: _force, ...body } = parsed;
-  const pairs = applyPairMode({ ...body, model: parsed.model, messages: parsed.messages }, config.pairs);
-  request.record.repairs = pairs.repairs.length;
-  request.record.pairRepairs = pairs.repairs;
-  const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
-  const ratio = engine?.ratios.get(parsed.model, tenant) ?? 1;
-  const tokensOf = (messages: typeof parsed.messages): number => Math.round(estimateRequestTokens({ messages, tools: body['tools'] }) * ratio);
-  const before = tokensOf(parsed.messages);
-  if (engine === null || !config.compaction.enabled) {
-    return { object: 'compaction', messages: pairs.body.messages, report: pairs.report ?? 'compaction is off', tokens: { before, after: tokensOf(pairs.body.messages) }, epoch: 'none' };
-  }
-  const prepared = await engine.prepare({
-    body: pairs.body,
-    messages: pairs.body.messages,
-    tenant,
-    signal,
-    upstreamHeaders: credentialHeaders(request, upstream),
-    mode: force ? 'force' : 'compact',
-  });
-  const report = [pairs.report, prepared.report].filter((line) => line !== undefined && line !== null).join('; ') || 'nothing to compact';
-  request.record.report = report;
-  return { object: 'compaction', messages: prepared.messages, report, tokens: { before, after: tokensOf(prepared.messages) }, epoch: prepared.epoch };
-}
+export type { CompactRouteOptions } from '../compact.js';
 
 export async function compactRoutes(app: FastifyInstance, options: CompactRouteOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
-  // As the chat route: every content type read as bytes, 415 answered in OpenAI's shape by readChatRequest.
+  // As the chat route: every content type read as bytes, 415 answered in OpenAI's shape by the format's read.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     done(null, body);
   });
-  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    // A client that goes away stops the summary it waits for (unless another request shares it).
-    const abort = new AbortController();
-    const onClose = (): void => {
-      if (!reply.raw.writableEnded) abort.abort();
-    };
-    reply.raw.once('close', onClose);
-    try {
-      const answer = await compact(request, options, abort.signal);
-      if (abort.signal.aborted) return;
-      const headers = answer.report === 'nothing to compact' ? {} : { 'x-compactor': headerText(answer.report) };
-      await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(JSON.stringify(answer));
-    } catch (error) {
-      if (abort.signal.aborted) return;
-      const proxyError = error instanceof ProxyError ? error : new InternalError(error);
-      if (proxyError instanceof InternalError) request.log.error({ err: error }, 'compact request failed');
-      sendError(reply, proxyError);
-    }
-  };
-  for (const url of ['/v1/compact', '/compact']) app.post(url, { bodyLimit, config: { kind: 'compact' } }, handler);
+  for (const url of ['/v1/compact', '/compact']) app.post(url, { bodyLimit, config: { kind: 'compact' } }, (request, reply) => runCompaction(request, reply, options));
 }

@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { budgetOf } from '../../compaction/budget.js';
 import type { Config } from '../../config/schema.js';
 import { maskUrl } from '../../config/mask.js';
 import { DASHBOARD_PAGE } from '../../dashboard/page.js';
 import type { KeyCheck } from '../auth.js';
-import type { DashboardState } from '../dashboard-state.js';
+import { type DashboardState, dashboardModels } from '../dashboard-state.js';
 
 /**
  * `GET /dashboard`: one self-contained page (no script or style from the
@@ -43,17 +42,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
 
   app.get('/dashboard/state', { config: { kind: 'dashboard' } }, async (request, reply) => {
     const admin = !authenticated || adminCheck?.(request.headers.authorization).ok === true;
-    const { threshold, soft_threshold: softThreshold, summary } = config.compaction;
-    const models = Object.entries(windows()).map(([model, window]) => {
-      const settings = (Object.hasOwn(config.models, model) ? config.models[model] : undefined) ?? config.models['*']!;
-      const budget = budgetOf(window, {}, settings.reserve_output_tokens, summary.max_tokens).tokens;
-      return {
-        model,
-        window,
-        threshold: budget === null ? null : Math.round(threshold * budget),
-        softThreshold: budget === null ? null : Math.round(softThreshold * budget),
-      };
-    });
+    const models = dashboardModels(config, windows());
     const body = {
       upstream: maskUrl(config.upstream.url),
       mode: config.compaction.enabled ? config.compaction.mode : 'off',

@@ -7,6 +7,7 @@ import { compactorWith, SummarizerDouble } from '../../support/compaction.js';
 import { conversation } from '../../support/conversation.js';
 import { closedAfterEachTest } from '../../support/proxy.js';
 import { RedisServer } from '../../support/redis-server.js';
+import { chatRequestView } from '../../../src/formats/chat/read.js';
 
 /**
  * Issue 15, items 1 and 2: what one replica learns (the token ratio of a
@@ -30,7 +31,7 @@ async function storeOn(url: string): Promise<RedisEpochStore> {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ body: { model: 'm', messages }, messages, tenant: '', signal: new AbortController().signal });
+  return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { responsesView } from '../../../src/formats/responses.js';
+import { responsesView } from '../../../src/formats/responses/read.js';
 import { findPairProblems } from '../../../src/transcript/pairs.js';
 import { factOf } from '../../support/conversation.js';
 import { type FakeExchange, FakeUpstream } from '../../support/fake-upstream.js';

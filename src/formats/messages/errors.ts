@@ -1,4 +1,4 @@
-import type { ProxyError } from '../errors.js';
+import type { ProxyError } from '../../errors.js';
 
 /**
  * compactor's own errors in the Anthropic Messages API's shape

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
 import { refusedWindow } from '../../upstream/refusal.js';
-import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from './respond-json.js';
+import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from '../bounded-body.js';
 
 /**
  * An upstream 400 that refuses the prompt as larger than its context, read

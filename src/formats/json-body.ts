@@ -1,14 +1,12 @@
 import secureJson from 'secure-json-parse';
-import type { z } from 'zod';
-import { describeType, formatPath } from '../../issue-words.js';
-import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../../transcript/pairs.js';
-import { type ChatRequestBody, ChatRequestSchema, isChatRequestBody } from './planner.js';
-import { InvalidRequestError, UnsupportedMediaTypeError } from '../../errors.js';
-import { isJsonMediaType, mediaTypeOf } from '../../upstream/media-type.js';
+import { InvalidRequestError, UnsupportedMediaTypeError } from '../errors.js';
+import { isJsonMediaType, mediaTypeOf } from '../upstream/media-type.js';
 
 /**
- * Step 1 of the request path: read the chat body once, keep its bytes, and
- * validate it loosely. Step 2: tool-call pairs.
+ * The first step of every format's read: the client's body parsed once as a
+ * JSON object, its bytes kept (they are forwarded as they came when nothing
+ * changes), refused in the same words whatever the API: the media type, an
+ * empty body, invalid JSON, forbidden keys, nesting, a model name too long.
  */
 
 /** What secure-json-parse (v4) throws for a `__proto__` key, or a `constructor` key holding a `prototype` key. */
@@ -79,37 +77,6 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
  */
 export const MAX_MODEL_NAME_LENGTH = 256;
 
-/** Messages for a client, naming what is wrong without echoing what was sent. */
-function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
-  if (issue.code === 'invalid_type') return issue.input === undefined ? 'is required' : `must be ${describeType(issue.expected, 'json')}`;
-  if (issue.code === 'too_small' && issue.origin === 'array') return 'must not be empty';
-  return undefined;
-}
-
-/**
- * Parses and validates a chat completion body. Throws `UnsupportedMediaTypeError`
- * for a content type that is not JSON and `InvalidRequestError` for an empty
- * body, invalid JSON, a prototype-polluting key, nesting deeper than
- * {@link MAX_NESTING_DEPTH}, a missing or invalid `model` (or one longer than
- * {@link MAX_MODEL_NAME_LENGTH}), or a missing or invalid `messages`.
- *
- * @example
- * readChatRequest(Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), 'application/json')
- * // → { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
- */
-export function readChatRequest(raw: unknown, contentType: string | undefined): ChatRequestBody {
-  const json = readJsonObject(raw, contentType);
-  // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
-  if (isChatRequestBody(json)) return withModelNameChecked(json);
-  const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = formatPath(issue.path);
-    throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
-  }
-  return withModelNameChecked(parsed.data);
-}
-
 /**
  * The body as a JSON object, read once whatever the API: the media type,
  * an empty body, invalid JSON, forbidden keys and nesting are refused as
@@ -139,49 +106,3 @@ export function withModelNameChecked<Body extends { model: string }>(body: Body)
   return body;
 }
 
-export interface PairOutcome {
-  readonly body: ChatRequestBody;
-  readonly changed: boolean;
-  readonly repairs: readonly PairProblem[];
-  /** `repaired 2 tool pairs`, when something was repaired. */
-  readonly report: string | undefined;
-}
-
-/**
- * Applies `pairs: repair | reject | off`. `reject` throws an
- * `InvalidRequestError` naming the first problem
- * (`messages[7]: tool result "c9" answers no call`).
- */
-export function applyPairMode(body: ChatRequestBody, mode: 'repair' | 'reject' | 'off'): PairOutcome {
-  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
-  if (mode === 'reject') {
-    const first = findPairProblems(body.messages)[0];
-    if (first !== undefined) {
-      throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first), param: `messages[${first.index}]` });
-    }
-    return { body, changed: false, repairs: [], report: undefined };
-  }
-  const { messages, repairs } = repairPairs(body.messages);
-  if (repairs.length === 0) return { body, changed: false, repairs, report: undefined };
-  return {
-    body: { ...body, messages },
-    changed: true,
-    repairs,
-    report: `repaired ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}`,
-  };
-}
-
-/**
- * Pair handling in observe mode: nothing changes and nothing is refused; the
- * report says what `repair` or `reject` would have done. `repairs` stays
- * empty: none was made, so none is counted as made.
- */
-export function observePairMode(body: ChatRequestBody, mode: 'repair' | 'reject' | 'off'): PairOutcome {
-  if (mode === 'off') return { body, changed: false, repairs: [], report: undefined };
-  if (mode === 'reject') {
-    const first = findPairProblems(body.messages)[0];
-    return { body, changed: false, repairs: [], report: first === undefined ? undefined : `would reject: ${describePairProblem(first)}` };
-  }
-  const { repairs } = repairPairs(body.messages);
-  return { body, changed: false, repairs: [], report: repairs.length === 0 ? undefined : `would repair ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}` };
-}

@@ -1,5 +1,6 @@
 import type { UpstreamResponse } from '../../upstream/client.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
+import type { Planned } from './plan.js';
 import type { ChatContext, UsageHook } from './planner.js';
 
 /**
@@ -10,18 +11,6 @@ import type { ChatContext, UsageHook } from './planner.js';
  * a closure per request.
  */
 
-/** What was sent upstream, kept for the usage hooks. */
-export interface Sent {
-  readonly context: ChatContext;
-  readonly forwarded: Readonly<Record<string, unknown>>;
-  readonly forwardedBytes: number;
-  readonly report: string | undefined;
-  /** The planner's hook for this request, when it gave one. */
-  readonly planUsage: UsageHook | undefined;
-  /** The app's hook, for every request. */
-  readonly appUsage: UsageHook | undefined;
-}
-
 /** Where the usage figures come from once the answer ended: the SSE tap, or a JSON answer's copy. */
 export interface UsageSource {
   /** Reads the figures (a JSON answer is parsed here, after the client has it). */
@@ -29,15 +18,18 @@ export interface UsageSource {
 }
 
 export interface UsageReport {
-  readonly sent: Sent;
+  /** What was sent upstream: its planner's hook, if it gave one, is called first. */
+  readonly planned: Planned;
+  /** The app's hook, for every request. */
+  readonly appUsage: UsageHook | undefined;
   readonly status: UpstreamResponse['status'];
   readonly streamed: boolean;
   readonly source: UsageSource | undefined;
   readonly log: ChatContext['log'];
 }
 
-export function hasUsageHooks(sent: Sent): boolean {
-  return sent.planUsage !== undefined || sent.appUsage !== undefined;
+export function hasUsageHooks(planned: Planned, appUsage: UsageHook | undefined): boolean {
+  return planned.plan?.onUsage !== undefined || appUsage !== undefined;
 }
 
 /** Calls the hooks on the next turn of the event loop. */
@@ -46,21 +38,21 @@ export function reportUsageLater(report: UsageReport): void {
 }
 
 function reportUsage(report: UsageReport): void {
-  const { sent } = report;
+  const { planned } = report;
   try {
     const found = report.source?.usageFound() ?? {};
     const observation = {
-      context: sent.context,
-      forwarded: sent.forwarded,
-      forwardedBytes: sent.forwardedBytes,
-      report: sent.report,
+      context: planned.context,
+      forwarded: planned.body,
+      forwardedBytes: planned.bytes.length,
+      report: planned.report,
       status: report.status,
       streamed: report.streamed,
       usage: found.usage,
       timings: found.timings,
     };
-    sent.planUsage?.(observation);
-    sent.appUsage?.(observation);
+    planned.plan?.onUsage?.(observation);
+    report.appUsage?.(observation);
   } catch (error) {
     report.log.warn({ err: error }, 'usage hook failed');
   }

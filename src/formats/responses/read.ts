@@ -1,6 +1,6 @@
-import { InvalidRequestError } from '../errors.js';
-import { type ChatMessage, type ToolCall, contentText } from '../transcript/message.js';
-import { isRecord, isUnchanged, originOf, tag } from './origin.js';
+import { InvalidRequestError } from '../../errors.js';
+import type { ChatMessage, ToolCall } from '../../transcript/message.js';
+import { isRecord, originOf, tag } from '../origin.js';
 
 /**
  * The OpenAI Responses API (`POST /v1/responses`, the only API Codex CLI
@@ -44,7 +44,7 @@ export function checkResponsesBody(body: Record<string, unknown>): asserts body 
   if (instructions !== undefined && instructions !== null && typeof instructions !== 'string') throw invalid('instructions', 'must be a string');
 }
 
-function kindOf(item: WireItem): string {
+export function kindOf(item: WireItem): string {
   if (typeof item['type'] === 'string') return item['type'];
   return typeof item['role'] === 'string' ? 'message' : '';
 }
@@ -130,61 +130,6 @@ export function responsesView(body: { model: string } & Record<string, unknown>)
   const tools = chatTools(body['tools']);
   const chat = tools === undefined ? { model: body.model, messages } : { model: body.model, messages, tools };
   return { chat, stream: body['stream'] === true, untouched, items, spans, headLength };
-}
-
-function freshItem(message: ChatMessage): WireItem | undefined {
-  const text = contentText(message.content);
-  if (message.role === 'tool') return { type: 'function_call_output', call_id: message.tool_call_id ?? '', output: text };
-  if (message.role === 'user') return { type: 'message', role: 'user', content: [{ type: 'input_text', text }] };
-  if (message.role === 'assistant') return { type: 'message', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
-  return undefined;
-}
-
-/** A changed group, rebuilt from its own items. */
-function rebuilt(items: readonly WireItem[], view: ChatMessage): WireItem[] {
-  const first = items[0]!;
-  const text = contentText(view.content);
-  if (view.role === 'tool') return [{ ...first, output: text }];
-  if (view.role !== 'assistant') {
-    const textPart = first['role'] === 'assistant' ? 'output_text' : 'input_text';
-    return [{ ...first, content: typeof first['content'] === 'string' ? text : [{ type: textPart, text }] }];
-  }
-  const calls = new Set((view.tool_calls ?? []).map((call) => call.id));
-  const textChanged = text !== contentText(originOf(view)?.made.content ?? null);
-  const out: WireItem[] = [];
-  let textPlaced = !textChanged;
-  const placeText = (template: WireItem | undefined): void => {
-    if (!textPlaced && text !== '') out.push({ ...(template ?? { type: 'message', role: 'assistant' }), content: [{ type: 'output_text', text, annotations: [] }] });
-    textPlaced = true;
-  };
-  for (const item of items) {
-    const kind = kindOf(item);
-    if (kind === 'function_call') {
-      placeText(undefined);
-      if (calls.has(String(item['call_id']))) out.push(item);
-    } else if (kind === 'message' && textChanged) placeText(item);
-    else out.push(item);
-  }
-  placeText(undefined);
-  return out;
-}
-
-/** The `input` items for the chat messages the core returned. */
-export function itemsFromView(view: ResponsesView, chat: readonly ChatMessage[]): WireItem[] {
-  const out: WireItem[] = [];
-  for (const message of chat.slice(view.headLength)) {
-    const origin = originOf(message);
-    const span = origin === undefined ? undefined : view.spans.get(origin.index);
-    if (origin === undefined || span === undefined) {
-      const fresh = freshItem(message);
-      if (fresh !== undefined) out.push(fresh);
-      continue;
-    }
-    const items = view.items.slice(origin.index, origin.index + span.items);
-    if (isUnchanged(message)) out.push(...items);
-    else out.push(...rebuilt(items, message));
-  }
-  return out;
 }
 
 /** The `input` index of the chat message at `index` of the view (for errors naming an item). */

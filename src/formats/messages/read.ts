@@ -1,6 +1,6 @@
-import { InvalidRequestError } from '../errors.js';
-import { type ChatMessage, type ContentPart, contentText } from '../transcript/message.js';
-import { isRecord, isUnchanged, originOf, tag } from './origin.js';
+import { InvalidRequestError } from '../../errors.js';
+import type { ChatMessage, ContentPart } from '../../transcript/message.js';
+import { isRecord, originOf, tag } from '../origin.js';
 
 /**
  * The Anthropic Messages API (`POST /v1/messages`, what Claude Code speaks)
@@ -11,7 +11,7 @@ import { isRecord, isUnchanged, originOf, tag } from './origin.js';
  * `tool_calls`, `thinking` its `reasoning_content`, and `tools` the chat
  * form of the same tools (so a summary asked through chat completions
  * renders the same prefix). Back, a wire message whose view the core left
- * alone is the client's object itself; one it changed is rebuilt from its
+ * alone goes as the client's own bytes; one it changed is rebuilt from its
  * own blocks (thinking and redacted thinking kept verbatim with their
  * signatures, `cache_control` kept on every block that stays); the core's
  * own messages (a summary pair, a missing result) are written afresh.
@@ -56,12 +56,12 @@ export function checkMessagesBody(body: Record<string, unknown>): asserts body i
   if (system !== undefined && typeof system !== 'string' && !Array.isArray(system)) throw invalid('system', 'must be a string or an array of text blocks');
 }
 
-function blocksOf(message: WireMessage): Record<string, unknown>[] {
+export function blocksOf(message: WireMessage): Record<string, unknown>[] {
   const content = message['content'];
   return Array.isArray(content) ? (content as Record<string, unknown>[]) : [];
 }
 
-function textOfBlocks(blocks: readonly unknown[]): string {
+export function textOfBlocks(blocks: readonly unknown[]): string {
   return blocks
     .filter((block): block is Record<string, unknown> => isRecord(block) && block['type'] === 'text' && typeof block['text'] === 'string')
     .map((block) => block['text'] as string)
@@ -92,9 +92,10 @@ function userView(message: WireMessage, index: number): ChatMessage[] {
   if (typeof content === 'string') return [tag({ role: 'user', content }, index)];
   const blocks = blocksOf(message);
   const views: ChatMessage[] = [];
-  for (const block of blocks) {
+  for (const [position, block] of blocks.entries()) {
     if (block['type'] !== 'tool_result') continue;
-    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index));
+    // Tagged with its block: a turn may repeat a tool_use_id, and each result is written back from its own block.
+    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index, position));
   }
   const rest = blocks.filter((block) => block['type'] !== 'tool_result');
   if (rest.length > 0 || views.length === 0) views.push(tag({ role: 'user', content: rest.map(partOf) }, index));
@@ -143,89 +144,6 @@ export function messagesView(body: { model: string; messages: WireMessage[] } & 
   const tools = chatTools(body['tools']);
   const chat = tools === undefined ? { model: body.model, messages } : { model: body.model, messages, tools };
   return { chat, stream: body['stream'] === true, wire: body.messages, made, headLength };
-}
-
-/** A chat message of the core's own, in Messages form. */
-function freshMessage(message: ChatMessage): WireMessage | undefined {
-  const text = contentText(message.content);
-  if (message.role === 'tool') return { role: 'user', content: [{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: text }] };
-  if (message.role === 'user' || message.role === 'assistant') return { role: message.role, content: text };
-  return undefined;
-}
-
-/** A user message the core changed, rebuilt from its own blocks. */
-function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): WireMessage | undefined {
-  const blocks = blocksOf(original);
-  const out: unknown[] = [];
-  for (const view of views) {
-    if (view.role === 'tool') {
-      const block = blocks.find((candidate) => candidate['type'] === 'tool_result' && candidate['tool_use_id'] === view.tool_call_id);
-      if (block === undefined) continue;
-      out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
-      continue;
-    }
-    const made = originOf(view)?.made.content;
-    const rest = blocks.filter((block) => block['type'] !== 'tool_result');
-    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
-    const parts = Array.isArray(view.content) ? view.content : [{ type: 'text', text: view.content ?? '' }];
-    for (const part of parts) {
-      const position = Array.isArray(made) ? made.indexOf(part) : -1;
-      out.push(position >= 0 ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
-    }
-  }
-  return out.length > 0 ? { ...original, content: out } : undefined;
-}
-
-/** An assistant message the core changed: thinking kept as it was, text replaced, only the calls still made. */
-function rebuiltAssistant(original: WireMessage, view: ChatMessage): WireMessage {
-  const text = contentText(view.content);
-  if (typeof original['content'] === 'string') return { ...original, content: text };
-  const calls = new Set((view.tool_calls ?? []).map((call) => call.id));
-  const textChanged = text !== contentText(originOf(view)?.made.content ?? null);
-  const out: unknown[] = [];
-  let textPlaced = !textChanged;
-  for (const block of blocksOf(original)) {
-    if (block['type'] === 'tool_use') {
-      if (!textPlaced && text !== '') out.push({ type: 'text', text });
-      textPlaced = true;
-      if (calls.has(String(block['id']))) out.push(block);
-    } else if (block['type'] === 'text' && textChanged) {
-      if (!textPlaced && text !== '') out.push({ ...block, text });
-      textPlaced = true;
-    } else out.push(block);
-  }
-  if (!textPlaced && text !== '') out.push({ type: 'text', text });
-  return { ...original, content: out };
-}
-
-/**
- * The Messages list for the chat messages the core returned: the client's
- * message object wherever its view came back untouched and whole.
- */
-export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[]): WireMessage[] {
-  const out: WireMessage[] = [];
-  let position = view.headLength;
-  while (position < chat.length) {
-    const first = chat[position]!;
-    const origin = originOf(first);
-    if (origin === undefined) {
-      const fresh = freshMessage(first);
-      if (fresh !== undefined) out.push(fresh);
-      position++;
-      continue;
-    }
-    const run: ChatMessage[] = [first];
-    while (position + run.length < chat.length && originOf(chat[position + run.length]!)?.index === origin.index) run.push(chat[position + run.length]!);
-    position += run.length;
-    const original = view.wire[origin.index]!;
-    if (run.length === view.made[origin.index] && run.every(isUnchanged)) out.push(original);
-    else if (original['role'] === 'assistant') out.push(rebuiltAssistant(original, run[0]!));
-    else {
-      const rebuilt = rebuiltUser(original, run);
-      if (rebuilt !== undefined) out.push(rebuilt);
-    }
-  }
-  return out;
 }
 
 /** The wire index of the chat message at `index` of the view (for errors naming a message), or undefined for the head. */

@@ -1,12 +1,13 @@
-import { discardBody } from '../../upstream/body.js';
+import { MAX_ERROR_BODY_BYTES, parsedOrUndefined } from '../bounded-body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
 import type { ChunkTap } from '../relay.js';
 import { relay } from '../relay.js';
-import type { ChatExchange } from './exchange.js';
+import type { AnswerWriter } from './answer.js';
+import type { Planned } from './plan.js';
 import { midStreamError } from './relay-stream.js';
-import { type Sent, type UsageSource, hasUsageHooks, reportUsageLater } from './usage.js';
+import { type UsageSource, hasUsageHooks, reportUsageLater } from './usage-hooks.js';
 
 /**
  * How a JSON (non-streamed) answer is relayed: byte for byte as it comes,
@@ -19,8 +20,6 @@ import { type Sent, type UsageSource, hasUsageHooks, reportUsageLater } from './
 // A JSON answer copied for the usage tap beyond this size is not parsed:
 // completions are small, and a huge one is not worth holding twice.
 const MAX_TAPPED_JSON_BYTES = 8 * 1024 * 1024;
-// An error body read for a refusal, or to relay as an SSE event after progress comments.
-export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
 /** The answer's chunks, kept up to a limit (none past it), read once the client has them all. */
 class JsonCopy implements ChunkTap, UsageSource {
@@ -49,56 +48,35 @@ class JsonCopy implements ChunkTap, UsageSource {
   }
 }
 
-export function parsedOrUndefined(bytes: Buffer): unknown {
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
-/** Reads at most `maxBytes` of a body (the rest is dropped). */
-export async function readLimited(body: UpstreamResponse['body'], maxBytes: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    length += chunk.length;
-    if (length > maxBytes) break;
-    chunks.push(chunk);
-  }
-  discardBody(body);
-  return Buffer.concat(chunks);
-}
-
 /**
  * Relays a JSON answer whose head already went out. `encoded`: the upstream
  * compressed it, so there is nothing to read in the copy.
  */
-export async function relayJson(exchange: ChatExchange, answer: UpstreamResponse, sent: Sent, encoded: boolean): Promise<void> {
+export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned, encoded: boolean): Promise<void> {
   const { status, body } = answer;
-  const record = exchange.record;
+  const record = writer.record;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && hasUsageHooks(sent);
+  const collectUsage = succeeded && hasUsageHooks(planned, writer.route.options.hooks.onUsage);
   // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
-  const readRefusal = !succeeded && exchange.route.options.onContextExceeded !== undefined;
+  const readRefusal = !succeeded && writer.route.options.onContextExceeded !== undefined;
   const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES) : undefined;
 
-  const end = await relay(body, exchange.response, copy);
+  const end = await relay(body, writer.response, copy);
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
-      exchange.relayLeft(body);
+      writer.relayLeft(body);
       return;
     case 'failed': {
-      const error = exchange.endedBy ?? midStreamError(end.error);
+      const error = writer.endedBy ?? midStreamError(end.error);
       // A JSON body (or a compressed one) cut short cannot be mended.
-      exchange.cutWithError(error);
+      writer.cutWithError(error);
       return;
     }
     case 'ended':
       break;
   }
-  exchange.response.end();
-  if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) exchange.route.options.onContextExceeded?.(sent.context.body.model);
-  if (collectUsage) reportUsageLater({ sent, status, streamed: false, source: copy, log: exchange.request.log });
+  writer.response.end();
+  if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) writer.route.options.onContextExceeded?.(planned.context.body.model);
+  if (collectUsage) reportUsageLater({ planned, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source: copy, log: writer.request.log });
 }

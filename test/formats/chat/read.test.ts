@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { readChatRequest } from '../../../src/http/chat/request.js';
+import { readChatRequest } from '../../../src/formats/chat/read.js';
 import { InvalidRequestError } from '../../../src/errors.js';
 
 const FORBIDDEN = 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { findMessagesSpan, spliceMessages } from '../../../src/http/chat/splice-messages.js';
-import { propertyParameters } from '../../transcript/arbitraries.js';
+import { findMessagesSpan, spliceMessages } from '../../src/formats/splice.js';
+import { propertyParameters } from '../transcript/arbitraries.js';
 
 const rewritten = [{ role: 'user', content: 'short' }];
 const rewrittenText = JSON.stringify(rewritten);

@@ -21,8 +21,9 @@ const COMMA = 0x2c;
 const COLON = 0x3a;
 
 const MESSAGES_KEY = Buffer.from('"messages"');
-/** The key the Responses API keeps its conversation under. */
-const INPUT_KEY = Buffer.from('"input"');
+const OPEN_LIST = Buffer.from('[');
+const CLOSE_LIST = Buffer.from(']');
+const LIST_COMMA = Buffer.from(',');
 
 /** Where a value lies in the bytes: `start` inclusive, `end` exclusive. */
 export interface ByteSpan {
@@ -123,6 +124,19 @@ export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY
   return found;
 }
 
+/** The span of the top-level `key`'s value; a validated body always has it, so not finding it is a bug here. */
+function spanOfKey(raw: Buffer, key: string): ByteSpan {
+  const span = findMessagesSpan(raw, key === 'messages' ? MESSAGES_KEY : Buffer.from(JSON.stringify(key)));
+  if (span === undefined) throw new Error(`splice: the body has no top-level "${key}"`);
+  return span;
+}
+
+/** The client's body with the value of its top-level `key` replaced by `replacement`; every other byte as it was. */
+export function spliceValue(raw: Buffer, key: string, replacement: Buffer): Buffer {
+  const span = spanOfKey(raw, key);
+  return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
+}
+
 /**
  * The client's body with the value of its top-level `messages` replaced by
  * `messages`, serialized; every other byte as it was.
@@ -132,17 +146,41 @@ export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY
  * // → '{"seed":18446744073709551615, "messages":[{"role":"user","content":"hi"}]}'
  */
 export function spliceMessages(raw: Buffer, messages: unknown): Buffer {
-  const span = findMessagesSpan(raw);
-  // A validated chat body always has a top-level `messages`: not finding it is a bug here.
-  if (span === undefined) throw new Error('spliceMessages: the body has no top-level "messages"');
-  const replacement = Buffer.from(JSON.stringify(messages));
-  return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
+  return spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)));
 }
 
-/** The same for a Responses body: its top-level `input` replaced by `items`, every other byte as it was. */
-export function spliceInput(raw: Buffer, items: unknown): Buffer {
-  const span = findMessagesSpan(raw, INPUT_KEY);
-  if (span === undefined) throw new Error('spliceInput: the body has no top-level "input"');
-  const replacement = Buffer.from(JSON.stringify(items));
-  return Buffer.concat([raw.subarray(0, span.start), replacement, raw.subarray(span.end)], span.start + replacement.length + raw.length - span.end);
+/** The spans of the elements of the list whose value lies at `span` (a list `JSON.parse` accepted). */
+function elementSpans(bytes: Buffer, span: ByteSpan): ByteSpan[] {
+  const spans: ByteSpan[] = [];
+  let position = skipWhitespace(bytes, span.start + 1);
+  while (position < span.end && bytes[position] !== CLOSE_BRACKET) {
+    const end = skipValue(bytes, position);
+    spans.push({ start: position, end });
+    position = skipWhitespace(bytes, end);
+    if (bytes[position] === COMMA) position = skipWhitespace(bytes, position + 1);
+  }
+  return spans;
+}
+
+/**
+ * One element of a list written back: the index of the client's own element
+ * (its bytes go as they came, never parsed and written again: a number like
+ * 9007199254740993 would come back as …992), or a value to serialize.
+ */
+export type ListEntry = { readonly kept: number } | { readonly value: unknown };
+
+/** The client's body with its top-level list at `key` rebuilt from `entries`; every byte of a kept element as it came. */
+export function spliceList(raw: Buffer, key: string, entries: readonly ListEntry[]): Buffer {
+  const span = spanOfKey(raw, key);
+  const elements = elementSpans(raw, span);
+  const parts: Buffer[] = [raw.subarray(0, span.start), OPEN_LIST];
+  entries.forEach((entry, index) => {
+    if (index > 0) parts.push(LIST_COMMA);
+    if ('kept' in entry) {
+      const element = elements[entry.kept]!;
+      parts.push(raw.subarray(element.start, element.end));
+    } else parts.push(Buffer.from(JSON.stringify(entry.value)));
+  });
+  parts.push(CLOSE_LIST, raw.subarray(span.end));
+  return Buffer.concat(parts);
 }

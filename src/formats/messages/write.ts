@@ -1,0 +1,102 @@
+import { type ChatMessage, contentText } from '../../transcript/message.js';
+import { isUnchanged, originOf } from '../origin.js';
+import { type ListEntry, spliceList } from '../splice.js';
+import { type MessagesView, type WireMessage, blocksOf } from './read.js';
+
+/**
+ * A Messages body written back from the chat messages the core returned: a
+ * wire message whose view the core left alone goes as the client's own bytes;
+ * one it changed is rebuilt from its own blocks (thinking and redacted
+ * thinking kept verbatim with their signatures, `cache_control` kept on every
+ * block that stays); the core's own messages (a summary pair, a missing
+ * result) are written afresh.
+ */
+
+/** A chat message of the core's own, in Messages form. */
+function freshMessage(message: ChatMessage): WireMessage | undefined {
+  const text = contentText(message.content);
+  if (message.role === 'tool') return { role: 'user', content: [{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: text }] };
+  if (message.role === 'user' || message.role === 'assistant') return { role: message.role, content: text };
+  return undefined;
+}
+
+/** A user message the core changed, rebuilt from its own blocks. */
+function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): WireMessage | undefined {
+  const blocks = blocksOf(original);
+  const out: unknown[] = [];
+  for (const view of views) {
+    if (view.role === 'tool') {
+      const position = originOf(view)?.block;
+      const block = position === undefined ? undefined : blocks[position];
+      if (block === undefined) continue;
+      out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
+      continue;
+    }
+    const made = originOf(view)?.made.content;
+    const rest = blocks.filter((block) => block['type'] !== 'tool_result');
+    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
+    const parts = Array.isArray(view.content) ? view.content : [{ type: 'text', text: view.content ?? '' }];
+    for (const part of parts) {
+      const position = Array.isArray(made) ? made.indexOf(part) : -1;
+      out.push(position >= 0 ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
+    }
+  }
+  return out.length > 0 ? { ...original, content: out } : undefined;
+}
+
+/** An assistant message the core changed: thinking kept as it was, text replaced, only the calls still made. */
+function rebuiltAssistant(original: WireMessage, view: ChatMessage): WireMessage {
+  const text = contentText(view.content);
+  if (typeof original['content'] === 'string') return { ...original, content: text };
+  const calls = new Set((view.tool_calls ?? []).map((call) => call.id));
+  const textChanged = text !== contentText(originOf(view)?.made.content ?? null);
+  const out: unknown[] = [];
+  let textPlaced = !textChanged;
+  for (const block of blocksOf(original)) {
+    if (block['type'] === 'tool_use') {
+      if (!textPlaced && text !== '') out.push({ type: 'text', text });
+      textPlaced = true;
+      if (calls.has(String(block['id']))) out.push(block);
+    } else if (block['type'] === 'text' && textChanged) {
+      if (!textPlaced && text !== '') out.push({ ...block, text });
+      textPlaced = true;
+    } else out.push(block);
+  }
+  if (!textPlaced && text !== '') out.push({ type: 'text', text });
+  return { ...original, content: out };
+}
+
+/**
+ * The Messages list for the chat messages the core returned: the client's
+ * own message (by its index) wherever its view came back untouched and whole.
+ */
+export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[]): ListEntry[] {
+  const out: ListEntry[] = [];
+  let position = view.headLength;
+  while (position < chat.length) {
+    const first = chat[position]!;
+    const origin = originOf(first);
+    if (origin === undefined) {
+      const fresh = freshMessage(first);
+      if (fresh !== undefined) out.push({ value: fresh });
+      position++;
+      continue;
+    }
+    const run: ChatMessage[] = [first];
+    while (position + run.length < chat.length && originOf(chat[position + run.length]!)?.index === origin.index) run.push(chat[position + run.length]!);
+    position += run.length;
+    const original = view.wire[origin.index]!;
+    if (run.length === view.made[origin.index] && run.every(isUnchanged)) out.push({ kept: origin.index });
+    else if (original['role'] === 'assistant') out.push({ value: rebuiltAssistant(original, run[0]!) });
+    else {
+      const rebuilt = rebuiltUser(original, run);
+      if (rebuilt !== undefined) out.push({ value: rebuilt });
+    }
+  }
+  return out;
+}
+
+/** The client's bytes with `messages` rewritten from the chat messages the core returned: a kept message spliced as it came. */
+export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[]): Buffer {
+  return spliceList(raw, 'messages', messagesFromView(view, chat));
+}

@@ -1,0 +1,20 @@
+import { CHAT_FORMAT } from './chat/format.js';
+import { MESSAGES_FORMAT } from './messages/format.js';
+import { RESPONSES_FORMAT } from './responses/format.js';
+import type { WireFormat } from './wire-format.js';
+
+/**
+ * The wire formats compactor serves, one line each: the rest of src/ reaches
+ * a format only through here (test/layers.test.ts holds it to that). A
+ * fourth API is one folder beside these and one line below.
+ */
+export const WIRE_FORMATS: readonly WireFormat[] = [CHAT_FORMAT, MESSAGES_FORMAT, RESPONSES_FORMAT];
+
+/** Chat completions: the format `/v1/compact` reads its body in, and the routes' default. */
+export { CHAT_FORMAT };
+
+export type { ReadRequest, WireFormat } from './wire-format.js';
+export type { ChatRequestBody } from './chat/read.js';
+/** A chat-form body as the engine reads it. */
+export { chatRequestView } from './chat/read.js';
+export type { PairMode, PairOutcome } from './pairs.js';

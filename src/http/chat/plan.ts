@@ -1,0 +1,42 @@
+import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatContext, ChatHooks, ChatPlan } from './planner.js';
+import type { ExchangeRead } from './read.js';
+
+/**
+ * The second step of a chat exchange: the planner asked (the compaction
+ * engine, through engine-planner.ts), and the bytes to forward made: the
+ * client's own when nothing changed, else its bytes with only the
+ * conversation spliced in by the wire format.
+ */
+
+export interface Planned {
+  readonly context: ChatContext;
+  /** The body forwarded: the planner's, or the pairs' (the client's when nothing changed). */
+  readonly body: Readonly<Record<string, unknown>>;
+  /** Whether `body` differs from what the client sent. */
+  readonly changed: boolean;
+  readonly bytes: Buffer;
+  /** The pairs' report and the planner's, for `x-compactor`. */
+  readonly report: string | undefined;
+  readonly plan: ChatPlan | undefined;
+}
+
+function joinReports(first: string | undefined, second: string | undefined): string | undefined {
+  const hasFirst = first !== undefined && first !== '';
+  const hasSecond = second !== undefined && second !== '';
+  if (hasFirst && hasSecond) return `${first}; ${second}`;
+  return hasFirst ? first : hasSecond ? second : undefined;
+}
+
+export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext): Promise<Planned> {
+  const { request, raw, observing } = read;
+  const pairs = request.pairs;
+  let plan: ChatPlan | undefined;
+  if (hooks.planner !== undefined && request.untouched === undefined) plan = await hooks.planner(context);
+  const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+  // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
+  const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
+  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined, bytes, report, plan };
+}

@@ -1,0 +1,47 @@
+import type { Config } from '../../config/schema.js';
+import { CHAT_FORMAT, type WireFormat } from '../../formats/registry.js';
+import type { UpstreamClient } from '../../upstream/client.js';
+import type { ForwardRequestHeadersOptions } from '../headers.js';
+import type { Shutdown } from '../shutdown.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
+import type { ChatHooks } from './planner.js';
+import type { ReadSettings } from './read.js';
+
+/**
+ * What every exchange of one chat route shares: its options, and what
+ * follows from them once (the header options, the wire format). Per request
+ * there are only the values of the pipeline (exchange.ts) and its answer
+ * writer (answer.ts).
+ */
+
+export interface ChatRouteOptions {
+  readonly config: Config;
+  readonly upstream: UpstreamClient;
+  readonly hooks: ChatHooks;
+  /** Ends the requests still in flight, with the error to answer (shutdown). */
+  readonly shutdown?: Shutdown;
+  /** Told when a streamed (SSE) answer starts and when its connection closes (the active streams gauge). */
+  readonly streams?: { opened(): void; closed(): void };
+  /** Told when the upstream refuses a request as larger than its context (the metrics). */
+  readonly onContextExceeded?: (model: string) => void;
+  /** The API the route serves (chat completions when absent): how its bodies are read and its errors worded. */
+  readonly format?: WireFormat;
+  /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
+  readonly slots?: SlotRouter;
+}
+
+export class ChatRoute {
+  readonly options: ChatRouteOptions;
+  /** How the client's headers are forwarded: the same for every request. */
+  readonly forwardHeaders: ForwardRequestHeadersOptions;
+  readonly format: WireFormat;
+  /** How its bodies are read: the format, `pairs:`, and observe mode (pairs checked and reported, never repaired or refused). */
+  readonly read: ReadSettings;
+
+  constructor(options: ChatRouteOptions) {
+    this.options = options;
+    this.format = options.format ?? CHAT_FORMAT;
+    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe' };
+    this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
+  }
+}
