@@ -8,7 +8,7 @@
  *
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
  * the prototype-key check and validation (`readChatRequest`), pair repair
- * (`applyPairMode`), `CompactionEngine.prepare()` (size estimate, prefix hash chain,
+ * (`applyPairMode`), `CompactionEngine.compact()` (size estimate, prefix hash chain,
  * epoch lookup, decision) and the forwarded body: the new `messages`
  * serialized and spliced into the client's bytes (`spliceMessages`). Three cases:
  * - cached epoch: an earlier request compacted this history (an in-process
@@ -27,8 +27,8 @@ import { applyPairMode } from '../src/formats/pairs.js';
 import { spliceMessages } from '../src/formats/splice.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
-import type { ChatCall } from '../src/compaction/summary/summarize.js';
-import type { UpstreamJson } from '../src/compaction/upstream-json.js';
+import type { ChatCall } from '../src/compaction/ports.js';
+import type { UpstreamJson } from '../src/upstream/json-surface.js';
 import { parseConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';
 
@@ -126,16 +126,16 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const parsed = readChatRequest(raw, 'application/json');
     const pairs = applyPairMode(parsed, 'repair');
-    const result = await compactor.prepare({ request: chatRequestView(pairs.body), tenant: 'tenant', signal });
+    const result = await compactor.compact({ request: chatRequestView(pairs.body), tenant: 'tenant', signal });
     const bytes = result.changed ? spliceMessages(raw, result.messages) : raw;
     return { forwarded: bytes.length };
   };
 
   // 1 MB is ~330k tokens at the initial ratio: a 128k window compacts it; a 1M window leaves it under the soft threshold.
   const cached = new CompactionEngine({ config: configWith(131_072), upstream: noUpstream, chat: notes });
-  const first = await cached.prepare({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
+  const first = await cached.compact({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
   if (!first.changed || cached.epochCount !== 1) throw new Error('the history did not compact into one epoch');
-  const again = await cached.prepare({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
+  const again = await cached.compact({ request: chatRequestView({ ...(JSON.parse(raw.toString('utf8')) as ChatRequestBody), messages: JSON.parse(JSON.stringify(history)) as ChatMessage[] }), tenant: 'tenant', signal });
   if (again.report === null || !again.report.startsWith('epoch reused')) throw new Error(`the epoch was not reused: ${again.report}`);
   const large = new CompactionEngine({ config: configWith(1_048_576), upstream: noUpstream, chat: notes });
 

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { buildApp } from '../src/app.js';
-import { formatTokens } from '../src/compaction/report.js';
+import { formatTokens } from '../src/compaction/policy/report.js';
 import { parseConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';
 import { AGENT_TOOLS } from '../test/e2e/agent-run.js';

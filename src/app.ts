@@ -27,7 +27,7 @@ import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
-import { chatCallOf, upstreamJsonOf } from './compaction/upstream-json.js';
+import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
 
 /**
  * The wiring: the upstream clients, the compaction engine, the metrics, the

@@ -5,19 +5,27 @@
  *
  * | class                       | status  | code                                   |
  * |-----------------------------|---------|----------------------------------------|
- * | InvalidRequestError         | 400     | invalid_body, invalid_path, … (given)  |
+ * | InvalidRequestError         | 400     | invalid_body, invalid_json,            |
+ * |                             |         | invalid_path, invalid_request,         |
+ * |                             |         | invalid_tool_pairs                     |
  * | ContextLengthExceededError  | 400     | context_length_exceeded                |
  * | UnauthorizedError           | 401     | invalid_api_key                        |
+ * | RequestTimeoutError         | 408     | request_timeout                        |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
+ * | HeadersTooLargeError        | 431     | headers_too_large                      |
  * | InternalError               | 500     | internal_error                         |
  * | UpstreamUnreachableError    | 502     | upstream_unreachable                   |
  * | UpstreamBadResponseError    | 502     | upstream_bad_response                  |
+ * | UpstreamStreamError         | 502     | upstream_stream_failed,                |
+ * |                             |         | upstream_stream_incomplete             |
  * | SummaryFailedError          | 502/504 | summary_failed, summary_timeout        |
  * | ShuttingDownError           | 503     | shutting_down                          |
  * | LoopDetectedError           | 508     | loop_detected                          |
  * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
  * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
+ *
+ * A `ProxyError` is made in this file only (a test checks it): the table is the whole list.
  *
  * Messages are written for the client: they never hold upstream URLs,
  * internal addresses, stack traces or the request's text.
@@ -65,34 +73,41 @@ export class ProxyError extends Error {
   }
 }
 
+/** The codes of a 400 for a request compactor cannot forward. */
+export type InvalidRequestCode = 'invalid_body' | 'invalid_json' | 'invalid_path' | 'invalid_request' | 'invalid_tool_pairs';
+
 /** 400: the request is not something compactor can forward. */
 export class InvalidRequestError extends ProxyError {
-  constructor(options: { code: string; message: string; param?: string | null }) {
+  constructor(options: { code: InvalidRequestCode; message: string; param?: string | null }) {
     super({ status: 400, type: 'invalid_request_error', ...options });
+  }
+}
+
+/** 408: the request did not arrive whole within Node's `requestTimeout`. */
+export class RequestTimeoutError extends ProxyError {
+  constructor() {
+    super({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'the request took too long to arrive' });
+  }
+}
+
+/** 431: the request's header block is over Node's `maxHeaderSize`. */
+export class HeadersTooLargeError extends ProxyError {
+  constructor(limitBytes: number) {
+    super({ status: 431, type: 'invalid_request_error', code: 'headers_too_large', message: `the request headers are larger than ${limitBytes} bytes` });
   }
 }
 
 /** 413: the body is larger than `limits.body_bytes`. */
 export class PayloadTooLargeError extends ProxyError {
   constructor(limitBytes: number) {
-    super({
-      status: 413,
-      type: 'invalid_request_error',
-      code: 'request_too_large',
-      message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)`,
-    });
+    super({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)` });
   }
 }
 
 /** 415: the chat route only reads JSON. */
 export class UnsupportedMediaTypeError extends ProxyError {
   constructor(contentType: string) {
-    super({
-      status: 415,
-      type: 'invalid_request_error',
-      code: 'unsupported_media_type',
-      message: `expected Content-Type: application/json, got ${JSON.stringify(contentType.slice(0, 100))}`,
-    });
+    super({ status: 415, type: 'invalid_request_error', code: 'unsupported_media_type', message: `expected Content-Type: application/json, got ${JSON.stringify(contentType.slice(0, 100))}` });
   }
 }
 
@@ -100,11 +115,8 @@ export class UnsupportedMediaTypeError extends ProxyError {
 export class UnauthorizedError extends ProxyError {
   constructor() {
     super({
-      status: 401,
-      type: 'authentication_error',
-      code: 'invalid_api_key',
+      status: 401, type: 'authentication_error', code: 'invalid_api_key', headers: { 'www-authenticate': 'Bearer' },
       message: 'missing or unknown API key: send one of the configured keys as "Authorization: Bearer <key>"',
-      headers: { 'www-authenticate': 'Bearer' },
     });
   }
 }
@@ -113,11 +125,8 @@ export class UnauthorizedError extends ProxyError {
 export class UpstreamUnreachableError extends ProxyError {
   constructor(options: { reason?: string; cause?: unknown } = {}) {
     super({
-      status: 502,
-      type: 'server_error',
-      code: 'upstream_unreachable',
+      status: 502, type: 'server_error', code: 'upstream_unreachable', cause: options.cause,
       message: `the upstream server cannot be reached${options.reason === undefined ? '' : ` (${options.reason})`}`,
-      cause: options.cause,
     });
   }
 }
@@ -154,11 +163,8 @@ export class UpstreamStatusError extends ProxyError {
   constructor(options: { status: number; body: unknown; headers?: Readonly<Record<string, string>> }) {
     const upstreamMessage = messageOfUpstreamBody(options.body);
     super({
-      status: options.status,
-      type: 'server_error',
-      code: 'upstream_error',
+      status: options.status, type: 'server_error', code: 'upstream_error', ...(options.headers === undefined ? {} : { headers: options.headers }),
       message: upstreamMessage ?? `the upstream server answered ${options.status}`,
-      ...(options.headers === undefined ? {} : { headers: options.headers }),
     });
     this.upstreamBody = options.body;
   }
@@ -170,15 +176,22 @@ export class UpstreamStatusError extends ProxyError {
   }
 }
 
+/** 502 after a streamed answer began: it broke off (`upstream_stream_failed`, with why) or ended without its final event. */
+export class UpstreamStreamError extends ProxyError {
+  constructor(options: { incomplete: true } | { incomplete: false; reason: string }) {
+    super({
+      status: 502, type: 'server_error', code: options.incomplete ? 'upstream_stream_incomplete' : 'upstream_stream_failed',
+      message: options.incomplete ? 'the upstream stream ended without [DONE]' : `the upstream answer broke off before it was complete (${options.reason})`,
+    });
+  }
+}
+
 /** 503: compactor is shutting down and takes no new requests. */
 export class ShuttingDownError extends ProxyError {
   constructor(retryAfterSeconds: number) {
     super({
-      status: 503,
-      type: 'server_error',
-      code: 'shutting_down',
+      status: 503, type: 'server_error', code: 'shutting_down', headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
       message: 'compactor is shutting down; retry shortly',
-      headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
     });
   }
 }
@@ -216,12 +229,8 @@ export interface AnswerReservation {
 }
 
 function reservationText(reservation: AnswerReservation): string {
-  if (reservation.source === 'reserve_output_tokens') {
-    return reservation.requested === undefined ? 'reserve_output_tokens' : `reserve_output_tokens of ${reservation.requested}, capped at a quarter of the window`;
-  }
-  return reservation.requested === undefined
-    ? `the request's ${reservation.source}`
-    : `the request's ${reservation.source} of ${reservation.requested}, capped at a quarter of the window`;
+  const capped = reservation.requested === undefined ? '' : ` of ${reservation.requested}, capped at a quarter of the window`;
+  return reservation.source === 'reserve_output_tokens' ? `reserve_output_tokens${capped}` : `the request's ${reservation.source}${capped}`;
 }
 
 /** What to lower: the request's field when it set the reservation, else compactor's own setting. */
@@ -269,9 +278,7 @@ export class ContextLengthExceededError extends ProxyError {
 export class SummaryFailedError extends ProxyError {
   constructor(reason: string, timedOut: boolean) {
     super({
-      status: timedOut ? 504 : 502,
-      type: 'server_error',
-      code: timedOut ? 'summary_timeout' : 'summary_failed',
+      status: timedOut ? 504 : 502, type: 'server_error', code: timedOut ? 'summary_timeout' : 'summary_failed',
       message: `compactor could not summarize this conversation to fit the context window: ${reason}`,
     });
   }

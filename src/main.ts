@@ -73,8 +73,26 @@ async function main(): Promise<void> {
   }
   const app = buildApp(config, summaryPrompt === undefined ? {} : { summaryPrompt });
 
+  const shutdown = shutdownOn(app);
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+
+  try {
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+  } catch (error) {
+    app.log.fatal({ err: error }, 'cannot listen');
+    process.exit(1);
+  }
+  for (const notice of loaded.notices) app.log.warn(notice);
+  const upstreamUrl = displayUrl(config.upstream.url);
+  app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
+  logInspection(app.log, upstreamUrl, await inspectUpstream(app.proxy.upstream));
+}
+
+/** The signal handler: drain the requests in flight (a grace period, then end them), close, exit; a second signal exits at once. */
+function shutdownOn(app: ReturnType<typeof buildApp>): (signal: NodeJS.Signals) => void {
   let stopping = false;
-  const shutdown = (signal: NodeJS.Signals): void => {
+  return (signal: NodeJS.Signals): void => {
     if (stopping) {
       app.log.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
@@ -106,19 +124,6 @@ async function main(): Promise<void> {
         },
       );
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
-
-  try {
-    await app.listen({ host: config.listen.host, port: config.listen.port });
-  } catch (error) {
-    app.log.fatal({ err: error }, 'cannot listen');
-    process.exit(1);
-  }
-  for (const notice of loaded.notices) app.log.warn(notice);
-  const upstreamUrl = displayUrl(config.upstream.url);
-  app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
-  logInspection(app.log, upstreamUrl, await inspectUpstream(app.proxy.upstream));
 }
 
 /** One line on what the upstream is, found at start: a person reads it before sending anything. */

@@ -172,3 +172,160 @@ describe('the layers of src/', () => {
     expect(importsOf(file, text).map((entry) => entry.target)).toEqual(['src/http/routes/chat.ts', 'src/compaction/plan.ts', 'fastify', 'src/upstream/client.ts']);
   });
 });
+
+/** A `src/…` path of a file. */
+function pathOf(file: string): string {
+  return `src/${relative(SRC, file).split(sep).join('/')}`;
+}
+
+/** The project modules each file of src/ imports. */
+function projectGraph(): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const file of sourceFiles(SRC)) {
+    const targets = new Set(importsOf(file, readFileSync(file, 'utf8')).map((entry) => entry.target).filter((target) => target.startsWith('src/')));
+    graph.set(pathOf(file), targets);
+  }
+  return graph;
+}
+
+/** Each import circle of a graph, as the files on it, found by a depth-first walk that reports the path back to a file still open. */
+export function importCircles(graph: ReadonlyMap<string, ReadonlySet<string>>): string[][] {
+  const circles = new Map<string, string[]>();
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const walk = (file: string): void => {
+    state.set(file, 'open');
+    path.push(file);
+    for (const target of graph.get(file) ?? []) {
+      if (state.get(target) === 'open') {
+        const circle = path.slice(path.indexOf(target)).sort();
+        circles.set(circle.join(' '), circle);
+      } else if (state.get(target) === undefined) walk(target);
+    }
+    path.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (state.get(file) === undefined) walk(file);
+  return [...circles.values()];
+}
+
+/**
+ * The order of src/, bottom first: a file imports only files of its own rank
+ * or below. Inside compaction/ the rooms are ordered too: the shared types,
+ * then the ports, then the pure policy, then the epochs and the summaries,
+ * then the engine (the files directly in compaction/).
+ */
+const RANKS: ReadonlyArray<readonly [rank: number, test: (path: string) => boolean]> = [
+  [0, (path) => path === 'src/errors.ts' || path === 'src/issue-words.ts'],
+  [1, (path) => inLayer(path, 'transcript')],
+  [2, (path) => inLayer(path, 'config')],
+  [3, (path) => inLayer(path, 'upstream') || inLayer(path, 'formats')],
+  [4, (path) => path === 'src/compaction/types.ts'],
+  [5, (path) => path === 'src/compaction/ports.ts'],
+  [6, (path) => inLayer(path, 'compaction/policy')],
+  [7, (path) => inLayer(path, 'compaction/epochs') || inLayer(path, 'compaction/summary')],
+  [8, (path) => inLayer(path, 'compaction')],
+  [9, (path) => inLayer(path, 'http') || inLayer(path, 'dashboard')],
+  [10, (path) => path === 'src/app.ts' || path === 'src/main.ts'],
+];
+
+function rankOf(path: string): number | undefined {
+  return RANKS.find(([, test]) => test(path))?.[0];
+}
+
+/** The lines of the functions of a text longer than `limit`, found by brace depth from each line that opens one. */
+export function longFunctions(text: string, limit: number): Array<{ name: string; line: number; lines: number }> {
+  const start =
+    /^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*(\w+)|^\s*(?:(?:public|private|protected|static|async|override|get|set)\s+)*(#?\w+)\s*(?:<[^>]*>)?\([^;]*\)\s*(?::\s*[^=;]+?)?\s*\{\s*$|^\s*(?:export\s+)?(?:const|let)\s+(\w+)\s*(?::[^=]+)?=\s*(?:async\s*)?(?:<[^>]*>)?\([^;]*\)\s*(?::\s*[^=;]+?)?\s*=>\s*\{\s*$/;
+  const notFunctions = new Set(['if', 'for', 'while', 'switch', 'catch', 'return']);
+  const depthChange = (line: string): number => {
+    let change = 0;
+    let quote: string | null = null;
+    for (let index = 0; index < line.length; index++) {
+      const character = line[index]!;
+      if (quote !== null) {
+        if (character === '\\') index++;
+        else if (character === quote) quote = null;
+      } else if (character === "'" || character === '"' || character === '`') quote = character;
+      else if (character === '/' && line[index + 1] === '/') break;
+      else if (character === '{') change++;
+      else if (character === '}') change--;
+    }
+    return change;
+  };
+  const lines = text.split('\n');
+  const found: Array<{ name: string; line: number; lines: number }> = [];
+  lines.forEach((line, index) => {
+    const match = start.exec(line);
+    const name = match?.[1] ?? match?.[2] ?? match?.[3];
+    if (name === undefined || notFunctions.has(name)) return;
+    let depth = 0;
+    let end = index;
+    for (; end < lines.length; end++) {
+      depth += depthChange(lines[end]!);
+      if (depth <= 0 && end > index) break;
+    }
+    if (end - index + 1 > limit) found.push({ name, line: index + 1, lines: end - index + 1 });
+  });
+  return found;
+}
+
+describe('the rooms of src/', () => {
+  it('no import circle anywhere in src/', () => {
+    const circles = importCircles(projectGraph());
+    expect(circles.map((circle) => circle.join(' -> '))).toEqual([]);
+  });
+
+  it('every file of src/ has a rank, and no file imports one of a higher rank', () => {
+    const graph = projectGraph();
+    expect([...graph.keys()].filter((path) => rankOf(path) === undefined)).toEqual([]);
+    const upward = [...graph].flatMap(([from, targets]) =>
+      [...targets].filter((target) => (rankOf(target) ?? -1) > rankOf(from)!).map((target) => `${from} (rank ${rankOf(from)}) imports ${target} (rank ${rankOf(target)})`),
+    );
+    expect(upward).toEqual([]);
+  });
+
+  it('compaction/types.ts imports only the transcript, and compaction/policy/ nothing that does I/O', () => {
+    expect(violations('compaction/types', (target) => inLayer(target, 'transcript'))).toEqual([]);
+    const pure = (target: string): boolean =>
+      inLayer(target, 'compaction/policy') || inLayer(target, 'transcript') || ['src/compaction/types.ts', 'src/errors.ts', 'src/config/schema.ts'].includes(target);
+    expect(violations('compaction/policy', pure)).toEqual([]);
+  });
+
+  it('a ProxyError is made in errors.ts only, so its table is the whole list', () => {
+    const makers = sourceFiles(SRC)
+      .filter((file) => pathOf(file) !== 'src/errors.ts' && /new ProxyError\(/.test(readFileSync(file, 'utf8')))
+      .map(pathOf);
+    expect(makers).toEqual([]);
+  });
+
+  it('no file of src/ over 300 lines', () => {
+    const long = sourceFiles(SRC)
+      .map((file) => ({ path: pathOf(file), lines: readFileSync(file, 'utf8').trimEnd().split('\n').length }))
+      .filter((entry) => entry.lines > 300);
+    expect(long.map((entry) => `${entry.path}: ${entry.lines} lines`)).toEqual([]);
+  });
+
+  it('no function of src/ over 60 lines', () => {
+    const long = sourceFiles(SRC)
+      .flatMap((file) => longFunctions(readFileSync(file, 'utf8'), 60).map((found) => `${pathOf(file)}:${found.line} ${found.name}: ${found.lines} lines`));
+    expect(long).toEqual([]);
+  });
+
+  it('sees a circle, an upward import, a long function and a ProxyError made elsewhere when there is one', () => {
+    const graph = new Map([
+      ['a', new Set(['b'])],
+      ['b', new Set(['c'])],
+      ['c', new Set(['a'])],
+      ['d', new Set(['a'])],
+    ]);
+    expect(importCircles(graph)).toEqual([['a', 'b', 'c']]);
+    expect(importCircles(new Map([['a', new Set(['b'])], ['b', new Set<string>()]]))).toEqual([]);
+    expect(rankOf('src/compaction/policy/plan.ts')! < rankOf('src/compaction/epochs/epoch-store.ts')!).toBe(true);
+    expect(rankOf('src/compaction/types.ts')! < rankOf('src/compaction/ports.ts')!).toBe(true);
+    const body = Array.from({ length: 60 }, (_, index) => `  const v${index} = { a: '}' };`).join('\n');
+    expect(longFunctions(`export function long(): void {\n${body}\n}\n`, 60)).toEqual([{ name: 'long', line: 1, lines: 62 }]);
+    expect(longFunctions(`export function short(): void {\n  return;\n}\n`, 60)).toEqual([]);
+    expect(/new ProxyError\(/.test("return new ProxyError({ status: 431 });")).toBe(true);
+  });
+});

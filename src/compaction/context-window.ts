@@ -1,6 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import { MODELS_REMEMBERED, perModel } from './per-model.js';
-import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
+import type { UpstreamJson } from '../upstream/json-surface.js';
+import { type ListedModel, LookupFailed, listedWindows, propsWindow } from '../upstream/window.js';
+import type { CallHeaders } from './ports.js';
 
 /**
  * The context window the upstream serves per slot, per model: from the
@@ -37,25 +39,6 @@ export interface ContextWindowsOptions {
   readonly onFound?: (model: string, window: number) => void;
   /** Told when a lookup failed, with why; at most once a minute for the same reason. */
   readonly onLookupFailed?: (model: string, reason: string) => void;
-}
-
-/** A lookup that got no answer to keep: asked again next time. */
-class LookupFailed extends Error {}
-
-/** What a failed discovery call says in the warning: the status or the error, never a body. */
-function lookupFailure(path: string, reply: { status: number } | Error): LookupFailed {
-  const wantsKey = !(reply instanceof Error) && (reply.status === 401 || reply.status === 403);
-  const what = reply instanceof Error ? reply.message : `answered ${reply.status}${wantsKey ? ' (it wants a key: set upstream.api_key, or send one)' : ''}`;
-  return new LookupFailed(`${path}: ${what}`);
-}
-
-/** Statuses that answer "is there a window here?" with "no": the server has no such route. */
-const NOT_SERVED: ReadonlySet<number> = new Set([404, 405, 501]);
-
-/** A `/v1/models` entry, as far as windows go. */
-interface ListedModel {
-  readonly id: unknown;
-  readonly window: number | null;
 }
 
 /** An upstream answer kept for {@link WINDOW_TTL_MS}, asked for once however many wait on it. */
@@ -123,7 +106,7 @@ export class ContextWindows {
     if (configured !== 'auto') return refused === null ? configured : Math.min(refused, configured);
     let window: number | null;
     try {
-      window = (await this.#props.get(() => this.#fromProps(headers))) ?? windowOf(await this.#models.get(() => this.#fromModels(headers)), model);
+      window = (await this.#props.get(() => propsWindow(this.#options.upstream, headers))) ?? windowOf(await this.#models.get(() => listedWindows(this.#options.upstream, headers)), model);
     } catch (error) {
       if (!(error instanceof LookupFailed)) throw error;
       this.#warnFailure(model, error.message);
@@ -157,37 +140,9 @@ export class ContextWindows {
     this.#options.onLookupFailed?.(model, reason);
   }
 
-  /** `/props`' window per slot; null when the server has no `/props` or reports none. Throws {@link LookupFailed}. */
-  async #fromProps(headers: CallHeaders | undefined): Promise<number | null> {
-    const reply = await this.#options.upstream.getJson('/props', undefined, headers).catch((error: unknown) => {
-      throw lookupFailure('/props', error instanceof Error ? error : new Error(String(error)));
-    });
-    if (NOT_SERVED.has(reply.status)) return null;
-    if (reply.status !== 200) throw lookupFailure('/props', reply);
-    return positive(numberAt(reply.body, 'default_generation_settings', 'n_ctx'));
-  }
-
-  /** The models `/v1/models` lists with their windows; empty when the server lists none. Throws {@link LookupFailed}. */
-  async #fromModels(headers: CallHeaders | undefined): Promise<readonly ListedModel[]> {
-    const reply = await this.#options.upstream.getJson('/v1/models', undefined, headers).catch((error: unknown) => {
-      throw lookupFailure('/v1/models', error instanceof Error ? error : new Error(String(error)));
-    });
-    if (NOT_SERVED.has(reply.status)) return [];
-    if (reply.status !== 200) throw lookupFailure('/v1/models', reply);
-    const data = (reply.body as { data?: unknown } | undefined)?.data;
-    if (!Array.isArray(data)) return [];
-    return data.map((entry: unknown) => ({
-      id: (entry as { id?: unknown } | null)?.id,
-      window: positive(numberAt(entry, 'meta', 'n_ctx')) ?? positive(numberAt(entry, 'meta', 'n_ctx_train')),
-    }));
-  }
 }
 
 /** The window of `model` in the upstream's list, else of its first model (llama-server serves one, whatever name is asked). */
 function windowOf(listed: readonly ListedModel[], model: string): number | null {
   return (listed.find((entry) => entry.id === model) ?? listed[0])?.window ?? null;
-}
-
-function positive(value: number | undefined): number | null {
-  return value !== undefined && value > 0 ? value : null;
 }

@@ -4,19 +4,19 @@ import { headLength } from '../transcript/groups.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
-import type { Budget } from './budget.js';
-import type { Decision } from './decide.js';
-import type { Epoch, EpochStore } from './epochs/epoch-store.js';
+import type { Decision } from './policy/decide.js';
+import type { Epoch, EpochStore } from './types.js';
 import { leased } from './epochs/lease.js';
-import type { CompactionObserver } from './observer.js';
-import { type Candidate, trustedMarks } from './plan.js';
-import { markedIndexesOf, replacementOf, truncationText } from './replacement.js';
-import { summarizedLine, truncatedLine } from './report.js';
+import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
+import { type Candidate, trustedMarks } from './policy/plan.js';
+import { markedIndexesOf, replacementOf, truncationText } from './policy/replacement.js';
+import { summarizedLine, truncatedLine } from './policy/report.js';
+import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
-import { type ChatCall, type SummaryProgress, SummaryError, summarize } from './summary/summarize.js';
+import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
+import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { CallHeaders } from './upstream-json.js';
 
 /**
  * Writes the epoch a summary or steps decision makes: the summary call (at
@@ -40,32 +40,9 @@ const TRUNCATION_TTL_MS = 5 * 60_000;
  * to conversations that are active, and a later soft-zone request of this one
  * queues a fresh summary of the longer history.
  */
-export const BACKGROUND_USEFUL_MS = 2 * 60_000;
+const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
-export interface CompactionLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
-/** What a compaction needs to know of its request. */
-export interface CompactionRequest {
-  /** The prefix hash chain of the history as the client sent it. */
-  readonly hashes: readonly string[];
-  /** Whose conversation it is: ratios are learned per tenant. */
-  readonly tenant: string;
-  /** The history after oversized results were pruned. */
-  readonly messages: ChatMessage[];
-  readonly body: Readonly<Record<string, unknown>>;
-  readonly model: string;
-  readonly budget: Budget;
-  /** The bytes/4 estimate of the request's tool definitions. */
-  readonly toolsEstimate: number;
-  /** The size of the history as the client sent it (tokens, with the learned ratio). */
-  readonly originalSize: number;
-  readonly headers: CallHeaders | undefined;
-}
-
-export type SummaryDecision = Extract<Decision, { kind: 'summarize' | 'steps' }>;
+export type SummaryDecision = Extract<Decision, { kind: 'summary' | 'steps' }>;
 
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];
@@ -127,97 +104,119 @@ export class EpochWriter {
   }
 
   async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
-    const { chat, store, ratios, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
-    const { plan, boundary, counts } = decision;
-    const { signal, onProgress, pending } = options;
+    const job = this.#jobOf(request, candidate, decision, options);
+    options.onProgress?.(`compacting ${decision.counts.old} messages`);
+    await yieldOnLongHistory(candidate.messages.length);
+    // A request within a failure's back-off tries no summary: it is no compaction of its own, unless it makes a truncation.
+    if (this.#options.backoff.has(job.conversation)) return this.#fallBack(job, { failure: 'the summary failed less than a minute ago', timedOut: false, tried: false });
+    const called = await this.#call(job);
+    if (called.kind === 'dropped') return null;
+    if (called.kind === 'failed') return this.#fallBack(job, { ...called, tried: true });
+    return this.#record(job, called.result, called.callStarted);
+  }
+
+  /** What one write works from, worked out once. */
+  #jobOf(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): WriteJob {
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
-    const ratio = ratios.get(request.model, request.tenant);
+    const ratio = this.#options.ratios.get(request.model, request.tenant);
     // The summary request sees the whole candidate (suffix mode), so the epoch is keyed by the whole history.
     const { seenLength, key } = seenWhole(request);
-    const conversation = this.conversationOf(request);
-    const started = now();
-    const sizeOfMessages = (messages: readonly ChatMessage[], withTools: boolean): number =>
-      (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio;
-    const rest = candidate.messages.slice(boundary.candidateEnd);
-    const earlierNotes = candidate.epoch?.notes ?? null;
-    // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
-    const marked = markedIndexesOf(candidate.messages, plan, boundary.candidateEnd, trustedMarks(candidate));
-    // Written from the original messages beneath a truncation, it is in use at once (it replaces the truncation);
-    // keyed by the whole history, which contains the truncation's, the lookup finds it before the truncation.
-    const stored = async (epoch: Epoch): Promise<Epoch> => {
-      await store.save(pending && options.inUse !== true ? { ...epoch, pending: true } : epoch);
-      return epoch;
+    return {
+      request,
+      candidate,
+      decision,
+      options,
+      key,
+      seenLength,
+      conversation: this.conversationOf(request),
+      started: this.#options.now(),
+      sizeOfMessages: (messages, withTools) => (estimateRequestTokens({ messages }) + (withTools ? request.toolsEstimate : 0)) * ratio,
+      rest: candidate.messages.slice(decision.boundary.candidateEnd),
+      earlierNotes: candidate.epoch?.notes ?? null,
+      // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
+      marked: markedIndexesOf(candidate.messages, decision.plan, decision.boundary.candidateEnd, trustedMarks(candidate)),
     };
+  }
 
-    onProgress?.(`compacting ${counts.old} messages`);
-    await yieldOnLongHistory(candidate.messages.length);
-    let failure: string;
-    let timedOut = false;
-    // A request within a failure's back-off tries no summary: it is no compaction of its own, unless it makes a truncation.
-    const tried = !backoff.has(conversation);
-    if (!tried) {
-      failure = 'the summary failed less than a minute ago';
-    } else {
-      // The timeout counts from the call, not from the place in line: a queue is no reason to give up.
-      let timeout: AbortSignal | undefined;
-      let callStarted = started;
-      const place = new QueuePlace(pending ? 'background' : 'foreground');
-      if (pending) this.#backgroundPlaces.set(key, place);
-      try {
-        const result = await this.#summaryCalls.use(() => {
-          const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
-          timeout = callTimeout;
-          callStarted = now();
-          return summarize(
-            {
-              body: request.body,
-              candidate: candidate.messages,
-              head: headLength(candidate.messages),
-              cut: plan.cut,
-              marked: trustedMarks(candidate),
-              earlierNotes,
-              window: request.budget.window,
-              sizeOfMessages,
-              model: config.summary.model ?? request.model,
-              maxTokens: request.budget.summaryTokens,
-              ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
-              signal: AbortSignal.any([signal, callTimeout]),
-              onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
-              // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
-              slotKey: conversation,
-            },
-            (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
-          );
-        }, place);
-        if (result === DROPPED) {
-          logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
-          return null;
-        }
-        backoff.forget(conversation);
-        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
-        const after = sizeOfMessages([...replacement, ...rest], true);
-        const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
-        logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
-        observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
-        return await stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: result.notes, strategy: plan.tier, report });
-      } catch (error) {
-        if (signal.aborted && timeout?.aborted !== true) throw error;
-        timedOut = timeout?.aborted === true;
-        failure = timedOut ? `the summary timed out after ${config.summary.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
-        backoff.note(conversation);
-        logger?.warn({ model: request.model, reason: failure }, 'summary failed');
-        observer?.summary({ milliseconds: now() - callStarted, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
-      } finally {
-        if (this.#backgroundPlaces.get(key) === place) this.#backgroundPlaces.delete(key);
+  /** The summary call: its place in line, its timeout (from the call, not from the place in line: a queue is no reason to give up), its back-off and its metrics. */
+  async #call(job: WriteJob): Promise<CallOutcome> {
+    const { chat, backoff, now, logger, observer, summaryPrompt, config } = this.#options;
+    const { request, candidate, decision, key, started } = job;
+    const { signal, onProgress, pending } = job.options;
+    let timeout: AbortSignal | undefined;
+    let callStarted = started;
+    const place = new QueuePlace(pending ? 'background' : 'foreground');
+    if (pending) this.#backgroundPlaces.set(key, place);
+    try {
+      const result = await this.#summaryCalls.use(() => {
+        const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
+        timeout = callTimeout;
+        callStarted = now();
+        return summarize(
+          {
+            body: request.body,
+            candidate: candidate.messages,
+            head: headLength(candidate.messages),
+            cut: decision.plan.cut,
+            marked: trustedMarks(candidate),
+            earlierNotes: job.earlierNotes,
+            window: request.budget.window,
+            sizeOfMessages: job.sizeOfMessages,
+            model: config.summary.model ?? request.model,
+            maxTokens: request.budget.summaryTokens,
+            ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
+            signal: AbortSignal.any([signal, callTimeout]),
+            onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
+            // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
+            slotKey: this.conversationOf(request),
+          },
+          (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
+        );
+      }, place);
+      if (result === DROPPED) {
+        logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
+        return { kind: 'dropped' };
       }
+      backoff.forget(job.conversation);
+      return { kind: 'written', result, callStarted };
+    } catch (error) {
+      if (signal.aborted && timeout?.aborted !== true) throw error;
+      const timedOut = timeout?.aborted === true;
+      const failure = timedOut ? `the summary timed out after ${config.summary.timeout_ms} ms` : error instanceof SummaryError ? error.message : String(error);
+      backoff.note(job.conversation);
+      logger?.warn({ model: request.model, reason: failure }, 'summary failed');
+      observer?.summary({ milliseconds: now() - callStarted, outcome: timedOut ? 'timeout' : 'failed', calls: error instanceof SummaryError ? error.calls : 1 });
+      return { kind: 'failed', failure, timedOut };
+    } finally {
+      if (this.#backgroundPlaces.get(key) === place) this.#backgroundPlaces.delete(key);
     }
+  }
 
-    // A background epoch that failed leaves nothing behind: the request that crosses the threshold decides.
+  /** A summary written: its epoch made, reported, counted and stored. */
+  async #record(job: WriteJob, result: SummaryResult, callStarted: number): Promise<Epoch> {
+    const { now, logger, observer } = this.#options;
+    const { request, candidate, decision, started } = job;
+    const { plan, boundary, counts } = decision;
+    const { pending } = job.options;
+    const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
+    const after = job.sizeOfMessages([...replacement, ...job.rest], true);
+    const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
+    logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
+    observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
+    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+    return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, strategy: plan.tier, report });
+  }
+
+  /** No summary (it failed, or the back-off holds it): what `on_summary_failure` says; a background epoch that failed leaves nothing behind. */
+  async #fallBack(job: WriteJob, why: { failure: string; timedOut: boolean; tried: boolean }): Promise<Epoch | null> {
+    const { now, logger, observer, config } = this.#options;
+    const { request, candidate, decision } = job;
+    const { plan, boundary, counts } = decision;
     const counted = (outcome: 'failed' | 'forwarded'): void => {
-      if (tried) observer?.compaction({ model: request.model, tier: plan.tier, outcome, tokensBefore: request.originalSize, tokensAfter: request.originalSize, pending });
+      if (why.tried) observer?.compaction({ model: request.model, tier: plan.tier, outcome, tokensBefore: request.originalSize, tokensAfter: request.originalSize, pending: job.options.pending });
     };
-    if (pending) {
+    // The request that crosses the threshold decides.
+    if (job.options.pending) {
       counted('failed');
       return null;
     }
@@ -227,29 +226,55 @@ export class EpochWriter {
         return null;
       case 'error':
         counted('failed');
-        throw new SummaryFailedError(failure, timedOut);
+        throw new SummaryFailedError(why.failure, why.timedOut);
       case 'truncate': {
-        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, truncationText(counts.old, plan.tier, earlierNotes), 'truncated');
-        const after = sizeOfMessages([...replacement, ...rest], true);
-        const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: failure });
+        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, truncationText(counts.old, plan.tier, job.earlierNotes), 'truncated');
+        const after = job.sizeOfMessages([...replacement, ...job.rest], true);
+        const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        return stored({ key, sourceLength: boundary.sourceLength, seenLength, replacement, marked, notes: earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS });
+        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS };
+        return this.#stored(job, epoch);
       }
     }
   }
+
+  /**
+   * Saved, pending when computed in the background. Written from the original messages beneath a truncation, it is in
+   * use at once (it replaces the truncation); keyed by the whole history, which contains the truncation's, the lookup
+   * finds it before the truncation.
+   */
+  async #stored(job: WriteJob, epoch: Epoch): Promise<Epoch> {
+    const { pending, inUse } = job.options;
+    await this.#options.store.save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
+    return epoch;
+  }
 }
 
-/**
- * What a summary epoch of this request is written from, and so keyed by: the
- * whole history (a suffix-mode request is the whole candidate, a prefix of
- * what the upstream's slot holds; the epoch in use it starts from was itself
- * written from a prefix of this history). Also its single-flight key.
- */
-export function seenWhole(request: Pick<CompactionRequest, 'hashes' | 'messages'>): { seenLength: number; key: string } {
-  const seenLength = request.messages.length;
-  return { seenLength, key: request.hashes[seenLength]! };
+/** What one write works from. */
+interface WriteJob {
+  readonly request: CompactionRequest;
+  readonly candidate: Candidate;
+  readonly decision: SummaryDecision;
+  readonly options: WriteOptions;
+  /** The epoch's key: the whole history its summary sees. */
+  readonly key: string;
+  readonly seenLength: number;
+  /** What a failure's back-off is kept by. */
+  readonly conversation: string;
+  readonly started: number;
+  /** Size in real tokens of messages, with the ratio as learned when the write began. */
+  readonly sizeOfMessages: (messages: readonly ChatMessage[], withTools: boolean) => number;
+  /** The candidate's messages after the cut's boundary: forwarded after the replacement. */
+  readonly rest: readonly ChatMessage[];
+  readonly earlierNotes: string | null;
+  readonly marked: number[];
 }
+
+type CallOutcome =
+  | { readonly kind: 'written'; readonly result: SummaryResult; readonly callStarted: number }
+  | { readonly kind: 'dropped' }
+  | { readonly kind: 'failed'; readonly failure: string; readonly timedOut: boolean };
 
 function progressLine(progress: SummaryProgress): string {
   const chunk = progress.chunks > 1 ? ` (chunk ${progress.chunk}/${progress.chunks})` : '';

@@ -1,11 +1,11 @@
-import { type CallHeaders, numberAt, type UpstreamJson } from './upstream-json.js';
+import type { UpstreamJson } from '../upstream/json-surface.js';
+import { inputTokensCount, templateCount } from '../upstream/count.js';
+import type { CallHeaders } from './ports.js';
 
 /**
  * Exact prompt token counts, asked only near a threshold where a wrong guess
- * costs a 400 or a needless summary: llama-server's
- * `POST /v1/chat/completions/input_tokens` (the same body, answered with
- * `{"input_tokens": N}`), else `POST /apply-template` then `POST /tokenize`
- * with `add_special: true`. A way the upstream does not offer is not asked
+ * costs a 400 or a needless summary (the two ways to ask are
+ * upstream/count.ts's). A way the upstream does not offer is not asked
  * again for a while.
  */
 
@@ -37,31 +37,11 @@ export class ExactCounter {
 
   async #inputTokens(body: Readonly<Record<string, unknown>>, signal?: AbortSignal, headers?: CallHeaders): Promise<number | null> {
     if (!this.#available('input_tokens')) return null;
-    try {
-      const reply = await this.#upstream.postJson('/v1/chat/completions/input_tokens', { ...body, stream: false }, signal, headers);
-      this.#unsupported('input_tokens', reply.status);
-      return reply.status === 200 ? (numberAt(reply.body, 'input_tokens') ?? null) : null;
-    } catch {
-      return null;
-    }
+    return inputTokensCount(this.#upstream, body, signal, headers, (status) => this.#unsupported('input_tokens', status)).catch(() => null);
   }
 
   async #templateAndTokenize(body: Readonly<Record<string, unknown>>, signal?: AbortSignal, headers?: CallHeaders): Promise<number | null> {
     if (!this.#available('tokenize')) return null;
-    try {
-      const template: Record<string, unknown> = { messages: body['messages'] };
-      if (body['tools'] !== undefined) template['tools'] = body['tools'];
-      if (body['chat_template_kwargs'] !== undefined) template['chat_template_kwargs'] = body['chat_template_kwargs'];
-      const applied = await this.#upstream.postJson('/apply-template', template, signal, headers);
-      this.#unsupported('tokenize', applied.status);
-      const prompt = (applied.body as { prompt?: unknown } | undefined)?.prompt;
-      if (applied.status !== 200 || typeof prompt !== 'string') return null;
-      const tokenized = await this.#upstream.postJson('/tokenize', { content: prompt, add_special: true }, signal, headers);
-      this.#unsupported('tokenize', tokenized.status);
-      const tokens = (tokenized.body as { tokens?: unknown } | undefined)?.tokens;
-      return tokenized.status === 200 && Array.isArray(tokens) ? tokens.length : null;
-    } catch {
-      return null;
-    }
+    return templateCount(this.#upstream, body, signal, headers, (status) => this.#unsupported('tokenize', status)).catch(() => null);
   }
 }

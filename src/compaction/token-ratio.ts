@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { LEARNING_WEIGHT, type UnsharedMeasures } from './types.js';
 
 /**
  * Per tenant and model, how many real tokens the upstream counts for one
@@ -15,9 +16,6 @@ import { LRUCache } from 'lru-cache';
  * fresh proxy should err towards compacting a little early, never late.
  */
 export const INITIAL_TOKEN_RATIO = 1.25;
-
-/** Weight of a new measure: a few requests are enough to follow a change of model, one odd request is not. */
-export const LEARNING_WEIGHT = 0.3;
 
 /**
  * Measures kept per (tenant, model) until they are shared (a shared store
@@ -40,13 +38,6 @@ export const RATIOS_REMEMBERED = 1024;
 
 /** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
 const RATIO_RANGE = { min: 0.5, max: 4 } as const;
-
-/** A (tenant, model) pair's measures not yet given to the shared store. */
-export interface UnsharedMeasures {
-  /** The pair's name in the store: see {@link sharedRatioName}. */
-  readonly name: string;
-  readonly samples: readonly number[];
-}
 
 export class TokenRatios {
   readonly #ratios = new LRUCache<string, number>({ max: RATIOS_REMEMBERED });

@@ -1,5 +1,5 @@
 import type { ContextWindowsOptions } from './context-window.js';
-import type { CompactionLogger } from './epoch-writer.js';
+import type { CompactionLogger } from './ports.js';
 import { perModel } from './per-model.js';
 
 /**
@@ -13,7 +13,7 @@ import { perModel } from './per-model.js';
  * answer's quarter and the fixed part of an agent (8k–20k tokens of system
  * prompt and tools) leave few turns raw, so the operator is told once.
  */
-export const SMALL_WINDOW_TOKENS = 4096;
+const SMALL_WINDOW_TOKENS = 4096;
 
 type Notices = Pick<ContextWindowsOptions, 'onFound' | 'onUnknown' | 'onLookupFailed'>;
 

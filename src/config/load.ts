@@ -193,25 +193,9 @@ function readDocument(file: string, readFile: (path: string) => string): { docum
 export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   const { argv = [], env = {}, readFile = (path: string) => readFileSync(path, 'utf8') } = options;
 
-  let flags: Record<string, string | boolean | undefined>;
-  try {
-    flags = parseArgs({
-      args: [...argv],
-      options: {
-        config: { type: 'string' },
-        ...Object.fromEntries(Object.keys(FLAG_OVERRIDES).map((name) => [name, { type: 'string' as const }])),
-        'print-config': { type: 'boolean' },
-        observe: { type: 'boolean' },
-        version: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (error) {
-    return { ok: false, errors: [error instanceof Error ? error.message : String(error), USAGE] };
-  }
-
+  const parsed = parseFlags(argv);
+  if (!parsed.ok) return { ok: false, errors: parsed.errors };
+  const flags = parsed.values;
   const help = flags['help'] === true;
   const version = flags['version'] === true;
   const printConfig = flags['print-config'] === true;
@@ -228,25 +212,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
   const unknownVariables = unknownEnvironmentVariables(env, ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)]);
   if (unknownVariables.length > 0) return { ok: false, errors: unknownVariables };
 
-  const sources = new Map<string, string>();
-  for (const [name, override] of Object.entries(ENVIRONMENT_OVERRIDES)) {
-    const text = env[name];
-    if (text === undefined || text === '') continue;
-    setPath(document, override.path, overrideValue(override, text));
-    sources.set(formatPath(override.path), name);
-  }
-  for (const [name, override] of Object.entries(FLAG_OVERRIDES)) {
-    const text = flags[name];
-    if (typeof text !== 'string') continue;
-    setPath(document, override.path, overrideValue(override, text));
-    sources.set(formatPath(override.path), `--${name}`);
-  }
-
-  // A switch, not a value: `--observe` is `compaction.mode: observe`.
-  if (flags['observe'] === true) {
-    setPath(document, ['compaction', 'mode'], 'observe');
-    sources.set('compaction.mode', '--observe');
-  }
+  const sources = applyOverrides(document, env, flags);
 
   const result = parseConfig(document);
   if (result.ok) {
@@ -288,4 +254,50 @@ export function printableConfig(config: Config): string {
     cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrl(config.cache.redis.url) } },
   };
   return stringify(masked);
+}
+
+/** The command line's flags, or why they cannot be read (with the usage). */
+function parseFlags(argv: readonly string[]): { ok: true; values: Record<string, string | boolean | undefined> } | { ok: false; errors: string[] } {
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: {
+        config: { type: 'string' },
+        ...Object.fromEntries(Object.keys(FLAG_OVERRIDES).map((name) => [name, { type: 'string' as const }])),
+        'print-config': { type: 'boolean' },
+        observe: { type: 'boolean' },
+        version: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+    return { ok: true, values };
+  } catch (error) {
+    return { ok: false, errors: [error instanceof Error ? error.message : String(error), USAGE] };
+  }
+}
+
+/** Sets the environment's and the flags' values into the document (flags win); returns where each path's value came from, for the errors. */
+function applyOverrides(document: RawDocument, env: Readonly<Record<string, string | undefined>>, flags: Readonly<Record<string, string | boolean | undefined>>): Map<string, string> {
+  const sources = new Map<string, string>();
+  for (const [name, override] of Object.entries(ENVIRONMENT_OVERRIDES)) {
+    const text = env[name];
+    if (text === undefined || text === '') continue;
+    setPath(document, override.path, overrideValue(override, text));
+    sources.set(formatPath(override.path), name);
+  }
+  for (const [name, override] of Object.entries(FLAG_OVERRIDES)) {
+    const text = flags[name];
+    if (typeof text !== 'string') continue;
+    setPath(document, override.path, overrideValue(override, text));
+    sources.set(formatPath(override.path), `--${name}`);
+  }
+
+  // A switch, not a value: `--observe` is `compaction.mode: observe`.
+  if (flags['observe'] === true) {
+    setPath(document, ['compaction', 'mode'], 'observe');
+    sources.set('compaction.mode', '--observe');
+  }
+  return sources;
 }

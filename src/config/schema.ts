@@ -32,9 +32,9 @@ export type ModelConfig = z.infer<typeof ModelSchema>;
 
 const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: 1024 };
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** `json` for machines (log collectors), `pretty` for a person at a terminal. */
-export const LOG_FORMATS = ['json', 'pretty'] as const;
+const LOG_FORMATS = ['json', 'pretty'] as const;
 
 export const ConfigSchema = z
   .strictObject({

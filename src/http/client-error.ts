@@ -1,6 +1,6 @@
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
-import { InvalidRequestError, ProxyError } from '../errors.js';
+import { HeadersTooLargeError, InvalidRequestError, type ProxyError, RequestTimeoutError } from '../errors.js';
 
 /**
  * Answers what Node's HTTP parser refuses before any route runs (a header
@@ -13,14 +13,9 @@ import { InvalidRequestError, ProxyError } from '../errors.js';
 function errorFor(code: string | undefined): ProxyError {
   switch (code) {
     case 'HPE_HEADER_OVERFLOW':
-      return new ProxyError({
-        status: 431,
-        type: 'invalid_request_error',
-        code: 'headers_too_large',
-        message: `the request headers are larger than ${maxHeaderSize} bytes`,
-      });
+      return new HeadersTooLargeError(maxHeaderSize);
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return new ProxyError({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'the request took too long to arrive' });
+      return new RequestTimeoutError();
     default:
       return new InvalidRequestError({ code: 'invalid_request', message: 'the request is not valid HTTP/1.1' });
   }

@@ -66,7 +66,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
   if (engine === null || !config.compaction.enabled) {
     return { object: 'compaction', messages: pairs.body.messages, report: pairs.report ?? 'compaction is off', tokens: { before, after: tokensOf(pairs.body.messages) }, epoch: 'none' };
   }
-  const prepared = await engine.prepare({
+  const prepared = await engine.compact({
     request: chatRequestView(pairs.body, read.maxOutputTokens),
     tenant,
     signal,

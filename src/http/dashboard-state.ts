@@ -1,6 +1,6 @@
-import { budgetOf } from '../compaction/budget.js';
+import { budgetOf } from '../compaction/policy/budget.js';
 import type { Config } from '../config/schema.js';
-import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
+import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
 import { isRealUserMessage } from '../transcript/groups.js';

@@ -1,5 +1,5 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { CompactionEvent } from '../compaction/observer.js';
+import type { CompactionEvent } from '../compaction/ports.js';
 
 /** What the metrics (metrics.ts) are measured in: histogram buckets, the bounded model label, the engine's words as labels, the process registry. */
 

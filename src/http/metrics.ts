@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/observer.js';
+import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { RouteKind } from './request-record.js';
 import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BUCKETS, TOKEN_BUCKETS, UPSTREAM_SECONDS_BUCKETS, compactionLabels, processMetrics } from './metric-scales.js';

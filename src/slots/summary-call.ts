@@ -1,4 +1,4 @@
-import type { ChatCall } from '../compaction/summary/summarize.js';
+import type { ChatCall } from '../compaction/ports.js';
 import type { SlotRouter } from './slot-router.js';
 
 /**

@@ -56,8 +56,8 @@ function takeOpen(block: Block, id: string): boolean {
   return true;
 }
 
-/** One linear pass that classifies every tool message and every call. */
-function analyse(messages: readonly ChatMessage[]): Analysis {
+/** The blocks of a history: each message with tool calls, and the run of tool messages right after it. */
+function blocksOf(messages: readonly ChatMessage[]): { blocks: Block[]; blockOfRun: Map<number, Block> } {
   const blocks: Block[] = [];
   const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
   for (let index = 0; index < messages.length; index++) {
@@ -71,6 +71,12 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
     blocks.push(block);
     for (let toolIndex = index + 1; toolIndex < runEnd; toolIndex++) blockOfRun.set(toolIndex, block);
   }
+  return { blocks, blockOfRun };
+}
+
+/** One linear pass that classifies every tool message and every call. */
+function analyse(messages: readonly ChatMessage[]): Analysis {
+  const { blocks, blockOfRun } = blocksOf(messages);
 
   // Pass 1: results in their proper place answer their block's open calls.
   const strays: number[] = [];
@@ -83,6 +89,23 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
 
   // Pass 2: a stray result belongs to the nearest block (before it, else after it)
   // with that call still open; failing that it repeats an answered call, or answers none.
+  const problems = placeStrays(messages, blocks, strays);
+
+  for (const block of blocks) {
+    const stillOpen = new Map(block.open);
+    for (const id of block.callIds) {
+      const left = stillOpen.get(id) ?? 0;
+      if (left === 0) continue;
+      stillOpen.set(id, left - 1);
+      problems.push({ index: block.start, kind: 'missing', toolCallId: id });
+    }
+  }
+  problems.sort((a, b) => a.index - b.index);
+  return { problems, blocks, displaced: new Set<number>(strays) };
+}
+
+/** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
+function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): PairProblem[] {
   const blocksByCallId = new Map<string, Block[]>();
   for (const block of blocks) {
     for (const id of block.callIds) {
@@ -92,7 +115,6 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
     }
   }
   const problems: PairProblem[] = [];
-  const displaced = new Set<number>(strays);
   for (const index of strays) {
     const toolCallId = callIdOf(messages[index]!);
     const candidates = blocksByCallId.get(toolCallId);
@@ -110,18 +132,7 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
       problems.push({ index, kind: 'duplicate', toolCallId });
     }
   }
-
-  for (const block of blocks) {
-    const stillOpen = new Map(block.open);
-    for (const id of block.callIds) {
-      const left = stillOpen.get(id) ?? 0;
-      if (left === 0) continue;
-      stillOpen.set(id, left - 1);
-      problems.push({ index: block.start, kind: 'missing', toolCallId: id });
-    }
-  }
-  problems.sort((a, b) => a.index - b.index);
-  return { problems, blocks, displaced };
+  return problems;
 }
 
 /**

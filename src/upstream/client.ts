@@ -3,7 +3,7 @@ import { type Dispatcher, Pool, buildConnector } from 'undici';
 import type { AbortEmitter } from './exchange-abort.js';
 import { toUpstreamError } from './failure.js';
 import { type Health, HEALTH_TIMEOUT_MS, checkHealth } from './health.js';
-import { type CallOptions, type JsonObject, type Sender, asCompletion, callJson } from './json-call.js';
+import { type CallOptions, type JsonAnswer, type JsonObject, type Sender, answerJson, asCompletion, callJson } from './json-call.js';
 import { skipContinueResponses } from './skip-continue.js';
 
 export type { CallOptions, JsonObject } from './json-call.js';
@@ -125,9 +125,9 @@ export class UpstreamClient implements Sender {
     return this.#pool.request({ ...options, path: this.#basePath + options.path });
   }
 
-  /** See json-call.ts: a JSON request whose JSON answer is read whole (summaries, /props, /tokenize). */
-  callJson(method: 'GET' | 'POST', path: string, body: unknown, options?: CallOptions): Promise<unknown> {
-    return callJson(this, method, path, body, options);
+  /** See json-call.ts: a JSON request whose JSON answer is read whole, as a typed answer (an error status is a value, not a throw). */
+  answerJson(method: 'GET' | 'POST', path: string, body: unknown, options?: CallOptions): Promise<JsonAnswer> {
+    return answerJson(this, method, path, body, options);
   }
 
   /** `GET path` with a JSON answer (`/props`, `/v1/models`). */

@@ -9,7 +9,8 @@ import { isJsonMediaType, mediaTypeOf } from './media-type.js';
  * compactor's own JSON calls to the upstream (summaries, /props, /tokenize):
  * a JSON request whose JSON answer is read whole. Sending (`callJson`: the
  * request, its deadline, reading the body) is kept apart from interpreting
- * the answer (`interpretJsonAnswer`: status, media type, parse), as the
+ * the answer (`jsonAnswerOf`: status, media type, parse, into a typed
+ * answer), as the
  * Vercel AI SDK's `postToApi` keeps the call apart from its response
  * handlers.
  */
@@ -50,11 +51,16 @@ const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
  * `UpstreamUnreachableError` when there is none.
  */
 export async function callJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<unknown> {
-  return interpretJsonAnswer(await sendJson(sender, method, path, body, options), path);
+  return bodyOrThrow(await answerJson(sender, method, path, body, options), path);
+}
+
+/** Sends the call and resolves with its {@link JsonAnswer}; rejects only when there is no answer (`UpstreamTimeoutError`, `UpstreamUnreachableError`, a body past `maxBytes`). */
+export async function answerJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<JsonAnswer> {
+  return jsonAnswerOf(await sendJson(sender, method, path, body, options));
 }
 
 /** The sending half: the request made, the answer read whole (bounded), failures mapped to ProxyErrors. */
-export async function sendJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<RawAnswer> {
+async function sendJson(sender: Sender, method: 'GET' | 'POST', path: string, body: unknown, options: CallOptions = {}): Promise<RawAnswer> {
   const { signal, timeoutMs, headers = {}, maxBytes = DEFAULT_MAX_RESPONSE_BYTES } = options;
   const deadline = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const combined = signal !== undefined && deadline !== undefined ? AbortSignal.any([signal, deadline]) : (signal ?? deadline);
@@ -88,8 +94,19 @@ export async function sendJson(sender: Sender, method: 'GET' | 'POST', path: str
   }
 }
 
-/** The interpreting half: an error status, a body that is not JSON, or the parsed body. */
-export function interpretJsonAnswer(answer: RawAnswer, path: string): unknown {
+/**
+ * What an upstream JSON answer is: the parsed body (`ok`), an error status
+ * with its body when that was JSON (`status`), or a success whose body is
+ * not JSON (`not-json`). A value, not a throw: a caller that reads a status
+ * (a 404 from a server without `/props`) reads it without catching.
+ */
+export type JsonAnswer =
+  | { readonly kind: 'ok'; readonly status: number; readonly body: unknown }
+  | { readonly kind: 'status'; readonly status: number; readonly body: unknown; readonly retryAfter: string | undefined }
+  | { readonly kind: 'not-json'; readonly status: number };
+
+/** The interpreting half: reads the status, the media type and the body into a {@link JsonAnswer}. */
+export function jsonAnswerOf(answer: RawAnswer): JsonAnswer {
   const isJson = isJsonMediaType(mediaTypeOf(answer.headers['content-type']));
   let parsed: unknown;
   let parseFailed = !isJson;
@@ -102,16 +119,26 @@ export function interpretJsonAnswer(answer: RawAnswer, path: string): unknown {
   }
   if (answer.status >= 400) {
     const retryAfter = answer.headers['retry-after'];
-    throw new UpstreamStatusError({
-      status: answer.status,
-      body: parseFailed ? undefined : parsed,
-      ...(typeof retryAfter === 'string' ? { headers: { 'retry-after': retryAfter } } : {}),
-    });
+    return { kind: 'status', status: answer.status, body: parseFailed ? undefined : parsed, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined };
   }
-  if (parseFailed) {
-    throw new UpstreamBadResponseError({ message: `the upstream answered ${path} with a body that is not JSON` });
+  if (parseFailed) return { kind: 'not-json', status: answer.status };
+  return { kind: 'ok', status: answer.status, body: parsed };
+}
+
+/** The parsed body of an `ok` answer; else the error it means: `UpstreamStatusError` for an error status, `UpstreamBadResponseError` for a body that is not JSON. */
+export function bodyOrThrow(answer: JsonAnswer, path: string): unknown {
+  switch (answer.kind) {
+    case 'ok':
+      return answer.body;
+    case 'status':
+      throw new UpstreamStatusError({
+        status: answer.status,
+        body: answer.body,
+        ...(answer.retryAfter === undefined ? {} : { headers: { 'retry-after': answer.retryAfter } }),
+      });
+    case 'not-json':
+      throw new UpstreamBadResponseError({ message: `the upstream answered ${path} with a body that is not JSON` });
   }
-  return parsed;
 }
 
 export type JsonObject = Record<string, unknown>;

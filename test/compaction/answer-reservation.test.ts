@@ -22,7 +22,7 @@ function promptOf(tokens: number): ChatMessage[] {
 async function prepared(window: number, messages: ChatMessage[], extra: Record<string, unknown>, models: Record<string, unknown> = {}) {
   const { compactor, summarizer } = compactorWith({ models: { '*': { context_window: window, ...models } } });
   const result = await compactor
-    .prepare({ request: chatRequestView({ model: 'm', messages, ...extra }), tenant: '', signal: new AbortController().signal })
+    .compact({ request: chatRequestView({ model: 'm', messages, ...extra }), tenant: '', signal: new AbortController().signal })
     .catch((error: unknown) => error);
   return { result, summarizer };
 }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { budgetOf } from '../../src/compaction/budget.js';
-import { type CandidateSizes, MAX_WAITS, decide, decisionSettingsOf } from '../../src/compaction/decide.js';
-import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
-import { candidateOf } from '../../src/compaction/plan.js';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { type CandidateSizes, MAX_WAITS, decide, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
+import type { Epoch } from '../../src/compaction/types.js';
+import { candidateOf } from '../../src/compaction/policy/plan.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { conversation } from '../support/conversation.js';
 import { configWith } from '../support/compaction.js';
@@ -33,13 +33,13 @@ describe('decide', () => {
 
   it(`waits for a running summary of the conversation, at most ${MAX_WAITS} times`, () => {
     expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true }, settings)).toEqual({ kind: 'wait' });
-    expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true, attempt: MAX_WAITS }, settings).kind).toBe('summarize');
+    expect(decide(candidate, sized(messages, 6500), budget, { ...idle, running: true, attempt: MAX_WAITS }, settings).kind).toBe('summary');
   });
 
   it('summarizes a crossed history with the boundary and counts to act on', () => {
     const decision = decide(candidate, sized(messages, 6500), budget, idle, settings);
-    expect(decision.kind).toBe('summarize');
-    if (decision.kind !== 'summarize') return;
+    expect(decision.kind).toBe('summary');
+    if (decision.kind !== 'summary') return;
     expect(decision.boundary).toEqual({ candidateEnd: decision.plan.cut, sourceLength: decision.plan.cut });
     expect(decision.counts).toEqual({ old: decision.plan.cut - 1, kept: messages.length - decision.plan.cut });
   });

@@ -20,7 +20,7 @@ const CROSSING_TURNS = 20;
 const body = (messages: ChatMessage[], extra: Record<string, unknown> = {}) => ({ model: 'm', messages, ...extra });
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], tenant = '', extra: Record<string, unknown> = {}) {
-  return compactor.prepare({ request: chatRequestView(body(messages, extra)), tenant, signal: new AbortController().signal });
+  return compactor.compact({ request: chatRequestView(body(messages, extra)), tenant, signal: new AbortController().signal });
 }
 
 /** The history after the assistant answers the last turn and the next turn's user message arrives. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { budgetOf } from '../../src/compaction/budget.js';
-import { skipsLookup } from '../../src/compaction/decide.js';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { skipsLookup } from '../../src/compaction/policy/decide.js';
 import { INITIAL_TOKEN_RATIO } from '../../src/compaction/token-ratio.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
@@ -23,7 +23,7 @@ describe('CompactionEngine.prepare fast path', () => {
     const messages = conversation({ turns: 3 });
     expect(skipsLookup(sizeOf(messages), messages.length, budget, settings)).toBe(true);
     const { compactor } = compactorWith();
-    const prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal });
+    const prepared = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal });
     expect(prepared.messages).toBe(messages);
   });
 

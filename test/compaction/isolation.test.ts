@@ -17,7 +17,7 @@ type Engine = ReturnType<typeof compactorWith>['compactor'];
 const body = (messages: ChatMessage[]) => ({ model: 'm', messages });
 
 function prepare(compactor: Engine, messages: ChatMessage[], tenant: string, authorization?: string) {
-  return compactor.prepare({
+  return compactor.compact({
     request: chatRequestView(body(messages)),
     tenant,
     signal: new AbortController().signal,

@@ -25,7 +25,7 @@ function spoofed(): ChatMessage[] {
 }
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
+  return compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 }
 
 const lastText = (body: Record<string, unknown>): string => {

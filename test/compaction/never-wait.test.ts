@@ -19,7 +19,7 @@ const SOFT_TURNS = 14;
 const CROSSING_TURNS = 20;
 
 const prepare = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) =>
-  compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
+  compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
 
 /** A conversation of its own: a different system message gives it a different prefix. */
 const conversationNumber = (number: number, turns: number) => conversation({ turns, system: `You are coding agent number ${number}.` });

@@ -16,9 +16,9 @@ import {
   type Candidate,
   type CompactionSettings,
   type Sizes,
-} from '../../src/compaction/plan.js';
-import type { Epoch } from '../../src/compaction/epochs/epoch-store.js';
-import { replacementOf } from '../../src/compaction/replacement.js';
+} from '../../src/compaction/policy/plan.js';
+import type { Epoch } from '../../src/compaction/types.js';
+import { replacementOf } from '../../src/compaction/policy/replacement.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
 
 const settings: CompactionSettings = {

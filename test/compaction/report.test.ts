@@ -6,7 +6,7 @@ import {
   reusedLine,
   summarizedLine,
   truncatedLine,
-} from '../../src/compaction/report.js';
+} from '../../src/compaction/policy/report.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;

@@ -333,12 +333,12 @@ describe('the planner seam', () => {
 
   it("a planner's ProxyError becomes the answer, and nothing goes upstream", async () => {
     const planner: ChatPlanner = async () => {
-      throw new InvalidRequestError({ code: 'context_length_exceeded', message: 'too long', param: 'messages' });
+      throw new InvalidRequestError({ code: 'invalid_body', message: 'too long', param: 'messages' });
     };
     const { app } = await start({ deps: { planner } });
     const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody });
     expect(response.statusCode).toBe(400);
-    expect(response.json()).toEqual({ error: { message: 'too long', type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+    expect(response.json()).toEqual({ error: { message: 'too long', type: 'invalid_request_error', param: 'messages', code: 'invalid_body' } });
     expect(upstream.requests).toHaveLength(0);
   });
 

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import { truncatedLine } from '../../src/compaction/report.js';
+import { truncatedLine } from '../../src/compaction/policy/report.js';
 import { headerText } from '../../src/http/headers.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 

@@ -440,7 +440,7 @@ describe('a summarizer down for long', () => {
     summarizer.failures = Number.MAX_SAFE_INTEGER;
     const prepare = (agent: number) => {
       const messages = conversation({ turns: 20, system: `agent ${agent}` });
-      return compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
+      return compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
     };
     for (let agent = 0; agent < 50; agent++) expect((await prepare(agent)).report).toMatch(/^truncated /);
     expect(compactor.backoff.size).toBe(50);

@@ -283,7 +283,7 @@ async function checkCompaction(testCase: CompactionCase): Promise<string> {
   summarizer.answer = () => ({ choices: [{ message: { role: 'assistant', content: `NOTES ${'n'.repeat(Math.max(0, Math.min(notesChars, summaryMaxTokens * 4 - 6)))}` } }] });
   let prepared;
   try {
-    prepared = await compactor.prepare({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
+    prepared = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
   } catch (error) {
     // The only refusals: it cannot fit, or it must not forward a failed summary.
     const allowed = error instanceof ContextLengthExceededError || (error instanceof SummaryFailedError && onFailure === 'error');

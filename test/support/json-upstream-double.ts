@@ -1,4 +1,5 @@
-import type { CallHeaders, JsonReply, UpstreamJson } from '../../src/compaction/upstream-json.js';
+import type { JsonReply, UpstreamJson } from '../../src/upstream/json-surface.js';
+import type { CallHeaders } from '../../src/compaction/ports.js';
 
 /** What a route answers: a reply, an error to throw, or a function of the request body (and headers). */
 export type JsonRoute = JsonReply | Error | ((body: unknown, headers: CallHeaders | undefined) => JsonReply | Promise<JsonReply>);

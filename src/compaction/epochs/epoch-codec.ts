@@ -1,5 +1,5 @@
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import type { Epoch } from './epoch-store.js';
+import type { Epoch } from '../types.js';
 
 /**
  * An epoch as a shared store holds it: one flag byte the store's lookup
@@ -21,7 +21,7 @@ const DEFLATE_FROM_BYTES = 512;
 
 export type EpochFlag = 'u' | 'f' | 'p';
 
-export function flagOf(epoch: Epoch): EpochFlag {
+function flagOf(epoch: Epoch): EpochFlag {
   if (epoch.pending === true) return 'p';
   return epoch.expiresAt === undefined ? 'u' : 'f';
 }

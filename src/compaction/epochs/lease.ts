@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Epoch, EpochStore } from './epoch-store.js';
+import type { Epoch, EpochStore } from '../types.js';
 
 /**
  * Cross-replica single flight: the epoch of one key is computed by one
@@ -16,10 +16,10 @@ import type { Epoch, EpochStore } from './epoch-store.js';
  * this long after its last renewal. Renewed every third of it, so two lost
  * renewals in a row (a slow store) do not lose it.
  */
-export const LEASE_MS = 10_000;
+const LEASE_MS = 10_000;
 
 /** How often a waiting replica looks for the epoch: a summary takes seconds, so a quarter second adds little to the wait. */
-export const LEASE_POLL_MS = 250;
+const LEASE_POLL_MS = 250;
 
 export interface LeasedOptions {
   readonly signal: AbortSignal;

@@ -1,4 +1,4 @@
-import type { Epoch, EpochLookup } from './epoch-store.js';
+import type { Epoch, EpochLookup } from '../types.js';
 
 /**
  * Finding a history's epochs by its prefix hashes (`hashes[i]` names the

@@ -46,7 +46,7 @@ function digest(...parts: string[]): string {
 }
 
 /** The tenant of a client that sent no credential: never a digest's text, so distinct from every credential's. */
-export const NO_CREDENTIAL_TENANT = '';
+const NO_CREDENTIAL_TENANT = '';
 
 /**
  * A short, stable, non-reversible name for the client's whole credential:

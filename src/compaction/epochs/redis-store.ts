@@ -5,18 +5,17 @@ import type { Redis as RedisClient } from 'ioredis';
 // ioredis is loaded only when a Redis store is configured: the default memory store starts ~90 ms sooner
 // without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
 const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
-import type { CompactionLogger } from '../epoch-writer.js';
+import type { CompactionLogger } from '../ports.js';
 import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
-import { LEARNING_WEIGHT, type UnsharedMeasures } from '../token-ratio.js';
-import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore, SharedReads } from './epoch-store.js';
+import type { MemoryEpochStore } from './epoch-store.js';
+import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
+import { type Epoch, LEARNING_WEIGHT, type SharedReads, type UnsharedMeasures } from '../types.js';
 
 /**
  * Epochs in Redis (≥ 7) or Valkey, shared by every replica, with this
- * process's memory store behind it: every epoch saved or found is kept there
- * too, so when Redis is down, slow or flushed the replica goes on with what
- * it knows (warned once per outage, counted), and a conversation it served
- * keeps its forwarded prefix. No call ever fails a request: a command that
- * errs or takes longer than `timeoutMs` is answered from memory.
+ * process's memory store behind it (memory-fallback.ts: when Redis is down,
+ * slow or flushed the replica goes on with what it knows). A command that
+ * errs or takes longer than `timeoutMs` is a fault, answered from memory.
  *
  * Keys: `<prefix>epoch:<prefix hash>` (the encoded epoch, see epoch-codec.ts)
  * and `<prefix>lease:<prefix hash>` (the token of the replica computing it).
@@ -28,8 +27,6 @@ import type { Epoch, EpochLease, EpochLookup, EpochStore, MemoryEpochStore, Shar
  * NUL model>` (the learned token ratio: each replica sends its measures every
  * few seconds, merged in order into one moving average by a script) and
  * `<prefix>backoff:<conversation>` (set for a minute when its summary failed).
- *
- * Over 200 lines: the scripts sit with the calls that run them.
  */
 
 // KEYS: the ratio and back-off keys when ARGV[2] is 2, then the history's epoch keys, longest prefix first;
@@ -83,8 +80,6 @@ const RECONNECT_MAX_MS = 2_000;
 /** A connection attempt that takes longer than this has failed: requests meanwhile use memory anyway. */
 const CONNECT_TIMEOUT_MS = 2_000;
 
-type StoreOperation = 'lookup' | 'load' | 'save' | 'lease' | 'ratio' | 'backoff';
-
 export interface RedisEpochStoreOptions {
   /** `redis://[:password@]host:port[/db]` or `rediss://…` (TLS). */
   readonly url: string;
@@ -107,18 +102,20 @@ interface ScriptedRedis extends RedisClient {
   epochLeaseRelease(key: string, token: string): Promise<number>;
 }
 
-export class RedisEpochStore implements EpochStore {
+/** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
+export class RedisEpochStore extends MemoryFallbackStore {
+  constructor(options: RedisEpochStoreOptions) {
+    super(new RedisEpochs(options), { ...options, name: 'redis' });
+  }
+}
+
+/** The Redis commands alone: each resolves with Redis's answer or rejects. */
+class RedisEpochs implements SharedEpochs {
   readonly #redis: ScriptedRedis;
-  readonly #memory: MemoryEpochStore;
   readonly #options: RedisEpochStoreOptions;
-  readonly #now: () => number;
-  /** Whether the last command failed: the outage is warned once, and its end said once. */
-  #faulty = false;
 
   constructor(options: RedisEpochStoreOptions) {
     this.#options = options;
-    this.#memory = options.memory;
-    this.#now = options.now ?? Date.now;
     const { Redis } = loadIoredis();
     this.#redis = new Redis(options.url, {
       // Fail at once while disconnected rather than queue: the request goes on with memory.
@@ -137,80 +134,55 @@ export class RedisEpochStore implements EpochStore {
     }) as ScriptedRedis;
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
     this.#redis.on('error', () => undefined);
-    this.#redis.on('ready', () => this.#recovered());
   }
 
-  /** Epochs held in this process's memory (Redis counts its own: `DBSIZE`). */
-  get size(): number {
-    return this.#memory.size;
+  get ready(): boolean {
+    return this.#redis.status === 'ready';
   }
 
-  /** Whether the replica is working from memory now (Redis down, or its last command failed). */
-  get degraded(): boolean {
-    return this.#faulty || this.#redis.status !== 'ready';
+  onReady(listener: () => void): void {
+    this.#redis.on('ready', listener);
   }
 
-  async lookup(hashes: readonly string[], shared?: SharedReads): Promise<EpochLookup> {
-    const local = await this.#memory.lookup(hashes);
+  async lookup(hashes: readonly string[], shared?: SharedReads): Promise<SharedLookup> {
     const keys: string[] = shared === undefined ? [] : [this.#ratioKey(shared.ratio), this.#backoffKey(shared.conversation)];
     const sharedKeys = keys.length;
     for (let index = hashes.length - 1; index > 0; index--) keys.push(this.#epochKey(hashes[index]!));
-    const reply = await this.#call('lookup', () => this.#redis.epochLookupBuffer(keys.length, ...keys, this.#options.ttlMs, sharedKeys));
-    if (reply === undefined) return local;
+    const reply = await this.#redis.epochLookupBuffer(keys.length, ...keys, this.#options.ttlMs, sharedKeys);
     const ratio = reply[2].length === 0 ? undefined : Number(reply[2].toString());
     const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
-    const matches = (epoch: Epoch | undefined): epoch is Epoch => epoch !== undefined && hashes[epoch.seenLength] === epoch.key;
-    const found = reply[0].length === 0 ? undefined : decodeEpoch(reply[0]);
-    const pendingFound = reply[1].length === 0 ? undefined : decodeEpoch(reply[1]);
-    let inUse = matches(found) ? found : null;
-    // Memory knows a longer one: Redis was flushed or restarted empty. It is written back, so other replicas find it again.
-    if (local.inUse !== null && (inUse === null || local.inUse.seenLength > inUse.seenLength)) {
-      inUse = local.inUse;
-      void this.save(inUse);
-    } else if (inUse !== null) {
-      this.#memory.set(inUse);
-    }
-    const pending = matches(pendingFound) && pendingFound.sourceLength > (inUse?.sourceLength ?? 0) ? pendingFound : local.pending;
-    return { inUse, pending, ...state };
+    return {
+      inUse: reply[0].length === 0 ? undefined : decodeEpoch(reply[0]),
+      pending: reply[1].length === 0 ? undefined : decodeEpoch(reply[1]),
+      ...state,
+    };
   }
 
-  async shareRatios(measures: readonly UnsharedMeasures[]): Promise<void> {
-    // Sent together: ioredis writes them to the socket in one go, one round trip for all.
-    await Promise.all(
-      measures.map(({ name, samples }) =>
-        this.#call('ratio', () => this.#redis.tokenRatioMerge(this.#ratioKey(name), LEARNING_WEIGHT, this.#options.ttlMs, ...samples)),
-      ),
-    );
+  async shareRatio({ name, samples }: UnsharedMeasures): Promise<void> {
+    await this.#redis.tokenRatioMerge(this.#ratioKey(name), LEARNING_WEIGHT, this.#options.ttlMs, ...samples);
   }
 
   async noteFailure(conversation: string, ms: number): Promise<void> {
-    await this.#call('backoff', () => this.#redis.set(this.#backoffKey(conversation), '1', 'PX', ms));
+    await this.#redis.set(this.#backoffKey(conversation), '1', 'PX', ms);
   }
 
   async load(key: string): Promise<Epoch | undefined> {
-    const value = await this.#call('load', () => this.#redis.getBuffer(this.#epochKey(key)));
-    const epoch = value === undefined || value === null ? undefined : decodeEpoch(value);
-    return epoch ?? this.#memory.get(key);
+    const value = await this.#redis.getBuffer(this.#epochKey(key));
+    return value === null ? undefined : decodeEpoch(value);
   }
 
-  async save(epoch: Epoch): Promise<void> {
-    this.#memory.set(epoch);
-    const ttl = epoch.expiresAt === undefined ? this.#options.ttlMs : Math.min(this.#options.ttlMs, epoch.expiresAt - this.#now());
-    if (ttl <= 0) return;
-    await this.#call('save', () => this.#redis.set(this.#epochKey(epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttl)));
+  async save(epoch: Epoch, ttlMs: number): Promise<void> {
+    await this.#redis.set(this.#epochKey(epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttlMs));
   }
 
-  async lease(key: string, ttlMs: number): Promise<EpochLease | null> {
+  async lease(key: string, ttlMs: number): Promise<SharedLease | null> {
     const leaseKey = `${this.#options.keyPrefix}lease:${key}`;
     const token = randomUUID();
-    const taken = await this.#call('lease', () => this.#redis.set(leaseKey, token, 'PX', ttlMs, 'NX'));
-    // Redis unreachable: this replica computes on its own (its single flight still joins its own callers).
-    if (taken === undefined) return { renew: async () => true, release: async () => undefined };
-    if (taken === null) return null;
+    if ((await this.#redis.set(leaseKey, token, 'PX', ttlMs, 'NX')) === null) return null;
     return {
-      renew: async () => (await this.#call('lease', () => this.#redis.epochLeaseRenew(leaseKey, token, ttlMs))) !== 0,
+      renew: async () => (await this.#redis.epochLeaseRenew(leaseKey, token, ttlMs)) !== 0,
       release: async () => {
-        await this.#call('lease', () => this.#redis.epochLeaseRelease(leaseKey, token));
+        await this.#redis.epochLeaseRelease(leaseKey, token);
       },
     };
   }
@@ -230,34 +202,4 @@ export class RedisEpochStore implements EpochStore {
   #epochKey(hash: string): string {
     return `${this.#options.keyPrefix}epoch:${hash}`;
   }
-
-  /** Runs one command; undefined when it failed or timed out (counted, the outage warned once). */
-  async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
-    if (this.#redis.status !== 'ready') {
-      this.#fault(operation, 'not connected');
-      return undefined;
-    }
-    try {
-      const result = await command();
-      if (this.#faulty) this.#recovered();
-      return result;
-    } catch (error) {
-      this.#fault(operation, error instanceof Error ? error.message : String(error));
-      return undefined;
-    }
-  }
-
-  #fault(operation: StoreOperation, reason: string): void {
-    this.#options.onFault?.(operation);
-    if (this.#faulty) return;
-    this.#faulty = true;
-    this.#options.logger?.warn({ store: 'redis', operation, reason }, 'epoch store unavailable: using this replica\'s memory until it is back');
-  }
-
-  #recovered(): void {
-    if (!this.#faulty) return;
-    this.#faulty = false;
-    this.#options.logger?.info({ store: 'redis' }, 'epoch store back: epochs are shared again');
-  }
 }
-

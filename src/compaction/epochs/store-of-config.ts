@@ -1,6 +1,7 @@
 import type { Config } from '../../config/schema.js';
-import type { CompactionLogger } from '../epoch-writer.js';
-import { type EpochStore, MemoryEpochStore } from './epoch-store.js';
+import type { CompactionLogger } from '../ports.js';
+import { MemoryEpochStore } from './epoch-store.js';
+import type { EpochStore } from '../types.js';
 import { RedisEpochStore } from './redis-store.js';
 
 /** The epoch store `cache.store` names, with what the app needs of it beyond the engine's calls. */

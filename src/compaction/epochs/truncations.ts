@@ -1,4 +1,4 @@
-import type { Epoch, EpochStore } from './epoch-store.js';
+import type { Epoch, EpochStore } from '../types.js';
 
 /**
  * A truncation is a stand-in, never ground to build on (DESIGN.md § The

@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { contentText } from '../../transcript/message.js';
-import type { ChatCall } from './summarize.js';
+import type { ChatCall } from '../ports.js';
 
 /** Reading the notes out of a summary answer. */
 

@@ -6,7 +6,8 @@ import { chunkTranscript } from './chunks.js';
 import { callForNotes } from './notes.js';
 import { DEFAULT_SUMMARY_SYSTEM_PROMPT, prependRequestText } from './prompt.js';
 import { prependRequestBody } from './request-body.js';
-import type { ChatCall, SummarizeRequest } from './summarize.js';
+import type { ChatCall } from '../ports.js';
+import type { SummarizeRequest } from '../types.js';
 
 /**
  * Prepend mode, the fallback: a fresh request with the summary system prompt

@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../../transcript/message.js';
-import type { SummarizeRequest } from './summarize.js';
+import type { SummarizeRequest } from '../types.js';
 import { DEFAULT_SUMMARY_SYSTEM_PROMPT } from './prompt.js';
 
 /**

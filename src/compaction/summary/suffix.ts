@@ -4,7 +4,8 @@ import { isMarked } from '../../transcript/marks.js';
 import { callForNotes } from './notes.js';
 import { openingWords, suffixInstruction } from './prompt.js';
 import { suffixRequestBody } from './request-body.js';
-import type { ChatCall, SummarizeRequest } from './summarize.js';
+import type { ChatCall } from '../ports.js';
+import type { SummarizeRequest } from '../types.js';
 
 /**
  * Suffix mode: the whole candidate, as compactor would forward it, plus one

@@ -1,6 +1,6 @@
 import { UpstreamStatusError } from '../../errors.js';
-import type { ChatMessage } from '../../transcript/message.js';
-import type { CallHeaders } from '../upstream-json.js';
+import type { ChatCall, SummarySlot } from '../ports.js';
+import type { SummarizeRequest } from '../types.js';
 import { summarizePrepend } from './prepend.js';
 import { summarizeSuffix } from './suffix.js';
 
@@ -11,50 +11,6 @@ import { summarizeSuffix } from './suffix.js';
  * text in prompt.ts, reading the notes out of an answer in notes.ts, and the
  * chunking for a prepend-mode fold in chunks.ts.
  */
-
-/**
- * Sends one non-streamed chat completion upstream and returns its parsed JSON
- * (or throws). `headers` carry the client's credential when the upstream has no key of its own.
- */
-export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders, slot?: SummarySlot) => Promise<unknown>;
-
-/**
- * Where on a llama-server with slots a summary call runs (src/slots/): a
- * suffix call on its conversation's slot (its prompt extends what that slot
- * holds), a prepend call on nobody's (it shares no prefix with anyone).
- */
-export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
-
-export interface SummarizeRequest {
-  /** The client's request body: model, tools and template fields come from it. */
-  readonly body: Readonly<Record<string, unknown>>;
-  /** What compactor would forward (an earlier epoch applied). */
-  readonly candidate: readonly ChatMessage[];
-  /** The old part is `candidate[head, cut)`. */
-  readonly head: number;
-  readonly cut: number;
-  /** The candidate indexes where compactor's marks are genuine (where an epoch's replacement put them); anything else that looks marked is a client's text. */
-  readonly marked: ReadonlySet<number>;
-  /** Notes of the epoch the candidate starts from, merged rather than re-summarized. */
-  readonly earlierNotes: string | null;
-  /** The summarizer's window in tokens; null when unknown (then every request is tried as it is). */
-  readonly window: number | null;
-  /** Size in real tokens of messages sent with the request's tools (ratio applied). */
-  readonly sizeOfMessages: (messages: readonly ChatMessage[], withTools: boolean) => number;
-  readonly model: string;
-  readonly maxTokens: number;
-  readonly systemPrompt?: string;
-  readonly signal: AbortSignal;
-  readonly onProgress?: (progress: SummaryProgress) => void;
-  /** The conversation's home-slot key, when the upstream's slots are scheduled. */
-  readonly slotKey?: string;
-}
-
-export interface SummaryProgress {
-  readonly messages: number;
-  readonly chunk: number;
-  readonly chunks: number;
-}
 
 export interface SummaryResult {
   readonly notes: string;

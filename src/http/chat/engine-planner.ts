@@ -1,8 +1,8 @@
 import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
-import type { CompactionEngine, Prepared, PrepareInput } from '../../compaction/engine.js';
+import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
-import type { CallHeaders } from '../../compaction/upstream-json.js';
+import type { CallHeaders } from '../../compaction/ports.js';
 import { chatRequestView } from '../../formats/registry.js';
 import type { RequestView } from '../../transcript/request-view.js';
 
@@ -42,7 +42,7 @@ export function credentialHeaders(context: Pick<ChatContext, 'headers'>, upstrea
  * (a hash of the client's key) are made only when the engine reads them, on
  * the paths past the fast one, which most requests never take.
  */
-class EngineRequest implements PrepareInput {
+class EngineRequest implements CompactionInput {
   readonly request: RequestView;
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
@@ -83,10 +83,10 @@ export function compactionHooks(
         if (lastLine !== null) context.progress(lastLine);
       }, PROGRESS_REPEAT_MS);
     };
-    let result: Prepared;
+    let result: Compacted;
     const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), mode);
     try {
-      result = await compactor.prepare(request);
+      result = await compactor.compact(request);
     } finally {
       clearInterval(ticker);
     }

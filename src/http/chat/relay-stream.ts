@@ -1,7 +1,7 @@
 import { failureReason, toUpstreamError } from '../../upstream/failure.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { SseTap } from '../../upstream/sse.js';
-import { ProxyError } from '../../errors.js';
+import { type ProxyError, UpstreamStreamError } from '../../errors.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './plan.js';
@@ -27,12 +27,7 @@ import { hasUsageHooks, reportUsageLater } from './usage-hooks.js';
  * failure then cuts the client's connection.
  */
 
-const INCOMPLETE_STREAM = new ProxyError({
-  status: 502,
-  type: 'server_error',
-  code: 'upstream_stream_incomplete',
-  message: 'the upstream stream ended without [DONE]',
-});
+const INCOMPLETE_STREAM = new UpstreamStreamError({ incomplete: true });
 
 // The code an upstream error event is logged with: what UpstreamStatusError names an upstream's error answer.
 const UPSTREAM_ERROR_EVENT = 'upstream_error';
@@ -41,12 +36,7 @@ const UPSTREAM_ERROR_EVENT = 'upstream_error';
 export function midStreamError(error: Error): ProxyError {
   const mapped = toUpstreamError(error);
   if (mapped.code === 'upstream_timeout') return mapped;
-  return new ProxyError({
-    status: 502,
-    type: 'server_error',
-    code: 'upstream_stream_failed',
-    message: `the upstream answer broke off before it was complete (${failureReason(error)})`,
-  });
+  return new UpstreamStreamError({ incomplete: false, reason: failureReason(error) });
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */

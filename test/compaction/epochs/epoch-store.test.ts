@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest';
-import { MemoryEpochStore, type Epoch } from '../../../src/compaction/epochs/epoch-store.js';
+import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../../src/compaction/types.js';
 
 const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   key,

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Epoch, MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
+import type { Epoch } from '../../../src/compaction/types.js';
 import { leased } from '../../../src/compaction/epochs/lease.js';
 import { prefixHashes } from '../../../src/compaction/epochs/prefix-hash.js';
 import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';

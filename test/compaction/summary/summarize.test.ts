@@ -3,7 +3,9 @@ import type { ChatMessage } from '../../../src/transcript/message.js';
 import { estimateMessageTokens, estimateToolsTokens } from '../../../src/transcript/tokens.js';
 import { mark } from '../../../src/transcript/marks.js';
 import { renderTranscript } from '../../../src/transcript/render.js';
-import { summarize, SummaryError, type ChatCall, type SummarizeRequest, type SummaryProgress } from '../../../src/compaction/summary/summarize.js';
+import { summarize, SummaryError } from '../../../src/compaction/summary/summarize.js';
+import type { ChatCall } from '../../../src/compaction/ports.js';
+import type { SummarizeRequest, SummaryProgress } from '../../../src/compaction/types.js';
 import { DEFAULT_SUMMARY_SYSTEM_PROMPT, openingWords, suffixInstruction } from '../../../src/compaction/summary/prompt.js';
 import { conversation } from '../../support/conversation.js';
 

@@ -1,8 +1,8 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { mark } from '../transcript/marks.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { mark } from '../../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { Epoch } from '../types.js';
 import type { Candidate } from './plan.js';
 
 /**
@@ -11,10 +11,10 @@ import type { Candidate } from './plan.js';
  * Both are marked, so they never anchor a task nor pass for a user's words.
  */
 
-export const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
+const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
 
 /** What replaces old turns: a user message with the notes and the assistant's acknowledgement, keeping alternation. */
-export function summaryPair(notes: string): ChatMessage[] {
+function summaryPair(notes: string): ChatMessage[] {
   return [
     { role: 'user', content: mark('summary', notes) },
     { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
@@ -22,7 +22,7 @@ export function summaryPair(notes: string): ChatMessage[] {
 }
 
 /** What stands where a summary would when it could not be written: a marked notice pair. */
-export function truncationNotice(text: string): ChatMessage[] {
+function truncationNotice(text: string): ChatMessage[] {
   return [
     { role: 'user', content: mark('truncated', text) },
     { role: 'assistant', content: mark('truncated', 'Understood; continuing without them.') },

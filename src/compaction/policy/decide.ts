@@ -1,15 +1,14 @@
-import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength } from '../transcript/groups.js';
-import { estimateMessageTokens } from '../transcript/tokens.js';
+import type { Config } from '../../config/schema.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { estimateMessageTokens } from '../../transcript/tokens.js';
 import type { Budget } from './budget.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { Epoch, Tier } from '../types.js';
 import {
   type Candidate,
   type CompactionPlan,
   type CompactionSettings,
   type Sizes,
-  type Tier,
   type Trigger,
   epochBoundary,
   planCompaction,
@@ -18,8 +17,6 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
-
-export type { Tier };
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -76,7 +73,7 @@ export type Decision =
   /** Wait for the summary of this conversation already running, then decide again. */
   | { readonly kind: 'wait' }
   | { readonly kind: 'prune'; readonly plan: Extract<CompactionPlan, { tier: 'prune' }>; readonly boundary: Boundary }
-  | { readonly kind: 'summarize'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
+  | { readonly kind: 'summary'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
   | { readonly kind: 'steps'; readonly plan: StepsPlan; readonly boundary: Boundary; readonly counts: OldAndKept }
   /** Even compacted it cannot fit: `needed` tokens, of which `summaryTokens` would be a summary's. */
   | { readonly kind: 'too-large'; readonly needed: number; readonly summaryTokens: number };
@@ -130,7 +127,7 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     case 'prune':
       return { kind: 'prune', plan, boundary: epochBoundary(candidate, plan.cut) };
     case 'summary':
-      return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
+      return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
     case 'steps':
       return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   }
@@ -152,7 +149,7 @@ export function decideAhead(
   sizes: CandidateSizes,
   budget: Budget,
   settings: DecisionSettings,
-): Extract<Decision, { kind: 'summarize' | 'steps' }> | null {
+): Extract<Decision, { kind: 'summary' | 'steps' }> | null {
   if (budget.tokens === null || budget.tokens <= 0) return null;
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
@@ -162,7 +159,7 @@ export function decideAhead(
     target: Math.max(0, settings.target - growth),
   };
   const plan = planTiers(candidate, sizes, budget.tokens, 'size', ahead);
-  if (plan.tier === 'summary') return { kind: 'summarize', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
+  if (plan.tier === 'summary') return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
   return null;
 }
@@ -189,7 +186,7 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
 }
 
 /** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes), or past the kept results a summary prunes. */
-export function coveredEnd(plan: SummaryPlan): number {
+function coveredEnd(plan: SummaryPlan): number {
   return plan.tier === 'steps' ? plan.cut + 1 : Math.max(plan.cut, plan.prunedKept?.end ?? 0);
 }
 
@@ -201,4 +198,9 @@ function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
   const head = headLength(candidate.messages);
   const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
   return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
+}
+
+/** Whether a decision makes a new epoch from the candidate. */
+export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summary' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'summary' || decision.kind === 'steps';
 }

@@ -1,6 +1,6 @@
 import type { Budget } from './budget.js';
 import type { Decision, DecisionSettings } from './decide.js';
-import type { Tier } from './plan.js';
+import type { Tier } from '../types.js';
 import { prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
 
 /**
@@ -36,7 +36,7 @@ export function observedDecision(decision: Decision, options: { before: number; 
       return { line: wouldRefuseLine({ needed: decision.needed + decision.summaryTokens, window: budget.window }), tier: null, counted: true, after: before };
     case 'prune':
       return { line: wouldLine(prunedLine({ results: decision.plan.pruned, before, after: decision.plan.size })), tier: 'prune', counted: true, after: decision.plan.size };
-    case 'summarize':
+    case 'summary':
     case 'steps': {
       const tier = decision.kind === 'steps' ? 'steps' : 'summary';
       return { line: wouldSummarizeLine({ tier, ...decision.counts, before, after: decision.plan.size }), tier, counted: true, after: decision.plan.size };

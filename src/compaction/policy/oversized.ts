@@ -1,5 +1,5 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { pruneToolResults } from '../transcript/prune.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { pruneToolResults } from '../../transcript/prune.js';
 import { prunedLine } from './report.js';
 
 /** Below this, pruning an oversized result would leave too little of it to be of use. */

@@ -1,5 +1,5 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { estimateMessageTokens } from '../transcript/tokens.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { type Sizes, totalSize } from './plan.js';
 
 /**

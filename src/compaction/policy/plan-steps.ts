@@ -1,5 +1,5 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength, stepRanges, taskAnchorIndex } from '../transcript/groups.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength, stepRanges, taskAnchorIndex } from '../../transcript/groups.js';
 import { type Candidate, type CompactionSettings, type Sizes, totalSize } from './plan.js';
 
 /**

@@ -1,6 +1,5 @@
-import { UpstreamStatusError } from '../errors.js';
-import type { UpstreamClient } from '../upstream/client.js';
-import type { ChatCall } from './summary/summarize.js';
+import { bodyOrThrow } from './json-call.js';
+import type { UpstreamClient } from './client.js';
 
 /**
  * The small JSON surface of the upstream the compaction engine reads: the
@@ -15,7 +14,10 @@ export interface JsonReply {
 }
 
 /** Request headers for a call made on a client's behalf: its `authorization`, when no upstream key is configured. */
-export type CallHeaders = Readonly<Record<string, string>>;
+type CallHeaders = Readonly<Record<string, string>>;
+
+/** One non-streamed chat completion, its parsed JSON answer (or a throw). */
+type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders) => Promise<unknown>;
 
 export interface UpstreamJson {
   getJson(path: string, signal?: AbortSignal, headers?: CallHeaders): Promise<JsonReply>;
@@ -34,19 +36,16 @@ export function numberAt(value: unknown, ...path: string[]): number | undefined 
 
 /** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */
 export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): UpstreamJson {
-  const reply = async (call: () => Promise<unknown>): Promise<JsonReply> => {
-    try {
-      return { status: 200, body: await call() };
-    } catch (error) {
-      if (error instanceof UpstreamStatusError) return { status: error.status, body: error.upstreamBody };
-      throw error;
-    }
+  const reply = async (method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, headers: CallHeaders | undefined): Promise<JsonReply> => {
+    const answer = await upstream.answerJson(method, path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) });
+    // A success that is not JSON is no reply the engine can read: the error it means.
+    if (answer.kind === 'not-json') return { status: answer.status, body: bodyOrThrow(answer, path) };
+    // Any success reads as 200, as the engine's callers compare it.
+    return { status: answer.kind === 'ok' ? 200 : answer.status, body: answer.body };
   };
   return {
-    getJson: (path, signal, headers) =>
-      reply(() => upstream.getJson(path, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
-    postJson: (path, body, signal, headers) =>
-      reply(() => upstream.postJson(path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) })),
+    getJson: (path, signal, headers) => reply('GET', path, undefined, signal, headers),
+    postJson: (path, body, signal, headers) => reply('POST', path, body, signal, headers),
   };
 }
 

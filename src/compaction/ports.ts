@@ -1,13 +1,39 @@
+import type { Tier } from './types.js';
+
+/**
+ * The engine's ports: what it calls out through (the summary call, the
+ * logger) and what it tells whoever watches it, so it stays free of the
+ * upstream client, the HTTP server and any metrics library.
+ */
+
+/** Request headers for a call made on a client's behalf: its `authorization`, when no upstream key is configured. */
+export type CallHeaders = Readonly<Record<string, string>>;
+
+/**
+ * Sends one non-streamed chat completion upstream and returns its parsed JSON
+ * (or throws). `headers` carry the client's credential when the upstream has no key of its own.
+ */
+export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders, slot?: SummarySlot) => Promise<unknown>;
+
+/**
+ * Where on a llama-server with slots a summary call runs (src/slots/): a
+ * suffix call on its conversation's slot (its prompt extends what that slot
+ * holds), a prepend call on nobody's (it shares no prefix with anyone).
+ */
+export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
+
+/** Where the engine writes its report lines; the server's logger in production. */
+export interface CompactionLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
 /**
  * What the compaction engine tells whoever watches it (the metrics): a seam,
  * so the engine stays free of any metrics library. Every call is made on the
  * request path or right after a summary, so an observer must be cheap and
  * must not throw.
  */
-
-import type { Tier } from './plan.js';
-
-export type { Tier };
 
 /**
  * How it ended: `compacted` (a new epoch, applied now), `prepared` (a new

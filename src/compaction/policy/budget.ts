@@ -1,5 +1,5 @@
-import type { AnswerReservation } from '../errors.js';
-import type { OutputLimit } from '../transcript/request-view.js';
+import type { AnswerReservation } from '../../errors.js';
+import type { OutputLimit } from '../../transcript/request-view.js';
 
 /**
  * The budget of one request (DESIGN.md § Vocabulary): what the window leaves

@@ -1,17 +1,14 @@
-import type { ChatMessage } from '../transcript/message.js';
-import { headLength, turnRanges, balanceCut, stepRanges } from '../transcript/groups.js';
-import { isMarked } from '../transcript/marks.js';
-import { pruneToolResults } from '../transcript/prune.js';
-import type { Epoch } from './epochs/epoch-store.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength, turnRanges, balanceCut, stepRanges } from '../../transcript/groups.js';
+import { isMarked } from '../../transcript/marks.js';
+import { pruneToolResults } from '../../transcript/prune.js';
+import type { Epoch } from '../types.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
  * come in through a function so the caller owns estimates, learned ratios
  * and exact counts.
  */
-
-/** What a compaction did: no model call, a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'summary' | 'steps';
 
 export interface CompactionSettings {
   /** Fraction of the budget at which a request is compacted before it is forwarded. */
@@ -166,7 +163,7 @@ export function chooseCut(
  * 48-turn agent run kept 211 of 32.1k tokens, issue 13 item 10). Null when
  * there is no such turn, or not even its last step fits.
  */
-export function cutThroughLastTurn(
+function cutThroughLastTurn(
   candidate: Candidate,
   sizes: Sizes,
   budget: number | null,

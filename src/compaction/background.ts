@@ -1,0 +1,82 @@
+import type { SummaryBackoff } from './backoff.js';
+import type { EpochWriter, SummaryDecision } from './epoch-writer.js';
+import type { SingleFlight } from './epochs/single-flight.js';
+import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
+import { type CompactionRequest, seenWhole } from './request.js';
+import type { CompactionLogger } from './ports.js';
+import { type CandidateSizes, type DecisionSettings, decideAhead } from './policy/decide.js';
+import { type Candidate, candidateOf } from './policy/plan.js';
+import { sizesOf } from './policy/sizing.js';
+import type { TokenRatios } from './token-ratio.js';
+import type { Epoch, EpochStore } from './types.js';
+
+/**
+ * The epochs prepared ahead of need: between the soft threshold and the
+ * threshold, once the answer has been streamed, the next epoch is computed in
+ * the background, so the request that crosses the threshold applies it with
+ * no waiting. Also where a compaction on top of a truncation finds the
+ * original messages beneath it.
+ */
+
+export interface BackgroundOptions {
+  readonly store: EpochStore;
+  readonly flights: SingleFlight<Epoch | null>;
+  readonly writer: EpochWriter;
+  readonly backoff: SummaryBackoff;
+  readonly ratios: TokenRatios;
+  readonly settings: DecisionSettings;
+  readonly logger: CompactionLogger | undefined;
+}
+
+export class Background {
+  readonly #options: BackgroundOptions;
+
+  constructor(options: BackgroundOptions) {
+    this.#options = options;
+  }
+
+  /** The key of the summary running for a prefix of this history, if any. */
+  runningFor(hashes: readonly string[]): string | undefined {
+    const { flights } = this.#options;
+    if (flights.size === 0) return undefined;
+    for (let index = hashes.length - 1; index >= 0; index--) if (flights.has(hashes[index]!)) return hashes[index];
+    return undefined;
+  }
+
+  /** Starts the next epoch in the background (single flight), unless one is already pending or running for this conversation. */
+  start(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, pending: Epoch | null): void {
+    const { flights, writer, backoff, logger } = this.#options;
+    // The lookup's pending epoch lies beyond the epoch in use (the lookup dropped stale ones).
+    if (pending !== null || this.runningFor(request.hashes) !== undefined) return;
+    // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
+    if (backoff.has(writer.conversationOf(request))) return;
+    // The flight is taken at once, so a request crossing the threshold meanwhile waits for it rather than start another.
+    flights.run(seenWhole(request).key, (signal) => this.#prepareAhead(request, current, currentSizes, signal)).catch((error: unknown) => {
+      logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
+    });
+  }
+
+  /** Whether a compaction of this candidate must be planned from beneath its truncation: it stands on one, and a summary may be tried. */
+  repairs(request: CompactionRequest, candidate: Candidate): boolean {
+    return derivesFromTruncation(candidate.epoch) && !this.#options.backoff.has(this.#options.writer.conversationOf(request));
+  }
+
+  /** The candidate made of the original messages beneath the candidate's truncation, and its sizes. */
+  async beneath(request: CompactionRequest, candidate: Candidate): Promise<{ candidate: Candidate; sizes: CandidateSizes }> {
+    const beneath = candidateOf(request.messages, await epochBeneath(this.#options.store, request.hashes, candidate.epoch!));
+    const ratio = this.#options.ratios.get(request.model, request.tenant);
+    return { candidate: beneath, sizes: { ...sizesOf(beneath.messages, request.toolsEstimate, ratio), ratio } };
+  }
+
+  /** The background epoch: on top of a truncation, written from the original messages, and in use at once (it replaces the truncation). */
+  async #prepareAhead(request: CompactionRequest, current: Candidate, currentSizes: CandidateSizes, signal: AbortSignal): Promise<Epoch | null> {
+    // Looked up again: the request's own lookup is older than its answer, and the background epoch of the
+    // request before it (keyed by that shorter history) may have been written since. After the answer, off the hot path.
+    if ((await this.#options.store.lookup(request.hashes)).pending !== null) return null;
+    const repair = derivesFromTruncation(current.epoch);
+    const { candidate, sizes } = repair ? await this.beneath(request, current) : { candidate: current, sizes: currentSizes };
+    const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#options.settings);
+    if (decision === null) return null;
+    return this.#options.writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true, inUse: repair });
+  }
+}
