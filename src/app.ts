@@ -159,6 +159,14 @@ function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<type
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
 }
 
+/** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
+function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLogger, metrics: Metrics): SlotRouter | undefined {
+  if (config.upstream.slots !== 'auto') return undefined;
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger });
+  registerSlotMetrics(metrics.registry, () => slots.stats());
+  return slots;
+}
+
 function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
   return Fastify({
     loggerInstance: logger,
@@ -191,9 +199,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
-  // One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries.
-  const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream, config: config.upstream, log: logger }) : undefined;
-  if (slots !== undefined) registerSlotMetrics(metrics.registry, () => slots.stats());
+  const slots = slotsOf(config, upstream, logger, metrics);
   const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);

@@ -224,7 +224,8 @@ const RANKS: ReadonlyArray<readonly [rank: number, test: (path: string) => boole
   [5, (path) => path === 'src/compaction/ports.ts'],
   [6, (path) => inLayer(path, 'compaction/policy')],
   [7, (path) => inLayer(path, 'compaction/epochs') || inLayer(path, 'compaction/summary')],
-  [8, (path) => inLayer(path, 'compaction')],
+  // slots/ (issue 28) sits beside the engine: it names conversations by the epochs' prefix hash and wraps the summary call.
+  [8, (path) => inLayer(path, 'compaction') || inLayer(path, 'slots')],
   [9, (path) => inLayer(path, 'http') || inLayer(path, 'dashboard')],
   [10, (path) => path === 'src/app.ts' || path === 'src/main.ts'],
 ];

@@ -45,9 +45,7 @@ Secrets are read from the environment only, never from flags (which other users 
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis
-  COMPACTOR_DASHBOARD         dashboard.enabled: on | off
-  COMPACTOR_SLOTS             upstream.slots: auto | off (a llama-server slot per conversation)
-  COMPACTOR_SLOT_SAVE         upstream.slot_save: on | off (llama-server runs with --slot-save-path)`;
+  COMPACTOR_DASHBOARD         dashboard.enabled: on | off (COMPACTOR_SLOTS auto | off, COMPACTOR_SLOT_SAVE on | off: upstream.slots, slot_save)`;
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
@@ -75,8 +73,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
   COMPACTOR_ADMIN_KEYS: { path: ['auth', 'admin_keys'], kind: 'list' },
   COMPACTOR_DASHBOARD: { path: ['dashboard', 'enabled'], kind: 'boolean' },
-  COMPACTOR_SLOTS: { path: ['upstream', 'slots'] },
-  COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
+  COMPACTOR_SLOTS: { path: ['upstream', 'slots'] }, COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },

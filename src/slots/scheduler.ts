@@ -1,5 +1,5 @@
 import { SlotFiles } from './slot-files.js';
-import { SlotKeeper } from './slot-keeper.js';
+import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -29,14 +29,7 @@ import { SlotKeeper } from './slot-keeper.js';
  * injected.
  */
 
-export type SlotWork = { readonly kind: 'turn' | 'summary'; readonly key: string } | { readonly kind: 'guest' };
-
-export interface SlotActions {
-  /** `?action=save`: the bytes written, or null when the server would not (no `--slot-save-path`). */
-  save(slot: number, filename: string): Promise<number | null>;
-  restore(slot: number, filename: string): Promise<boolean>;
-  erase(slot: number): Promise<boolean>;
-}
+export type { SlotActions, SlotWork } from './slot-keeper.js';
 
 export interface SlotTimers {
   after(ms: number, run: () => void): () => void;

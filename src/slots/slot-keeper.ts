@@ -1,5 +1,4 @@
 import { type SlotFiles, slotFileName } from './slot-files.js';
-import type { SlotActions, SlotWork } from './scheduler.js';
 
 /**
  * What a slot's KV holds, kept across evictions with llama-server's slot
@@ -12,6 +11,15 @@ import type { SlotActions, SlotWork } from './scheduler.js';
  * `--slot-save-path`) stops saving for good; a failed restore forgets the
  * file (the conversation is read again, as without files).
  */
+
+export type SlotWork = { readonly kind: 'turn' | 'summary'; readonly key: string } | { readonly kind: 'guest' };
+
+export interface SlotActions {
+  /** `?action=save`: the bytes written, or null when the server would not (no `--slot-save-path`). */
+  save(slot: number, filename: string): Promise<number | null>;
+  restore(slot: number, filename: string): Promise<boolean>;
+  erase(slot: number): Promise<boolean>;
+}
 
 export interface SlotKeeperOptions {
   readonly actions: SlotActions;
