@@ -92,7 +92,9 @@ async function demo(): Promise<void> {
       }
     },
   };
-  const app = buildApp(config.config, { logStream });
+  // Each answer's usage reaches compactor after the client has it; then the background epoch (if any) starts.
+  let answersSeen = 0;
+  const app = buildApp(config.config, { logStream, onUsage: () => void answersSeen++ });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const proxyUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   const client = new OpenAI({ baseURL: `${proxyUrl}/v1`, apiKey: 'demo-key', maxRetries: 0 });
@@ -112,6 +114,15 @@ async function demo(): Promise<void> {
   let overWindow = 0;
   let reused = 0;
   let lastSent = 0;
+  /**
+   * The agent's next request waits until the background summary its answer
+   * started (if any) has finished: a model thinks for seconds between
+   * requests, long enough for a summary of the simulated server, and without
+   * the wait the figures would depend on the timing of this machine.
+   */
+  const backgroundSettled = async (answered: number): Promise<void> => {
+    while (answersSeen < answered || (app.proxy.engine?.runningSummaries ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  };
   const send = async (): Promise<string | null> => {
     requestNumber++;
     const body = { model: 'sim', messages: history, tools: AGENT_TOOLS };
@@ -124,7 +135,8 @@ async function demo(): Promise<void> {
       .create({ ...body, messages: history as OpenAI.Chat.ChatCompletionMessageParam[], tools: AGENT_TOOLS as OpenAI.Chat.ChatCompletionTool[] })
       .withResponse();
     const report = response.headers.get('x-compactor');
-    if (report?.startsWith('epoch reused') === true) reused++;
+    if (report?.includes('epoch reused') === true) reused++;
+    await backgroundSettled(requestNumber);
     return report;
   };
 
@@ -146,8 +158,6 @@ async function demo(): Promise<void> {
         `${report === null ? '' : `  x-compactor: ${report}`}\n`,
     );
   }
-  // Background summaries started by the last answers finish before the table.
-  while (app.proxy.engine !== null && app.proxy.engine.runningSummaries > 0) await new Promise((resolve) => setTimeout(resolve, 10));
 
   const chats = llama.chatRecords;
   const forwardedTokens = chats.reduce((sum, record) => sum + record.promptTokens, 0);

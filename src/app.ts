@@ -24,7 +24,7 @@ import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.j
 import { Shutdown } from './http/shutdown.js';
 import { addRequestHooks } from './http/request-hooks.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
-import { compactionHooks } from './http/chat/engine-planner.js';
+import { compactionHooks, tenantOfRequest } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
@@ -63,6 +63,8 @@ export interface ProxyHandle {
   readonly metrics: Metrics;
   /** Whether the app is draining: new requests get 503 + `Retry-After`. */
   readonly draining: boolean;
+  /** The epoch store in words, for the start line (a Redis store is asked whether it answers). */
+  describeStore(): Promise<string>;
   /** Starts draining (before `close()` on shutdown). */
   startDraining(): void;
   /** Resolves once draining and no request is in flight (every connection left is then closed). */
@@ -128,7 +130,7 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
   const { upstream, summaryUpstream, logger, metrics, dashboard, slots } = parts;
-  const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation) });
+  const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
   const chat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
   const engine = new CompactionEngine({
     config,
@@ -204,12 +206,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
-  const inFlight = new InFlight(metrics);
+  const inFlight = new InFlight(
+    metrics,
+    dashboard === null ? undefined : (context, status) => dashboard.ended({ tenant: tenantOfRequest(context), model: context.body.model, messages: context.body.messages }, status),
+  );
 
   const app = fastifyOf(config, logger);
   routeEveryMethod(app);
   inFlight.serve(app.server);
-  app.decorate('proxy', proxyHandleOf({ upstream, engine, metrics, inFlight, shutdown }));
+  app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown }));
   app.decorateRequest('record', null as unknown as RequestRecord);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
@@ -236,12 +241,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
   app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
-  if (dashboard !== null) {
-    const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
-    app.register(async (scope) =>
-      dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
-    );
-  }
+  if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {
@@ -252,14 +252,32 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   return app;
 }
 
-function proxyHandleOf(parts: { upstream: UpstreamClient; engine: CompactionEngine | null; metrics: Metrics; inFlight: InFlight; shutdown: Shutdown }): ProxyHandle {
-  const { upstream, engine, metrics, inFlight, shutdown } = parts;
+/** The dashboard's routes; its admin keys see every tenant. */
+function registerDashboard(app: FastifyInstance, config: Config, dashboard: DashboardState, engine: CompactionEngine | null): void {
+  const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
+  app.register(async (scope) =>
+    dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
+  );
+}
+
+function proxyHandleOf(parts: {
+  upstream: UpstreamClient;
+  engine: CompactionEngine | null;
+  epochs: ConfiguredStore | null;
+  metrics: Metrics;
+  inFlight: InFlight;
+  shutdown: Shutdown;
+}): ProxyHandle {
+  const { upstream, engine, epochs, metrics, inFlight, shutdown } = parts;
   return {
     upstream,
     engine,
     metrics,
     get draining() {
       return inFlight.draining;
+    },
+    describeStore() {
+      return epochs === null ? Promise.resolve("none (the planner is not compactor's)") : epochs.describe();
     },
     startDraining() {
       inFlight.startDraining();

@@ -10,8 +10,10 @@
  * |                             |         | invalid_tool_pairs                     |
  * | ContextLengthExceededError  | 400     | context_length_exceeded                |
  * | UnauthorizedError           | 401     | invalid_api_key                        |
+ * | MethodNotAllowedError       | 405     | method_not_allowed                     |
  * | RequestTimeoutError         | 408     | request_timeout                        |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
+ * | TooManyItemsError           | 413     | request_too_complex                    |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
  * | HeadersTooLargeError        | 431     | headers_too_large                      |
  * | InternalError               | 500     | internal_error                         |
@@ -30,6 +32,8 @@
  * Messages are written for the client: they never hold upstream URLs,
  * internal addresses, stack traces or the request's text.
  */
+export type { AnswerReservation } from './answer-reservation.js';
+import { type AnswerReservation, reservationAdvice, reservationText } from './answer-reservation.js';
 
 export interface OpenAIErrorBody {
   readonly error: {
@@ -74,7 +78,7 @@ export class ProxyError extends Error {
 }
 
 /** The codes of a 400 for a request compactor cannot forward. */
-export type InvalidRequestCode = 'invalid_body' | 'invalid_json' | 'invalid_path' | 'invalid_request' | 'invalid_tool_pairs';
+export type InvalidRequestCode = 'invalid_body' | 'invalid_header' | 'invalid_json' | 'invalid_path' | 'invalid_request' | 'invalid_tool_pairs';
 
 /** 400: the request is not something compactor can forward. */
 export class InvalidRequestError extends ProxyError {
@@ -101,6 +105,12 @@ export class HeadersTooLargeError extends ProxyError {
 export class PayloadTooLargeError extends ProxyError {
   constructor(limitBytes: number) {
     super({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `the request body is larger than the limit of ${limitBytes} bytes (limits.body_bytes)` });
+  }
+}
+
+export class TooManyItemsError extends ProxyError { // 413: past limits.max_items, the planning work a request may cost
+  constructor(limit: number) {
+    super({ status: 413, type: 'invalid_request_error', code: 'request_too_complex', message: `the request carries more than ${limit} messages, tool calls and content parts (limits.max_items)` });
   }
 }
 
@@ -196,6 +206,12 @@ export class ShuttingDownError extends ProxyError {
   }
 }
 
+export class MethodNotAllowedError extends ProxyError {
+  constructor(method: string, path: string, allow: readonly string[]) {
+    super({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} ${path} is not answered: use ${allow.join(' or ')}`, headers: { allow: allow.join(', ') } });
+  }
+}
+
 /** 508: the request already went through this compactor: its upstream leads back to it. */
 export class LoopDetectedError extends ProxyError {
   constructor() {
@@ -214,28 +230,6 @@ export class InternalError extends ProxyError {
   constructor(cause?: unknown) {
     super({ status: 500, type: 'server_error', code: 'internal_error', message: 'internal error in compactor', cause });
   }
-}
-
-/**
- * Where the room reserved for the answer came from: compactor's configuration,
- * or the request's own ceiling (capped at a quarter of the window), so the
- * 400 names the number the client can change, and only one it sent.
- */
-export interface AnswerReservation {
-  readonly tokens: number;
-  readonly source: 'reserve_output_tokens' | 'max_tokens' | 'max_completion_tokens' | 'max_output_tokens';
-  /** The number asked for (the request's, or `reserve_output_tokens`) before the quarter-of-the-window cap, when the cap applied. */
-  readonly requested?: number;
-}
-
-function reservationText(reservation: AnswerReservation): string {
-  const capped = reservation.requested === undefined ? '' : ` of ${reservation.requested}, capped at a quarter of the window`;
-  return reservation.source === 'reserve_output_tokens' ? `reserve_output_tokens${capped}` : `the request's ${reservation.source}${capped}`;
-}
-
-/** What to lower: the request's field when it set the reservation, else compactor's own setting. */
-function reservationAdvice(reservation: AnswerReservation): string {
-  return reservation.source === 'reserve_output_tokens' ? 'lower reserve_output_tokens in compactor\'s configuration' : `lower ${reservation.source}`;
 }
 
 /** 400: even compacted, the conversation's last turn (or step) leaves no room for the answer. */

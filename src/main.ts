@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
-import type { FastifyBaseLogger } from 'fastify';
 import { USAGE, loadConfig, printableConfig } from './config/load.js';
-import { type UpstreamInspection, inspectUpstream } from './upstream/inspect.js';
+import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/start.js';
+import { inspectUpstream } from './upstream/inspect.js';
 
 /**
  * The command line: read the configuration (exit 2 when it is invalid),
@@ -33,6 +33,15 @@ function displayUrl(url: string): string {
 function packageVersion(): string {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
   return manifest.version;
+}
+
+/** The version for the start line: a build copied without its package.json beside it still starts. */
+function startVersion(): string {
+  try {
+    return packageVersion();
+  } catch {
+    return '(version unknown)';
+  }
 }
 
 function exitInvalid(errors: readonly string[]): never {
@@ -77,16 +86,34 @@ async function main(): Promise<void> {
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
 
+  let address: string;
   try {
-    await app.listen({ host: config.listen.host, port: config.listen.port });
+    address = await app.listen({ host: config.listen.host, port: config.listen.port });
   } catch (error) {
-    app.log.fatal({ err: error }, 'cannot listen');
-    process.exit(1);
+    const problem = listenProblem(error, config.listen.host, config.listen.port);
+    if (problem === null) {
+      app.log.fatal({ err: error }, 'cannot listen');
+      process.exit(1);
+    }
+    // A configuration error like the others: said on stderr, exit 2, no stack trace.
+    exitInvalid([problem]);
   }
   for (const notice of loaded.notices) app.log.warn(notice);
   const upstreamUrl = displayUrl(config.upstream.url);
-  app.log.info({ upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, 'compactor listening');
-  logInspection(app.log, upstreamUrl, await inspectUpstream(app.proxy.upstream));
+  const store = await app.proxy.describeStore();
+  const version = startVersion();
+  app.log.info({ version, mode: config.compaction.mode, store, upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, startLine({ version, address, config, store, upstream: upstreamUrl }));
+  const found = await inspectUpstream(app.proxy.upstream);
+  if (pointsAtItself(found)) {
+    await app.close();
+    exitInvalid([`upstream.url points at compactor itself (${upstreamUrl} answered its own 508 loop_detected); set it to the llama-server's address`]);
+  }
+  logInspection(app.log, upstreamUrl, found);
+  if (found.state !== 'ready') {
+    const probe = probeUntilReady(app.proxy.upstream, app.log, upstreamUrl);
+    process.once('SIGTERM', () => probe.stop());
+    process.once('SIGINT', () => probe.stop());
+  }
 }
 
 /** The signal handler: drain the requests in flight (a grace period, then end them), close, exit; a second signal exits at once. */
@@ -124,22 +151,6 @@ function shutdownOn(app: ReturnType<typeof buildApp>): (signal: NodeJS.Signals) 
         },
       );
   };
-}
-
-/** One line on what the upstream is, found at start: a person reads it before sending anything. */
-function logInspection(log: FastifyBaseLogger, upstream: string, found: UpstreamInspection): void {
-  switch (found.state) {
-    case 'ready': {
-      const models = found.models.map((model) => ({ id: model.id, window: model.window }));
-      log.info({ upstream, models, slots: found.slots }, `upstream ready: ${found.models.length} model(s)`);
-      return;
-    }
-    case 'not ready':
-      log.warn({ upstream, status: found.status }, `upstream not ready: ${found.reason}; requests get its answers until it is`);
-      return;
-    case 'unreachable':
-      log.warn({ upstream }, `upstream unreachable: ${found.reason}; chat requests get 502 until it answers`);
-  }
 }
 
 await main();

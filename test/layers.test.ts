@@ -120,8 +120,9 @@ describe('the layers of src/', () => {
     expect(violations('formats', (target) => inLayer(target, 'formats') || inLayer(target, 'transcript') || allowed.has(target))).toEqual([]);
   });
 
-  it('errors.ts imports nothing of the project', () => {
-    expect(violations('errors', (target) => !target.startsWith('src/'))).toEqual([]);
+  it('errors.ts imports nothing of the project but answer-reservation.ts, which imports nothing', () => {
+    expect(violations('errors', (target) => !target.startsWith('src/') || target === 'src/answer-reservation.ts')).toEqual([]);
+    expect(violations('answer-reservation', (target) => !target.startsWith('src/'))).toEqual([]);
   });
 
   it('src/http/ and src/formats/ hold no import circle', () => {
@@ -216,7 +217,7 @@ export function importCircles(graph: ReadonlyMap<string, ReadonlySet<string>>): 
  * then the engine (the files directly in compaction/).
  */
 const RANKS: ReadonlyArray<readonly [rank: number, test: (path: string) => boolean]> = [
-  [0, (path) => path === 'src/errors.ts' || path === 'src/issue-words.ts'],
+  [0, (path) => path === 'src/errors.ts' || path === 'src/answer-reservation.ts' || path === 'src/issue-words.ts'],
   [1, (path) => inLayer(path, 'transcript')],
   [2, (path) => inLayer(path, 'config')],
   [3, (path) => inLayer(path, 'upstream') || inLayer(path, 'formats')],

@@ -73,7 +73,7 @@ const server = createServer((request, response) => {
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
   request.on('end', () => {
     const path = request.url ?? '/';
-    if (request.method === 'POST' && path.endsWith('/chat/completions')) {
+    if (request.method === 'POST' && (path.endsWith('/chat/completions') || path.endsWith('/v1/messages'))) {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       const text = body.toString('latin1');
       if (STREAM.test(text)) return stream(response, STALL.test(text));

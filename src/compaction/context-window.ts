@@ -39,7 +39,14 @@ export interface ContextWindowsOptions {
   readonly onFound?: (model: string, window: number) => void;
   /** Told when a lookup failed, with why; at most once a minute for the same reason. */
   readonly onLookupFailed?: (model: string, reason: string) => void;
+  /** `compaction.min_learned_window`: a refusal naming a smaller window is not learned. */
+  readonly minLearnedWindow?: number;
+  /** Told when a refusal's window is not learned, with why. */
+  readonly onRefusalIgnored?: (model: string, window: number, reason: string) => void;
 }
+
+/** The floor of a learned window by default: below it no prompt of an agent fits anyway (its system prompt alone is larger). */
+export const MIN_LEARNED_WINDOW = 512;
 
 /** An upstream answer kept for {@link WINDOW_TTL_MS}, asked for once however many wait on it. */
 class RecentAnswer<T> {
@@ -57,6 +64,11 @@ class RecentAnswer<T> {
       })
       .finally(() => (this.#asking = undefined));
     return this.#asking;
+  }
+
+  /** Forgets the answer: the next `get` asks again. */
+  forget(): void {
+    this.#answer = undefined;
   }
 }
 
@@ -127,10 +139,31 @@ export class ContextWindows {
    * (llama-server's 400 `exceed_context_size_error` carries `n_ctx`): a
    * `context_window` configured too large, or a server restarted with a
    * smaller `-c`. It stands for a minute over what is configured or found,
-   * then `/props` is trusted again.
+   * then `/props` is trusted again. Never below `compaction.min_learned_window`,
+   * nor below what `/props` reports when asked again now (the restarted server
+   * reports its new `-c` there): a refusal naming 1 token made every request
+   * of the model a 400. Says whether the window was learned.
    */
-  learnRefusal(model: string, window: number): void {
-    if (window > 0) this.#refused.set(model, window);
+  async learnRefusal(model: string, window: number, headers?: CallHeaders): Promise<boolean> {
+    const floor = this.#options.minLearnedWindow ?? MIN_LEARNED_WINDOW;
+    const ignore = (reason: string): false => {
+      this.#options.onRefusalIgnored?.(model, window, reason);
+      return false;
+    };
+    if (!(window >= floor)) return ignore(`below compaction.min_learned_window (${floor})`);
+    if (this.#options.configured(model) === 'auto') {
+      this.#props.forget();
+      const reported = await Promise.resolve(this.#props.get(() => propsWindow(this.#options.upstream, headers))).catch(() => null);
+      if (reported !== null && window < reported) return ignore(`below what /props reports (${reported})`);
+    }
+    this.#refused.set(model, window);
+    return true;
+  }
+
+  /** When the window learned from a refusal of `model` expires, or undefined when none stands. */
+  learnedUntil(model: string): number | undefined {
+    if (!this.#refused.has(model)) return undefined;
+    return this.#now() + this.#refused.getRemainingTTL(model);
   }
 
   #warnFailure(model: string, reason: string): void {

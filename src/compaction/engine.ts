@@ -18,6 +18,7 @@ import { type Compacted, type CompactionInput, type CompactionRequest, compacted
 import { type Candidate, candidateOf, totalSize } from './policy/plan.js';
 import { pruneOversizedResults, prunedReport } from './policy/oversized.js';
 import { prunedLine, reusedLine, wouldLine } from './policy/report.js';
+import { oversizedCount, withOversizedStep } from './policy/oversized-step.js';
 import { forcedSettings } from './policy/observe-mode.js';
 import { observeOnce } from './observe-pass.js';
 import { prunedEpoch } from './policy/replacement.js';
@@ -28,7 +29,6 @@ import { RatioSharing } from './ratio-sharing.js';
 import { sharedRatioName, TokenRatios } from './token-ratio.js';
 import type { UpstreamJson } from '../upstream/json-surface.js';
 
-export type { CompactionLogger } from './ports.js';
 export type { Compacted, CompactionInput } from './request.js';
 
 /**
@@ -103,6 +103,7 @@ export class CompactionEngine {
       logger: options.logger,
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
+      learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
     this.#sharing = new RatioSharing(store, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
@@ -110,7 +111,7 @@ export class CompactionEngine {
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
-      now,
+      ...{ now, minLearnedWindow: compaction.min_learned_window },
       ...windowNotices(options.logger),
     });
   }
@@ -120,9 +121,8 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
-  get epochCount(): number {
-    return this.#store.size;
-  }
+  get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
+  get epochCount(): number { return this.#store.size; } // prettier-ignore: epochs held in this process (metrics)
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
@@ -160,26 +160,27 @@ export class CompactionEngine {
     const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.request.messages, budget.tokens);
     const estimate = estimateOf(messages);
-    const originalSize = estimate * ratio;
+    const prunedSize = estimate * ratio; // what decisions are made on; reports say what the client sent:
+    const clientSize = messages === input.request.messages ? prunedSize : estimateOf(input.request.messages) * ratio;
+    const onlyPruned = (): string => (mode === 'observe' ? wouldLine : String)(prunedReport(input.request.messages, messages, estimateOf, ratio));
+    const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversizedCount(input.request.messages, messages), mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up.
-    if (mode !== 'force' && skipsLookup(originalSize, messages.length, budget, this.#settings)) {
-      if (mode === 'observe') {
-        const line = messages === input.request.messages ? null : wouldLine(prunedReport(input.request.messages, messages, estimateOf, ratio));
-        return compactedOf(input, { messages: input.request.messages, report: line, estimate: estimateOf(input.request.messages) });
-      }
-      return compactedOf(input, { messages, report: messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio), estimate });
+    if (mode !== 'force' && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
+      const line = messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio);
+      if (mode === 'observe') return { ...compactedOf(input, { messages: input.request.messages, report: line === null ? null : wouldLine(line), estimate: estimateOf(input.request.messages) }), clientTokens: clientSize };
+      return { ...compactedOf(input, { messages, report: line, estimate }), clientTokens: clientSize };
     }
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
     const hashes = prefixHashes({ tenant: input.tenant, model }, input.request.messages);
     await yieldOnLongHistory(messages.length);
-    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize, headers: input.upstreamHeaders };
-    if (mode === 'observe') return observeOnce({ store: this.#store, ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request);
+    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
+    if (mode === 'observe') return told(await observeOnce({ store: this.#store, ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));
     const waits = { milliseconds: 0, count: 0 };
     try {
-      return await this.#decideAndApply(input, request, waits);
+      return told(await this.#decideAndApply(input, request, waits));
     } finally {
       if (waits.count > 0) this.#observer?.summaryWait?.(waits.milliseconds);
     }
@@ -266,7 +267,7 @@ export class CompactionEngine {
         const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
         await this.#store.save(epoch);
         this.#logger?.info({ model, tier: 'prune' }, report);
-        this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false });
+        this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report, milliseconds: 0, notes: null } });
         return this.#sizes.applied(epoch, input, request);
       }
       case 'summary':

@@ -1,10 +1,8 @@
 import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
-import type { Decision } from './policy/decide.js';
 import type { Epoch, EpochStore } from './types.js';
 import { leased } from './epochs/lease.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
@@ -13,10 +11,12 @@ import { markedIndexesOf, replacementOf, truncationText } from './policy/replace
 import { summarizedLine, truncatedLine } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { DROPPED, QueuePlace, Semaphore } from './semaphore.js';
+import { QueuePlace } from './semaphore.js';
+import { FairSlots, NotRun, STALE_LIMIT } from './fair-slots.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
+import type { CallOutcome, SummaryDecision, WriteJob, WriteOptions } from './write-job.js';
 
 /**
  * Writes the epoch a summary or steps decision makes: the summary call (at
@@ -42,8 +42,6 @@ const TRUNCATION_TTL_MS = 5 * 60_000;
  */
 const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
-export type SummaryDecision = Extract<Decision, { kind: 'summary' | 'steps' }>;
-
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];
   readonly chat: ChatCall;
@@ -54,29 +52,32 @@ export interface EpochWriterOptions {
   readonly logger: CompactionLogger | undefined;
   readonly observer: CompactionObserver | undefined;
   readonly summaryPrompt: string | undefined;
-}
-
-export interface WriteOptions {
-  readonly signal: AbortSignal;
-  readonly onProgress: ((line: string) => void) | undefined;
-  /** Computed in the background: stored pending, and a failure leaves nothing behind. */
-  readonly pending: boolean;
-  /** Stored in use even when computed in the background: it replaces a truncation, which is never waited out. */
-  readonly inUse?: boolean;
+  /** When the window learned from a refusal of a model expires (undefined: none stands): a truncation made under it expires with it. */
+  readonly learnedWindowUntil?: (model: string) => number | undefined;
 }
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
-  readonly #summaryCalls: Semaphore;
+  readonly #summaryCalls: FairSlots;
   /** The places in line of background summaries, by epoch key: a request that comes to wait for one promotes it. */
   readonly #backgroundPlaces = new Map<string, QueuePlace>();
 
   constructor(options: EpochWriterOptions) {
     this.#options = options;
-    this.#summaryCalls = new Semaphore({ limit: options.config.summary.concurrency, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS });
+    const { concurrency: limit, max_queued_per_tenant: maxQueuedPerTenant, max_queued_background: maxQueuedBackground } = options.config.summary;
+    const onDrop = (dropped: string): void => options.observer?.summaryDropped?.(dropped);
+    this.#summaryCalls = new FairSlots({ limit, maxQueuedPerTenant, maxQueuedBackground, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS, onDrop });
   }
 
   /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
+  /** Summaries waiting for a slot now. */
+  get queued(): number { return this.#summaryCalls.waiting; } // prettier-ignore
+
+  /** A truncation stands for its TTL, or until the learned window it was cut for expires, whichever comes first. */
+  #truncationExpiry(model: string): number {
+    return Math.min(this.#options.now() + TRUNCATION_TTL_MS, this.#options.learnedWindowUntil?.(model) ?? Number.POSITIVE_INFINITY);
+  }
+
   promote(key: string): void {
     this.#backgroundPlaces.get(key)?.promote();
   }
@@ -148,7 +149,7 @@ export class EpochWriter {
     const place = new QueuePlace(pending ? 'background' : 'foreground');
     if (pending) this.#backgroundPlaces.set(key, place);
     try {
-      const result = await this.#summaryCalls.use(() => {
+      const result = await this.#summaryCalls.use(request.tenant, () => {
         const callTimeout = AbortSignal.timeout(config.summary.timeout_ms);
         timeout = callTimeout;
         callStarted = now();
@@ -173,9 +174,13 @@ export class EpochWriter {
           (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
         );
       }, place);
-      if (result === DROPPED) {
-        logger?.info({ model: request.model, waitedMs: now() - started }, 'background summary dropped: it waited in line longer than it is useful');
-        return { kind: 'dropped' };
+      if (result instanceof NotRun) {
+        const line = result.dropped === STALE_LIMIT ? `${result.dropped}: dropped` : `summary not queued: over ${result.dropped}`;
+        if (pending) {
+          logger?.info({ model: request.model, waitedMs: now() - started, limit: result.dropped }, line);
+          return { kind: 'dropped' };
+        }
+        throw new SummaryError(`${line} (${this.#summaryCalls.waiting} summaries waiting)`, 0);
       }
       backoff.forget(job.conversation);
       return { kind: 'written', result, callStarted };
@@ -203,7 +208,8 @@ export class EpochWriter {
     const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
-    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending });
+    const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
+    observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
     return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, strategy: plan.tier, report });
   }
 
@@ -232,8 +238,9 @@ export class EpochWriter {
         const after = job.sizeOfMessages([...replacement, ...job.rest], true);
         const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
-        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false });
-        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: now() + TRUNCATION_TTL_MS };
+        const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
+        observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
+        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: this.#truncationExpiry(request.model) };
         return this.#stored(job, epoch);
       }
     }
@@ -250,31 +257,6 @@ export class EpochWriter {
     return epoch;
   }
 }
-
-/** What one write works from. */
-interface WriteJob {
-  readonly request: CompactionRequest;
-  readonly candidate: Candidate;
-  readonly decision: SummaryDecision;
-  readonly options: WriteOptions;
-  /** The epoch's key: the whole history its summary sees. */
-  readonly key: string;
-  readonly seenLength: number;
-  /** What a failure's back-off is kept by. */
-  readonly conversation: string;
-  readonly started: number;
-  /** Size in real tokens of messages, with the ratio as learned when the write began. */
-  readonly sizeOfMessages: (messages: readonly ChatMessage[], withTools: boolean) => number;
-  /** The candidate's messages after the cut's boundary: forwarded after the replacement. */
-  readonly rest: readonly ChatMessage[];
-  readonly earlierNotes: string | null;
-  readonly marked: number[];
-}
-
-type CallOutcome =
-  | { readonly kind: 'written'; readonly result: SummaryResult; readonly callStarted: number }
-  | { readonly kind: 'dropped' }
-  | { readonly kind: 'failed'; readonly failure: string; readonly timedOut: boolean };
 
 function progressLine(progress: SummaryProgress): string {
   const chunk = progress.chunks > 1 ? ` (chunk ${progress.chunk}/${progress.chunks})` : '';

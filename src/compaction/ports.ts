@@ -35,6 +35,7 @@ export interface CompactionLogger {
  * must not throw.
  */
 
+import type { ChatMessage } from '../transcript/message.js';
 /**
  * How it ended: `compacted` (a new epoch, applied now), `prepared` (a new
  * epoch computed in the background, pending), `truncated`, `forwarded` (the
@@ -61,6 +62,20 @@ export interface CompactionEvent {
   readonly tokensAfter: number;
   /** Computed in the background, ahead of need. */
   readonly pending: boolean;
+  /** The epoch made, told where it was written (in the background too), for the dashboard; absent when none was. */
+  readonly written?: WrittenEpoch;
+}
+
+/** An epoch as it was written: whose conversation, its report line, how long it took, its notes. */
+export interface WrittenEpoch {
+  readonly tenant: string;
+  /** The history it was written for, and its prefix hashes (`hashes[i]` names its first `i` messages). */
+  readonly messages: readonly ChatMessage[];
+  readonly hashes: readonly string[];
+  readonly report: string;
+  readonly milliseconds: number;
+  /** The summary's notes (message text: shown only with `dashboard.show_text`); null for a pruning or a truncation. */
+  readonly notes: string | null;
 }
 
 export interface SummaryEvent {
@@ -81,4 +96,6 @@ export interface CompactionObserver {
    * crossing whose epoch was prepared in the background waits for none.
    */
   summaryWait?(milliseconds: number): void;
+  /** A summary was dropped from the queue or refused a place in it, by the limit named. */
+  summaryDropped?(limit: string): void;
 }

@@ -40,6 +40,12 @@ export interface Compacted {
   readonly afterResponse?: () => void;
   /** Whether an epoch was written for this request (new), one already written was applied (reused), or neither (none). */
   readonly epoch: 'new' | 'reused' | 'none';
+  /**
+   * The size of the history as the client sent it, before any pruning
+   * (estimate times the learned ratio): the "before" of the report, and what
+   * the metrics and the dashboard count as sent. Absent with compaction off.
+   */
+  readonly clientTokens?: number;
 }
 
 /** The one way a {@link Compacted} is made: named fields, `changed` derived from the input's own array. */

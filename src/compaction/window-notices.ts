@@ -15,7 +15,7 @@ import { perModel } from './per-model.js';
  */
 const SMALL_WINDOW_TOKENS = 4096;
 
-type Notices = Pick<ContextWindowsOptions, 'onFound' | 'onUnknown' | 'onLookupFailed'>;
+type Notices = Pick<ContextWindowsOptions, 'onFound' | 'onUnknown' | 'onLookupFailed' | 'onRefusalIgnored'>;
 
 export function windowNotices(logger: CompactionLogger | undefined): Notices {
   const warnedSmall = perModel<true>();
@@ -31,6 +31,8 @@ export function windowNotices(logger: CompactionLogger | undefined): Notices {
       );
     },
     onUnknown: (model) => logger?.warn({ model }, 'the context window of this model is unknown: only compaction.max_messages can trigger a compaction'),
+    onRefusalIgnored: (model, window, reason) =>
+      logger?.warn({ model, window, reason }, 'the upstream refused a prompt naming a context window that is not learned: the planned window stands'),
     onLookupFailed: (model, reason) =>
       logger?.warn({ model, reason }, 'the context window lookup failed: this request is forwarded uncompacted, and the next one asks again'),
   };

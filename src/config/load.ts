@@ -6,6 +6,7 @@ import { type Config, parseConfig } from './schema.js';
 import { unknownEnvironmentVariables } from './unknown-variables.js';
 import { withoutApiSuffix } from './api-suffix.js';
 import { MASK, maskUrl } from './mask.js';
+import { USAGE } from './usage.js';
 
 /**
  * Where the configuration comes from, lowest precedence first: the defaults,
@@ -15,37 +16,7 @@ import { MASK, maskUrl } from './mask.js';
  * with its source) like any other.
  */
 
-export const USAGE = `Usage: compactor [options]
-
-Options:
-  --config FILE               YAML configuration file (env COMPACTOR_CONFIG)
-  --host HOST                 listen address (env COMPACTOR_HOST, default 127.0.0.1)
-  --port PORT                 listen port (env COMPACTOR_PORT, default 8081)
-  --upstream URL              upstream server (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
-  --context-window TOKENS     window of every model, or auto (env COMPACTOR_CONTEXT_WINDOW, default auto)
-  --compaction on|off         compaction.enabled (env COMPACTOR_COMPACTION, default on)
-  --observe                   compaction.mode observe: forward untouched, report what would be done (env COMPACTOR_MODE)
-  --max-messages N            compaction.max_messages, 0 = off (env COMPACTOR_MAX_MESSAGES)
-  --summary-model NAME        compaction.summary.model (env COMPACTOR_SUMMARY_MODEL)
-  --summary-upstream URL      compaction.summary.upstream (env COMPACTOR_SUMMARY_UPSTREAM)
-  --summary-prompt-file FILE  compaction.summary.prompt_file (env COMPACTOR_SUMMARY_PROMPT_FILE)
-  --pairs MODE                repair | reject | off (env COMPACTOR_PAIRS)
-  --log-level LEVEL           fatal | error | warn | info | debug | trace | silent (env COMPACTOR_LOG_LEVEL)
-  --log-format FORMAT         json (default) | pretty: one readable line per event (env COMPACTOR_LOG_FORMAT)
-  --print-config              print the effective configuration (secrets masked) and exit
-  --version                   print the version and exit
-  -h, --help                  print this help
-
-Secrets are read from the environment only, never from flags (which other users can see):
-  COMPACTOR_UPSTREAM_API_KEY  upstream.api_key
-  COMPACTOR_SUMMARY_API_KEY   compaction.summary.api_key
-  COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
-  COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
-  COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
-
-Other settings without a flag:
-  COMPACTOR_CACHE_STORE       cache.store: memory | redis
-  COMPACTOR_DASHBOARD         dashboard.enabled: on | off (COMPACTOR_SLOTS auto | off, COMPACTOR_SLOT_SAVE on | off: upstream.slots, slot_save)`;
+export { USAGE };
 
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
@@ -78,6 +49,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'] },
+  COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
 };
 
 /** The same keys by command-line flag, secrets excepted. */

@@ -15,7 +15,8 @@ const Fraction = z.number().gt(0, 'expected a fraction above 0').lte(1, 'expecte
 const Milliseconds = z.int('expected an integer number of milliseconds').positive('expected a positive number');
 const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
 const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
-const HttpUrl = z.url({ protocol: /^https?$/, error: 'expected a URL' });
+// `127.0.0.1:8080` is the likeliest mistake: say what to write instead.
+const HttpUrl = z.url({ protocol: /^https?$/, error: (issue) => (typeof issue.input === 'string' && /^[\w.-]+:\d+(\/\S*)?$/.test(issue.input) ? `expected a URL; add its scheme: http://${issue.input}` : 'expected a URL') });
 const RedisUrl = z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' });
 // `__proto__` as a map key would set the prototype of the parsed record.
 const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
@@ -76,6 +77,8 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
+        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
+        allow_request_mode: z.boolean().default(true),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
@@ -91,10 +94,16 @@ export const ConfigSchema = z
             max_tokens: PositiveInteger.default(1024),
             timeout_ms: Milliseconds.default(300_000),
             concurrency: PositiveInteger.default(1),
+            /** Summaries one tenant may have waiting for a slot (issue 21): one tenant's flood never queues ahead of everyone. */
+            max_queued_per_tenant: PositiveInteger.default(16),
+            /** Background summaries waiting in all; past it the stalest is dropped. Each holds its request's messages. */
+            max_queued_background: PositiveInteger.default(64),
             prompt_file: z.string().min(1).nullable().default(null),
           })
           .prefault({}),
         on_summary_failure: z.enum(['truncate', 'forward', 'error']).default('truncate'),
+        /** A refusal naming a smaller window than this is not learned: a refusal naming 1 token made every request a 400. */
+        min_learned_window: PositiveInteger.default(512),
         progress: z.boolean('expected true or false').default(true),
       })
       .prefault({}),
@@ -111,6 +120,10 @@ export const ConfigSchema = z
             key_prefix: z.string().default('compactor:'),
             // A store slower than this is treated as down for that call: the request goes on with the memory store.
             timeout_ms: Milliseconds.default(50),
+            /** Signs every stored epoch (HMAC-SHA256): one that does not verify is a miss. Without it, whoever can write the keys is trusted. */
+            secret: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
+            /** A stored epoch larger than this once inflated is a miss: no epoch is larger than a request body. */
+            max_value_bytes: PositiveInteger.default(33_554_432),
           })
           .prefault({}),
       })
@@ -132,7 +145,17 @@ export const ConfigSchema = z
         max_events: PositiveInteger.default(200),
       })
       .prefault({}),
-    limits: z.strictObject({ body_bytes: PositiveInteger.default(33_554_432) }).prefault({}),
+    limits: z
+      .strictObject({
+        body_bytes: PositiveInteger.default(33_554_432),
+        /** Messages, tool calls and content parts one request may carry: the planning work of a request is capped by it (413 past it). */
+        max_items: PositiveInteger.default(50_000),
+        /** Connections draining the rest of a body after its 413 at once; past it the 413 closes at once (each holds a descriptor). */
+        max_draining: PositiveInteger.default(64),
+        /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */
+        drain_min_bytes_per_s: PositiveInteger.default(32_768),
+      })
+      .prefault({}),
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
   })
   .superRefine((config, context) => {

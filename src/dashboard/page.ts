@@ -1,3 +1,5 @@
+import { CHART_SCRIPT } from './chart.js';
+
 /**
  * The dashboard page (`GET /dashboard`): one hand-written HTML document with
  * its style and script inline, so nothing is fetched from the network at run
@@ -26,7 +28,7 @@ main{padding:1rem 1.2rem;max-width:1400px}
 th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);white-space:nowrap}th{font-weight:600;color:var(--muted);font-size:.8rem}
 tr[data-conversation]{cursor:pointer}tr.selected{background:rgba(25,113,194,.12)}td.report{white-space:normal;min-width:16rem}
 code{font-family:ui-monospace,monospace}
-svg{width:100%;height:auto;max-height:340px;display:block}.legend{display:flex;flex-wrap:wrap;gap:.8rem;font-size:.8rem;margin-top:.4rem}
+svg{width:100%;height:auto;display:block}#chart-client{margin:0 0 .3rem;font-size:.85rem}.legend{display:flex;flex-wrap:wrap;gap:.8rem;font-size:.8rem;margin-top:.4rem}
 .legend i{display:inline-block;width:.9rem;height:.2rem;vertical-align:middle;margin-right:.3rem}
 ol{margin:0;padding-left:1.2rem}li{margin:.25rem 0}pre{white-space:pre-wrap;font-size:.8rem;max-height:16rem;overflow:auto}
 form{display:flex;gap:.5rem;flex-wrap:wrap}input{font:inherit;padding:.35rem .5rem;min-width:16rem}button{font:inherit;padding:.35rem .8rem}
@@ -49,7 +51,7 @@ const el = (tag, text, attributes) => {
   for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
   return node;
 };
-const tokens = (n) => (n === null || n === undefined ? '-' : n < 1000 ? String(Math.round(n)) : (n / 1000).toFixed(1) + 'k');
+const tokens = (n) => (n === null || n === undefined ? '-' : n < 1000 ? String(Math.round(n)) : n < 999950 ? (n / 1000).toFixed(1) + 'k' : (n / 1e6).toFixed(2) + 'M');
 const seconds = (ms) => (ms / 1000).toFixed(1) + 's';
 const percent = (x) => (x === null ? '-' : Math.round(x * 100) + '%');
 const time = (at) => new Date(at).toLocaleTimeString();
@@ -61,40 +63,13 @@ function card(label, value, field) {
   return node;
 }
 
-function drawChart(conversation, models) {
-  const svg = $('chart');
-  const NS = 'http://www.w3.org/2000/svg';
-  while (svg.firstChild) svg.removeChild(svg.firstChild);
-  $('chart-title').textContent = conversation ? 'Conversation ' + conversation.id + ' (' + conversation.model + '): tokens per request' : 'No conversation yet';
-  if (!conversation) return;
-  const model = models.find((m) => m.model === conversation.model) || {};
-  const points = conversation.points;
-  const W = 640, H = 240, L = 44, R = 8, T = 8, B = 22;
-  const top = Math.max(1, model.window || 0, ...points.map((p) => p.sent)) * 1.05;
-  const x = (i) => L + (points.length <= 1 ? 0 : (i * (W - L - R)) / (points.length - 1));
-  const y = (v) => T + (H - T - B) * (1 - v / top);
-  const add = (tag, attributes, text) => {
-    const node = document.createElementNS(NS, tag);
-    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
-    if (text !== undefined) node.textContent = text;
-    svg.appendChild(node);
-    return node;
-  };
-  add('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: 'currentColor', 'stroke-opacity': 0.3 });
-  for (const [value, color, name] of [[model.window, 'var(--win)', 'window'], [model.softThreshold, 'var(--soft)', 'soft threshold'], [model.threshold, 'var(--thr)', 'threshold']]) {
-    if (!value) continue;
-    add('line', { x1: L, y1: y(value), x2: W - R, y2: y(value), stroke: color, 'stroke-dasharray': '5 4', class: 'limit', 'data-limit': name });
-    add('text', { x: 2, y: y(value) + 4, fill: color, 'font-size': 10 }, tokens(value));
-  }
-  for (const [field, color] of [['sent', 'var(--sent)'], ['forwarded', 'var(--fwd)']]) {
-    const line = points.map((p, i) => x(i).toFixed(1) + ',' + y(p[field]).toFixed(1)).join(' ');
-    add('polyline', { points: line, fill: 'none', stroke: color, 'stroke-width': 2, class: 'series', 'data-series': field });
-    for (let i = 0; i < points.length; i++) add('circle', { cx: x(i), cy: y(points[i][field]), r: 2.5, fill: color });
-  }
-  add('text', { x: L, y: H - 6, fill: 'currentColor', 'font-size': 10, 'fill-opacity': 0.6 }, 'last ' + points.length + ' requests');
-}
+${CHART_SCRIPT}
+let lastState = null;
+// The chart is drawn at its shown size: a turned phone or a resized window redraws it.
+window.addEventListener('resize', () => { if (lastState) render(lastState); });
 
 function render(state) {
+  lastState = state;
   $('upstream').textContent = state.upstream;
   const mode = $('mode');
   mode.textContent = state.mode;
@@ -111,7 +86,9 @@ function render(state) {
       card('summary time', seconds(t.summaryMs), 'summaryMs'),
       card('summary calls', t.summaryCalls, 'summaryCalls'),
       card('requests that waited', t.waits, 'waits'),
-      card('failures', t.failures, 'failures'),
+      card('refused requests', t.refused, 'refused'),
+      card('failed requests', t.failed, 'failed'),
+      card('summary failures', t.failures, 'failures'),
       card('truncations', t.truncations, 'truncations'),
       ...(state.mode === 'observe' ? [card('would compact', t.observed, 'observed')] : []),
     );
@@ -123,7 +100,7 @@ function render(state) {
     if (c.id === selected) row.className = 'selected';
     const tiers = Object.entries(c.tiers).map(([k, v]) => k + ' ' + v).join(', ');
     row.append(
-      el('td', null), el('td', c.model), el('td', c.requests, { 'data-field': 'requests' }), el('td', c.turns, { 'data-field': 'turns' }),
+      el('td', null), el('td', c.model), el('td', c.requests, { 'data-field': 'requests' }), el('td', c.refused + ' / ' + c.failed, { 'data-field': 'refused' }), el('td', c.turns, { 'data-field': 'turns' }),
       el('td', c.epochs + (tiers ? ' (' + tiers + ')' : ''), { 'data-field': 'epochs' }), el('td', c.reused, { 'data-field': 'reused' }),
       el('td', tokens(c.saved), { 'data-field': 'saved', 'data-value': String(c.saved) }), el('td', percent(c.kvReuse), { 'data-field': 'kv' }),
       el('td', c.slot === null || c.slot === undefined ? '-' : c.slot, { 'data-field': 'slot' }), el('td', kinds(c.repairs), { 'data-field': 'repairs' }), el('td', c.report || '-', { class: 'report', 'data-field': 'report' }),
@@ -137,7 +114,7 @@ function render(state) {
   const list = $('compactions');
   list.replaceChildren(...state.compactions.map((event) => {
     const item = el('li', null, { 'data-conversation': event.conversation });
-    item.append(el('span', time(event.at) + ' ', { class: 'muted' }), el('code', event.conversation), document.createTextNode(' ' + event.tier + ': ' + event.report));
+    item.append(el('span', time(event.at) + ' ', { class: 'muted' }), el('code', event.conversation), document.createTextNode(' ' + event.tier + (event.background ? ' (background, ' : ' (') + seconds(event.milliseconds) + '): ' + event.report));
     if (state.showText && event.notes) {
       const details = el('details');
       details.append(el('summary', 'notes'), el('pre', event.notes));
@@ -216,13 +193,14 @@ export const DASHBOARD_PAGE = `<!doctype html>
     <div id="totals" class="cards"></div>
     <section>
       <h2 id="chart-title">Conversation</h2>
-      <svg id="chart" viewBox="0 0 640 240" role="img" aria-label="client-sent and forwarded tokens per request, against the window and thresholds"></svg>
-      <div class="legend"><span><i style="background:var(--sent)"></i>sent by the client</span><span><i style="background:var(--fwd)"></i>forwarded</span><span><i style="background:var(--win)"></i>window</span><span><i style="background:var(--thr)"></i>threshold</span><span><i style="background:var(--soft)"></i>soft threshold</span></div>
+      <p id="chart-client" class="muted"></p>
+      <svg id="chart" viewBox="0 0 640 260" role="img" aria-label="forwarded tokens per request, against the window and thresholds; the client's size as a faint line"></svg>
+      <div class="legend"><span><i style="background:var(--fwd)"></i>forwarded</span><span><i style="background:var(--sent);opacity:.55"></i>sent by the client (leaves the chart above the window)</span><span><i style="background:var(--win)"></i>window</span><span><i style="background:var(--thr)"></i>threshold</span><span><i style="background:var(--soft)"></i>soft threshold</span></div>
     </section>
     <section>
       <h2>Conversations</h2>
       <div class="wrap"><table>
-        <thead><tr><th>id</th><th>model</th><th>requests</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>slot</th><th>pair repairs</th><th>last report</th></tr></thead>
+        <thead><tr><th>id</th><th>model</th><th>requests</th><th title="refused (4xx) / failed (5xx)">refused / failed</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>slot</th><th>pair repairs</th><th>last report</th></tr></thead>
         <tbody id="conversations"></tbody>
       </table></div>
       <p id="empty" class="muted">No conversation yet: send a chat request through compactor.</p>

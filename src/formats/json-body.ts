@@ -83,12 +83,20 @@ export const MAX_MODEL_NAME_LENGTH = 256;
  * for a chat completion.
  */
 export function readJsonObject(raw: unknown, contentType: string | undefined): Record<string, unknown> {
-  // No content type is accepted: some clients omit it for JSON.
-  if (contentType !== undefined && !isJsonMediaType(mediaTypeOf(contentType))) throw new UnsupportedMediaTypeError(contentType);
+  // Any content type is accepted for a body that parses as JSON, as llama-server accepts it
+  // (`curl -d` sends JSON as application/x-www-form-urlencoded); what does not parse is refused by its type.
+  const declaredOther = contentType !== undefined && !isJsonMediaType(mediaTypeOf(contentType));
   if (!Buffer.isBuffer(raw) || raw.length === 0) {
+    if (declaredOther) throw new UnsupportedMediaTypeError(contentType);
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
   }
-  const json = parseBody(raw.toString('utf8'));
+  let json: unknown;
+  try {
+    json = parseBody(raw.toString('utf8'));
+  } catch (error) {
+    if (declaredOther && !startsLikeJson(raw)) throw new UnsupportedMediaTypeError(contentType);
+    throw error;
+  }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
   }
@@ -97,6 +105,15 @@ export function readJsonObject(raw: unknown, contentType: string | undefined): R
     throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
   return json as Record<string, unknown>;
+}
+
+/** Whether a body's first character (after white space) opens a JSON object: it was meant as JSON, whatever its type said. */
+function startsLikeJson(raw: Buffer): boolean {
+  for (const byte of raw) {
+    if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
+    return byte === 0x7b;
+  }
+  return false;
 }
 
 export function withModelNameChecked<Body extends { model: string }>(body: Body): Body {

@@ -89,7 +89,8 @@ function skipValue(bytes: Buffer, position: number): number {
 function isKey(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
   if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
   // `"m\u0065ssages"` is the same key to JSON.parse: only an escaped key can be longer and still say it.
-  if (bytes.indexOf(BACKSLASH, start) >= end || bytes.indexOf(BACKSLASH, start) === -1) return false;
+  // Searched within the key only: a search to the body's end made each top-level key cost the whole body (quadratic).
+  if (!bytes.subarray(start, end).includes(BACKSLASH)) return false;
   return JSON.parse(bytes.toString('utf8', start, end)) === quoted.toString('utf8', 1, quoted.length - 1);
 }
 

@@ -34,8 +34,11 @@ export interface WireFormat {
   /** The paths it is served at. */
   readonly urls: readonly string[];
   readonly streamEnd: StreamEnd;
-  /** `observe`: pairs are checked and reported, never repaired or refused (observe mode). */
-  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean): ReadRequest;
+  /**
+   * `observe`: pairs are checked and reported, never repaired or refused (observe mode).
+   * `maxItems` (`limits.max_items`): more messages, tool calls and content parts than this are refused with a 413.
+   */
+  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean, maxItems?: number): ReadRequest;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

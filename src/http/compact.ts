@@ -50,7 +50,7 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
-  const read = readExchange({ format: CHAT_FORMAT, pairs: config.pairs, observing: false }, request.body, request.headers['content-type']).request;
+  const read = readExchange({ format: CHAT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items }, request.body, request.headers['content-type']).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.
@@ -75,7 +75,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
   });
   const report = [pairs.report, prepared.report].filter((line) => line !== undefined && line !== null).join('; ') || 'nothing to compact';
   request.record.report = report;
-  return { object: 'compaction', messages: prepared.messages, report, tokens: { before, after: tokensOf(prepared.messages) }, epoch: prepared.epoch };
+  return { object: 'compaction', messages: prepared.messages, report, tokens: { before: Math.round(prepared.clientTokens ?? before), after: tokensOf(prepared.messages) }, epoch: prepared.epoch };
 }
 
 /** One `POST /v1/compact`: read and planned as a chat request, the compacted history answered as JSON. */
@@ -90,7 +90,10 @@ export async function runCompaction(request: FastifyRequest, reply: FastifyReply
     const answer = await compact(request, options, abort.signal);
     if (abort.signal.aborted) return;
     const headers = answer.report === 'nothing to compact' ? {} : { 'x-compactor': headerText(answer.report) };
-    await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(JSON.stringify(answer));
+    const body = JSON.stringify(answer);
+    // Counted here: the log line's fallback (Content-Length) is not set yet when a large answer is sent.
+    request.record.bytes = Buffer.byteLength(body);
+    await reply.code(200).headers({ ...headers, 'content-type': 'application/json; charset=utf-8' }).send(body);
   } catch (error) {
     if (abort.signal.aborted) return;
     const proxyError = error instanceof ProxyError ? error : new InternalError(error);

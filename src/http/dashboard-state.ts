@@ -1,6 +1,6 @@
 import { budgetOf } from '../compaction/policy/budget.js';
 import type { Config } from '../config/schema.js';
-import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
+import type { CompactionEvent, CompactionObserver, SummaryEvent, WrittenEpoch } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
 import { isRealUserMessage } from '../transcript/groups.js';
@@ -41,6 +41,10 @@ interface Conversation {
   readonly tenant: string;
   readonly model: string;
   requests: number;
+  /** Requests answered 4xx after they were read (the upstream's `exceed_context_size_error`, compactor's `context_length_exceeded`). */
+  refused: number;
+  /** Requests that failed with 5xx (an upstream unreachable, a timeout, a summary error). */
+  failed: number;
   turns: number;
   messages: number;
   readonly points: Point[];
@@ -63,6 +67,10 @@ export interface CompactionItem {
   readonly model: string;
   readonly tier: string;
   readonly report: string;
+  /** How long the epoch took to write (its summary call, queue included). */
+  readonly milliseconds: number;
+  /** Written in the background, after an answer (prepared ahead of need). */
+  readonly background: boolean;
   readonly notes?: string;
 }
 
@@ -84,27 +92,13 @@ export interface DashboardStateOptions {
   readonly now?: () => number;
 }
 
-/** The tier a report line names, or null for a line that made no epoch (`epoch reused`, `repaired …`, observe mode's `would …`). */
-function tierOf(report: string): string | null {
-  for (const part of report.split('; ')) {
-    if (part.startsWith('summarized')) return 'summary';
-    if (part.startsWith('pruned')) return 'prune';
-    if (part.startsWith('truncated')) return 'truncated';
-  }
-  return null;
-}
-
-/** The notes of the forwarded history: the text of the first message compactor wrote. */
-function notesOf(forwarded: readonly ChatMessage[]): string | undefined {
-  const marked = forwarded.find((message) => isMarked(message));
-  return marked === undefined ? undefined : contentText(marked.content).slice(0, MAX_NOTES_CHARS);
-}
-
 /** Where the conversation starts: its head and first real user message, hashed as epochs are (tenant and model first). */
-function conversationId(tenant: string, model: string, messages: readonly ChatMessage[]): string {
+function conversationId(tenant: string, model: string, messages: readonly ChatMessage[], hashes?: readonly string[]): string {
   const firstUser = messages.findIndex((message) => isRealUserMessage(message));
   const upTo = firstUser === -1 ? messages.length : firstUser + 1;
-  return prefixHashes({ tenant, model }, messages, upTo).at(-1)!.slice(0, ID_LENGTH);
+  // An epoch's request hashed its history already: the same chain, so the same id.
+  const hash = hashes?.[upTo] ?? prefixHashes({ tenant, model }, messages, upTo).at(-1)!;
+  return hash.slice(0, ID_LENGTH);
 }
 
 export class DashboardState implements CompactionObserver {
@@ -113,7 +107,7 @@ export class DashboardState implements CompactionObserver {
   readonly #events: (CompactionItem & { readonly tenant: string })[] = [];
   readonly #options: DashboardStateOptions;
   readonly #now: () => number;
-  readonly totals = { requests: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
+  readonly totals = { requests: 0, refused: 0, failed: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
 
   constructor(options: DashboardStateOptions) {
     this.#options = options;
@@ -128,20 +122,25 @@ export class DashboardState implements CompactionObserver {
     return this.#events.length;
   }
 
-  /** One chat request answered (2xx, streamed whole). */
-  answered(request: AnsweredRequest): void {
-    const at = this.#now();
-    const id = conversationId(request.tenant, request.model, request.messages);
-    const key = `${request.tenant}\n${id}`;
+  /** The conversation of a history, made when first seen, and moved to the end (seen last). */
+  #conversation(tenant: string, model: string, messages: readonly ChatMessage[], at: number, hashes?: readonly string[]): Conversation {
+    const id = conversationId(tenant, model, messages, hashes);
+    const key = `${tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
-      conversation = { id, tenant: request.tenant, model: request.model, requests: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at };
+      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at };
     } else {
       this.#conversations.delete(key);
     }
     this.#conversations.set(key, conversation);
     if (this.#conversations.size > this.#options.maxConversations) this.#conversations.delete(this.#conversations.keys().next().value!);
+    return conversation;
+  }
 
+  /** One chat request answered (2xx, streamed whole). */
+  answered(request: AnsweredRequest): void {
+    const at = this.#now();
+    const conversation = this.#conversation(request.tenant, request.model, request.messages, at);
     this.totals.requests++;
     conversation.requests++;
     conversation.lastAt = at;
@@ -153,7 +152,8 @@ export class DashboardState implements CompactionObserver {
     if (tokens !== null) {
       conversation.points.push({ at, sent: tokens.sent, forwarded: tokens.forwarded });
       if (conversation.points.length > POINTS_PER_CONVERSATION) conversation.points.shift();
-      const saved = Math.max(0, tokens.sent - tokens.forwarded);
+      // Forwarded as sent (observe mode, a history that fits), nothing was saved, whatever the estimate said.
+      const saved = request.forwarded === request.messages ? 0 : Math.max(0, tokens.sent - tokens.forwarded);
       conversation.saved += saved;
       this.totals.tokensSaved += saved;
       conversation.cached += tokens.cached;
@@ -163,19 +163,46 @@ export class DashboardState implements CompactionObserver {
     if (report === undefined) return;
     conversation.report = report;
     if (report.includes('epoch reused')) conversation.reused++;
-    const tier = tierOf(report);
-    if (tier === null) return;
-    conversation.epochs++;
-    conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
-    const notes = this.#options.showText ? notesOf(request.forwarded) : undefined;
-    this.#events.push({ at, tenant: request.tenant, conversation: id, model: request.model, tier, report, ...(notes === undefined ? {} : { notes }) });
-    if (this.#events.length > this.#options.maxEvents) this.#events.shift();
+  }
+
+  /** A chat request read and then refused (4xx) or failed (5xx): counted on its conversation, never dropped from the page. */
+  ended(request: { readonly tenant: string; readonly model: string; readonly messages: readonly ChatMessage[] }, status: number): void {
+    const conversation = this.#conversation(request.tenant, request.model, request.messages, this.#now());
+    const kind = status < 500 ? 'refused' : 'failed';
+    this.totals.requests++;
+    this.totals[kind]++;
+    conversation.requests++;
+    conversation[kind]++;
+    conversation.lastAt = this.#now();
   }
 
   compaction(event: CompactionEvent): void {
     if (event.outcome === 'failed') this.totals.failures++;
     if (event.outcome === 'truncated') this.totals.truncations++;
     if (event.outcome === 'observed') this.totals.observed++;
+    if (event.written !== undefined && event.tier !== null) this.#written(event, event.written);
+  }
+
+  /** An epoch, recorded where it was written (a request's own, or one prepared in the background after an answer). */
+  #written(event: CompactionEvent, written: WrittenEpoch): void {
+    const at = this.#now();
+    const tier = event.outcome === 'truncated' ? 'truncated' : event.tier === 'prune' ? 'prune' : 'summary';
+    const conversation = this.#conversation(written.tenant, event.model, written.messages, at, written.hashes);
+    conversation.epochs++;
+    conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
+    const notes = this.#options.showText && written.notes !== null ? written.notes.slice(0, MAX_NOTES_CHARS) : undefined;
+    this.#events.push({
+      at,
+      tenant: written.tenant,
+      conversation: conversation.id,
+      model: event.model,
+      tier,
+      report: written.report,
+      milliseconds: Math.round(written.milliseconds),
+      background: event.pending,
+      ...(notes === undefined ? {} : { notes }),
+    });
+    if (this.#events.length > this.#options.maxEvents) this.#events.shift();
   }
 
   summary(event: SummaryEvent): void {
@@ -189,12 +216,18 @@ export class DashboardState implements CompactionObserver {
     this.totals.waits++;
   }
 
-  /** What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only. */
-  snapshot(viewer: { readonly tenant: string | null }) {
+  /**
+   * What a viewer may see: every tenant's conversations (an admin, or no auth), else its own only;
+   * notes (show_text) only of `notesOf`'s conversations (null: every tenant's, for an admin key).
+   */
+  snapshot(viewer: { readonly tenant: string | null; readonly notesOf?: string | null }) {
+    const notesOf = viewer.notesOf === undefined ? viewer.tenant : viewer.notesOf;
+    const shown = ({ tenant, notes, ...event }: CompactionItem & { readonly tenant: string }): CompactionItem =>
+      notes === undefined || (notesOf !== null && tenant !== notesOf) ? event : { ...event, notes };
     const visible = [...this.#conversations.values()].filter((conversation) => viewer.tenant === null || conversation.tenant === viewer.tenant).reverse();
     return {
       conversations: visible.map(({ tenant: _tenant, cached, prompt, ...conversation }) => ({ ...conversation, kvReuse: prompt === 0 ? null : cached / prompt })),
-      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(({ tenant: _tenant, ...event }): CompactionItem => event).reverse(),
+      compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(shown).reverse(),
       // Totals span every tenant: only an admin (or a proxy without keys) sees them.
       ...(viewer.tenant === null ? { totals: { ...this.totals } } : {}),
     };

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ChatContext } from './chat/planner.js';
 import type { Metrics } from './metrics.js';
 import type { RequestRecord } from './request-record.js';
 import { logRequest } from './request-log.js';
@@ -24,10 +25,13 @@ export class InFlight {
   #count = 0;
   readonly #idleWaiters: Array<() => void> = [];
   readonly #metrics: Metrics;
+  readonly #onChatError: ((context: ChatContext, status: number) => void) | undefined;
   #server: Server | null = null;
 
-  constructor(metrics: Metrics) {
+  /** `onChatError`: told of each chat request that was read and then refused or failed (status 400 and above), for the dashboard. */
+  constructor(metrics: Metrics, onChatError?: (context: ChatContext, status: number) => void) {
     this.#metrics = metrics;
+    this.#onChatError = onChatError;
   }
 
   get draining(): boolean {
@@ -52,6 +56,7 @@ export class InFlight {
       errorStatus: null,
       report: null,
       tenant: '',
+      chat: null,
       closeListener: null,
       slot: null,
       slotWaitMs: null,
@@ -72,7 +77,9 @@ export class InFlight {
     const record = request.record;
     this.#count--;
     logRequest(request, reply, finished, totalMs);
-    this.#metrics.request(record.kind, record.errorStatus ?? reply.raw.statusCode, totalMs, record.upstreamMs);
+    const status = record.errorStatus ?? reply.raw.statusCode;
+    this.#metrics.request(record.kind, status, totalMs, record.upstreamMs);
+    if (record.chat !== null && status >= 400) this.#onChatError?.(record.chat, status);
     if (record.pairRepairs.length > 0) this.#metrics.pairRepairs(record.pairRepairs);
     this.#closeConnectionsWhenIdle();
   }

@@ -109,10 +109,24 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #summariesDropped = new Counter({
+    name: 'compactor_summaries_dropped_total',
+    help: 'Summaries dropped from the queue or refused a place in it, by the limit that did it (compaction.summary.max_queued_per_tenant, compaction.summary.max_queued_background, or waited too long).',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   readonly #epochLookups = new Counter({
     name: 'compactor_epoch_lookups_total',
     help: 'Epoch cache lookups of requests past the fast path, by result (hit, miss).',
     labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #storeBadValues = new Counter({
+    name: 'compactor_store_bad_values_total',
+    help: 'Values read from the epoch store that were not a valid epoch (treated as misses), by reason: unsigned, signature, too-large, encoding, json, schema.',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
 
@@ -240,11 +254,19 @@ export class Metrics implements CompactionObserver {
     this.#summaryWaitSeconds.observe(milliseconds / 1000);
   }
 
+  summaryDropped(limit: string): void {
+    this.#summariesDropped.inc({ limit });
+  }
+
   epochLookup(hit: boolean): void {
     this.#epochLookups.inc({ result: hit ? 'hit' : 'miss' });
   }
 
   /** A shared epoch store's command failed or timed out; the request went on with memory. */
+  storeBadValue(reason: string): void {
+    this.#storeBadValues.inc({ reason });
+  }
+
   storeFault(operation: string): void {
     this.#storeFaults.inc({ operation });
   }

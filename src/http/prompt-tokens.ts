@@ -18,12 +18,14 @@ import type { PromptTokens } from './metrics.js';
  * promptTokensOf({ context: { body }, forwarded: body, usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })
  * // → { model: body.model, sent: 25, forwarded: 25, cached: 24 }
  */
-export function promptTokensOf(observation: Pick<UsageObservation, 'context' | 'forwarded' | 'usage' | 'timings'>): PromptTokens | null {
+export function promptTokensOf(observation: Pick<UsageObservation, 'context' | 'forwarded' | 'usage' | 'timings' | 'clientTokens'>): PromptTokens | null {
   const { usage, timings, context, forwarded: forwardedBody } = observation;
   const forwarded = usage?.prompt_tokens ?? (timings?.prompt_n === undefined ? undefined : timings.prompt_n + (timings.cache_n ?? 0));
   if (forwarded === undefined) return null;
   const cached = timings?.cache_n ?? usage?.prompt_tokens_details?.cached_tokens ?? 0;
   const model = context.body.model;
+  // The header said how large the client's history was: that one number is counted everywhere.
+  if (observation.clientTokens !== undefined) return { model, sent: Math.round(observation.clientTokens), forwarded, cached };
   if (forwardedBody === context.body) return { model, sent: forwarded, forwarded, cached };
   const forwardedMessages = forwardedBody['messages'];
   const forwardedEstimate = estimateRequestTokens({

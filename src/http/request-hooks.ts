@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { InternalError, LoopDetectedError, PayloadTooLargeError, ShuttingDownError, UnauthorizedError } from '../errors.js';
 import { cameThroughHere } from '../upstream/via.js';
@@ -6,7 +6,8 @@ import { createKeyCheck } from './auth.js';
 import { toProxyError } from './framework-errors.js';
 import type { InFlight } from './in-flight.js';
 import { sendError } from './request-record.js';
-import { discardBoundsFor, discardRestOfBody } from './unread-body.js';
+import { loopWarner } from './loop-warnings.js';
+import { BodyDrains, discardBoundsFor } from './unread-body.js';
 
 /**
  * What every request goes through before its route: tracked (in-flight.ts),
@@ -25,21 +26,12 @@ export function addRequestHooks(app: FastifyInstance, options: RequestHookOption
   // An admin key is a key too; it also sees every tenant on the dashboard.
   const allKeys = [...config.auth.keys, ...config.auth.admin_keys];
   const keyCheck = allKeys.length > 0 ? createKeyCheck(allKeys) : undefined;
-  // Every looped request gets its 508; the operator is told once what is wrong.
-  let loopReported = false;
-  const warnLoopOnce = (log: FastifyBaseLogger): void => {
-    if (loopReported) return;
-    loopReported = true;
-    log.warn('a request came back to compactor through its own upstream: upstream.url (or compaction.summary.upstream) points at compactor itself; answering 508');
-  };
+  // Every looped request gets its 508; the operator is told once per origin of the loop (loop-warnings.ts).
+  const warnLoop = loopWarner();
 
   // A callback hook, not an async one: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     const record = inFlight.track(request, reply);
-    if (cameThroughHere(request.headers.via)) {
-      warnLoopOnce(request.log);
-      return void sendError(reply, new LoopDetectedError());
-    }
     if (record.kind === 'ops') return done();
     // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
     if (inFlight.draining) return void sendError(reply, new ShuttingDownError(retryAfterSeconds));
@@ -48,18 +40,27 @@ export function addRequestHooks(app: FastifyInstance, options: RequestHookOption
       if (!result.ok) return void sendError(reply, new UnauthorizedError());
       record.tenant = result.tenant;
     }
+    // After the key check: a forged Via from a client without a key gets its 401, and warns of nothing.
+    if (cameThroughHere(request.headers.via)) {
+      warnLoop(request, request.log);
+      return void sendError(reply, new LoopDetectedError());
+    }
     done();
   });
 
-  const discardBounds = discardBoundsFor(config.limits.body_bytes);
+  const drains = new BodyDrains(discardBoundsFor(config.limits.body_bytes, config.limits.drain_min_bytes_per_s), config.limits.max_draining);
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const proxyError = toProxyError(error, config);
     if (proxyError instanceof InternalError) request.log.error({ err: error }, 'request failed');
     if (proxyError instanceof PayloadTooLargeError) {
       // Fastify asks to close the connection, which resets a client still uploading before it reads the 413:
       // the rest of the body is read and dropped instead (bounded), and the connection stays open.
-      reply.removeHeader('connection');
-      discardRestOfBody(request.raw, discardBounds);
+      // Past limits.max_draining drains at once, the 413 closes the connection at once instead.
+      if (drains.tryDiscard(request.raw)) reply.removeHeader('connection');
+      else {
+        reply.header('connection', 'close');
+        request.log.info({ draining: drains.draining }, 'oversized body not drained: limits.max_draining drains under way; closing');
+      }
     }
     return sendError(reply, proxyError);
   });

@@ -135,11 +135,17 @@ function lineText(logger: PinoInternals, levelText: string, request: FastifyRequ
   return line + ',"msg":"request"' + (logger[symbols.endSym] as string);
 }
 
-/** Writes the request's line: at `debug` for the ops routes (probes every few seconds would drown the rest), else `info`. */
+/**
+ * Writes the request's line: at `debug` for the ops routes (probes every few
+ * seconds would drown the rest), at `warn` for a chat request refused or
+ * failed after it was read (an upstream's `exceed_context_size_error`, an
+ * unreachable upstream: what an operator must see), else `info`.
+ */
 export function logRequest(request: FastifyRequest, reply: FastifyReply, finished: boolean, totalMs: number): void {
   // Fastify's request logger is a pino child logger (app.ts hands Fastify a pino instance).
   const log = request.log as unknown as Logger;
-  const level = request.record.kind === 'ops' ? 'debug' : 'info';
+  const record = request.record;
+  const level = record.kind === 'ops' ? 'debug' : record.chat !== null && (record.errorStatus ?? reply.raw.statusCode) >= 400 ? 'warn' : 'info';
   if (!log.isLevelEnabled(level)) return;
   const internals = log as unknown as PinoInternals;
   const levelText = (internals[symbols.lsCacheSym] as Record<number, string> | undefined)?.[log.levels.values[level] ?? -1];

@@ -19,7 +19,16 @@ export interface DiscardBounds {
   readonly maxBytes: number;
   /** Longest the rest of a body may take to arrive; past it the connection is cut. */
   readonly maxMs: number;
+  /** `limits.drain_min_bytes_per_s`: a drain that brings fewer bytes per second (over a window) is cut. */
+  readonly minBytesPerSecond?: number;
 }
+
+/**
+ * Over windows this long a drain must bring `minBytesPerSecond`: long enough
+ * for a TCP stall on a real link, short enough that a trickle (a byte every
+ * 5 s) is gone within seconds rather than holding its descriptor for 60 s.
+ */
+const RATE_WINDOW_MS = 2_000;
 
 // A body a few times the limit is a client that misjudged it (a long agent transcript), and is served its 413;
 // the floor keeps a small configured limit from cutting a 40 MB upload, which loopback moves in ~0.1 s.
@@ -29,29 +38,73 @@ const DISCARD_MIN_BYTES = 64 * 1024 * 1024;
 const DISCARD_MAX_MS = 60_000;
 
 /** The bounds for a body limit of `limitBytes`. */
-export function discardBoundsFor(limitBytes: number): DiscardBounds {
-  return { maxBytes: Math.max(DISCARD_LIMIT_FACTOR * limitBytes, DISCARD_MIN_BYTES), maxMs: DISCARD_MAX_MS };
+export function discardBoundsFor(limitBytes: number, minBytesPerSecond?: number): DiscardBounds {
+  return { maxBytes: Math.max(DISCARD_LIMIT_FACTOR * limitBytes, DISCARD_MIN_BYTES), maxMs: DISCARD_MAX_MS, ...(minBytesPerSecond === undefined ? {} : { minBytesPerSecond }) };
 }
 
 function ignore(): void {}
 
-/** Reads and drops the rest of `request`'s body; cuts its connection once `bounds` are passed. */
-export function discardRestOfBody(request: IncomingMessage, bounds: DiscardBounds): void {
-  if (request.complete) return;
+/** Reads and drops the rest of `request`'s body; cuts its connection once `bounds` are passed. `onDone` is told once it is over. */
+export function discardRestOfBody(request: IncomingMessage, bounds: DiscardBounds, onDone: () => void = ignore): void {
+  if (request.complete) return onDone();
   let dropped = 0;
-  const cut = (): void => {
+  let inWindow = 0;
+  let finished = false;
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
     clearTimeout(timer);
+    clearInterval(rate);
+    onDone();
+  };
+  const cut = (): void => {
+    finish();
     request.socket.destroy();
   };
   const timer = setTimeout(cut, bounds.maxMs);
   timer.unref();
+  const minWindowBytes = ((bounds.minBytesPerSecond ?? 0) * RATE_WINDOW_MS) / 1000;
+  const rate = setInterval(() => {
+    if (inWindow < minWindowBytes) cut();
+    inWindow = 0;
+  }, RATE_WINDOW_MS);
+  rate.unref();
   request.on('data', (chunk: Buffer) => {
     dropped += chunk.length;
+    inWindow += chunk.length;
     if (dropped > bounds.maxBytes) cut();
   });
-  request.once('end', () => clearTimeout(timer));
-  request.once('close', () => clearTimeout(timer));
+  request.once('end', finish);
+  request.once('close', finish);
   // A client that leaves mid-body is no error here.
   request.on('error', ignore);
   request.resume();
+}
+
+/**
+ * The drains under way, at most `maxDraining` at once (`limits.max_draining`):
+ * each holds a connection and its descriptor, and 1,500 held ones left a
+ * normal request's upstream connect without one. Past the bound the 413 is
+ * sent with `Connection: close` and nothing is drained.
+ */
+export class BodyDrains {
+  #draining = 0;
+
+  constructor(
+    readonly bounds: DiscardBounds,
+    readonly maxDraining: number,
+  ) {}
+
+  get draining(): number {
+    return this.#draining;
+  }
+
+  /** Starts draining `request`'s body, or says false when `limits.max_draining` drains are under way already. */
+  tryDiscard(request: IncomingMessage): boolean {
+    if (request.complete) return true;
+    if (this.#draining >= this.maxDraining) return false;
+    this.#draining++;
+    discardRestOfBody(request, this.bounds, () => this.#draining--);
+    return true;
+  }
 }

@@ -104,28 +104,59 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
   return { problems, blocks, displaced: new Set<number>(strays) };
 }
 
-/** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
-function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): PairProblem[] {
-  const blocksByCallId = new Map<string, Block[]>();
+/** The blocks that make calls of one id, in order, and where the search for strays stands in them. */
+interface IdLane {
+  readonly blocks: Block[];
+  /** Blocks before the current stray, nearest last; a block whose call is answered is popped when met (it never reopens). */
+  readonly before: Block[];
+  /** The first block not yet moved into `before`. */
+  next: number;
+  /** The first block at or after `next` that may still be open (those skipped are answered for good). */
+  after: number;
+}
+
+/**
+ * Finds, for strays asked in increasing index order, the nearest block before
+ * (else after) that still has a call of that id open, in time linear in the
+ * calls overall: each block enters and leaves each structure once.
+ * `null`: no block makes such a call (an orphan); `undefined`: every such call
+ * is answered (a duplicate).
+ */
+function ownerFinder(blocks: readonly Block[]): { nearestOpen(id: string, index: number): Block | null | undefined } {
+  const lanes = new Map<string, IdLane>();
   for (const block of blocks) {
     for (const id of block.callIds) {
-      const list = blocksByCallId.get(id);
-      if (list === undefined) blocksByCallId.set(id, [block]);
-      else if (list[list.length - 1] !== block) list.push(block);
+      const lane = lanes.get(id);
+      if (lane === undefined) lanes.set(id, { blocks: [block], before: [], next: 0, after: 0 });
+      else if (lane.blocks[lane.blocks.length - 1] !== block) lane.blocks.push(block);
     }
   }
+  const isOpen = (block: Block, id: string): boolean => (block.open.get(id) ?? 0) > 0;
+  return {
+    nearestOpen(id, index) {
+      const lane = lanes.get(id);
+      if (lane === undefined) return null;
+      while (lane.next < lane.blocks.length && lane.blocks[lane.next]!.start < index) lane.before.push(lane.blocks[lane.next++]!);
+      while (lane.before.length > 0 && !isOpen(lane.before[lane.before.length - 1]!, id)) lane.before.pop();
+      const nearestBefore = lane.before[lane.before.length - 1];
+      if (nearestBefore !== undefined) return nearestBefore;
+      lane.after = Math.max(lane.after, lane.next);
+      while (lane.after < lane.blocks.length && !isOpen(lane.blocks[lane.after]!, id)) lane.after++;
+      return lane.blocks[lane.after];
+    },
+  };
+}
+
+/** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
+function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): PairProblem[] {
+  const owners = ownerFinder(blocks);
   const problems: PairProblem[] = [];
   for (const index of strays) {
     const toolCallId = callIdOf(messages[index]!);
-    const candidates = blocksByCallId.get(toolCallId);
-    if (candidates === undefined) {
+    const owner = owners.nearestOpen(toolCallId, index);
+    if (owner === null) {
       problems.push({ index, kind: 'orphan', toolCallId });
-      continue;
-    }
-    const owner =
-      [...candidates].reverse().find((block) => block.start < index && (block.open.get(toolCallId) ?? 0) > 0) ??
-      candidates.find((block) => block.start > index && (block.open.get(toolCallId) ?? 0) > 0);
-    if (owner !== undefined && takeOpen(owner, toolCallId)) {
+    } else if (owner !== undefined && takeOpen(owner, toolCallId)) {
       owner.moved.push(index);
       problems.push({ index, kind: 'misplaced', toolCallId });
     } else {

@@ -114,12 +114,17 @@ describe('ContextWindows', () => {
 
   describe("the upstream's own refusal names a smaller window (issue 12, item 3)", () => {
     it('stands over a configured or discovered window for a minute, then /props is trusted again', async () => {
-      const upstream = new JsonUpstreamDouble({ 'GET /props': props(32_768) });
+      let nCtx = 32_768;
+      const upstream = new JsonUpstreamDouble({ 'GET /props': () => props(nCtx) });
       const { contextWindows, clock } = windows(upstream, { configured: (model) => (model === 'fixed' ? 65_536 : 'auto') });
-      contextWindows.learnRefusal('m', 8192);
-      contextWindows.learnRefusal('fixed', 16_384);
+      await expect(contextWindows.get('m')).resolves.toBe(32_768);
+      // Restarted with a smaller -c: /props, asked again when the refusal comes (issue 21: never learned below it), agrees.
+      nCtx = 8192;
+      expect(await contextWindows.learnRefusal('m', 8192)).toBe(true);
+      expect(await contextWindows.learnRefusal('fixed', 16_384)).toBe(true);
       await expect(contextWindows.get('m')).resolves.toBe(8192);
       await expect(contextWindows.get('fixed')).resolves.toBe(16_384);
+      nCtx = 32_768;
       clock.advance(60_001);
       await expect(contextWindows.get('m')).resolves.toBe(32_768);
       await expect(contextWindows.get('fixed')).resolves.toBe(65_536);

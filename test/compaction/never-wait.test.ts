@@ -111,7 +111,8 @@ describe('issue 13 item 8: background summaries starve the foreground', () => {
     const summarizer = new SummarizerDouble();
     summarizer.delayMs = 20;
     // A timeout far shorter than 60 queued summaries (1.2 s), far longer than one call (20 ms).
-    const { compactor } = compactorWith({ compaction: { summary: { timeout_ms: 400 } } }, { summarizer });
+    // One tenant's 60 conversations: its queue limit raised so all 60 wait in line (issue 21 bounds it by default).
+    const { compactor } = compactorWith({ compaction: { summary: { timeout_ms: 400, max_queued_per_tenant: 100, max_queued_background: 100 } } }, { summarizer });
     for (let number = 1; number <= 60; number++) {
       const prepared = await prepare(compactor, conversationNumber(number, SOFT_TURNS));
       expect(prepared.afterResponse).toBeTypeOf('function');

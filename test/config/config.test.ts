@@ -36,6 +36,8 @@ describe('defaultConfig', () => {
       max_tokens: 1024,
       timeout_ms: 300000,
       concurrency: 1,
+      max_queued_per_tenant: 16,
+      max_queued_background: 64,
       prompt_file: null,
     });
   });

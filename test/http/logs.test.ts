@@ -93,7 +93,7 @@ describe('logs', () => {
     };
     await exchange(CHAT, { ...authorized, authorization: 'Bearer wrong' }, chat); // 401
     await exchange(CHAT, authorized, '{"model":'); // 400, not JSON
-    await exchange(CHAT, { ...authorized, 'content-type': 'text/plain' }, chat); // 415
+    await exchange(CHAT, { ...authorized, 'content-type': 'text/plain' }, 'hello'); // 415
     upstream.script(CHAT, replies.resetMidStream());
     await exchange(CHAT, authorized, JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] })); // 200, then an error event
     upstream.script(CHAT, replies.hangUp());

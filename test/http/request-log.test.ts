@@ -25,6 +25,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     errorStatus: null,
     report: null,
     tenant: '',
+    chat: null,
     closeListener: null,
     slot: null,
     slotWaitMs: null,

@@ -172,7 +172,7 @@ describe('the image start command, engine-free', () => {
       let output = '';
       child!.stdout!.on('data', (chunk: Buffer) => {
         output += chunk.toString();
-        if (output.includes('compactor listening')) resolve();
+        if (/"msg":"compactor [^"]* listening on /.test(output)) resolve();
       });
       child!.once('exit', () => reject(new Error(`exited before listening:\n${output}`)));
     });

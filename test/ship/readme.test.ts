@@ -37,6 +37,17 @@ describe('README.md', () => {
     for (const metric of new Metrics().registry.getMetricsAsArray()) expect(README, metric.name).toContain(`\`${metric.name}\``);
   });
 
+  it('links only to files that exist, and each page of docs/ it links to links back', () => {
+    const links = [...README.matchAll(/\]\((?!https?:|#)([^)#\s]+)/g)].map((match) => match[1]!);
+    expect(links.length).toBeGreaterThan(0);
+    for (const link of links) expect(existsSync(join(ROOT, link)), link).toBe(true);
+    for (const page of links.filter((link) => /^docs\/[\w-]+\.md$/.test(link))) {
+      const text = readFileSync(join(ROOT, page), 'utf8');
+      expect(text, page).toContain('](../README.md');
+      for (const [, target] of text.matchAll(/\]\((?!https?:|#)([^)#\s]+)/g)) expect(existsSync(join(ROOT, 'docs', target!)), `${page}: ${target}`).toBe(true);
+    }
+  });
+
   it('names only files that exist', () => {
     const paths = [...README.matchAll(/`((?:docker|test|src|bench|scripts)\/[\w./-]*[\w/]|[\w.-]+\.(?:yaml|md)|LICENSE)`/g)].map((match) => match[1]!);
     expect(paths).toContain('docker/README.md');

@@ -36,6 +36,8 @@ export interface SharedEpochs {
   readonly ready: boolean;
   /** Called each time the connection is (re)established. */
   onReady(listener: () => void): void;
+  /** Where it is (host:port, never a URL with its password) and why it is not ready, for the warning of an outage. */
+  whyNotReady?(): string;
   lookup(hashes: readonly string[], shared?: SharedReads): Promise<SharedLookup>;
   shareRatio(measures: UnsharedMeasures): Promise<void>;
   noteFailure(conversation: string, ms: number): Promise<void>;
@@ -146,7 +148,7 @@ export class MemoryFallbackStore implements EpochStore {
   /** Runs one command; undefined when it failed or timed out (counted, the outage warned once). */
   async #call<T>(operation: StoreOperation, command: () => Promise<T>): Promise<T | undefined> {
     if (!this.#shared.ready) {
-      this.#fault(operation, 'not connected');
+      this.#fault(operation, this.#shared.whyNotReady?.() ?? 'not connected');
       return undefined;
     }
     try {

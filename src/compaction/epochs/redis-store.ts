@@ -6,7 +6,7 @@ import type { Redis as RedisClient } from 'ioredis';
 // without it (measured: `node -e "import('ioredis')"` 0.20 s against node alone 0.11 s).
 const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
 import type { CompactionLogger } from '../ports.js';
-import { decodeEpoch, encodeEpoch } from './epoch-codec.js';
+import { type BadValueReason, StoredEpochCodec } from './stored-epoch.js';
 import type { MemoryEpochStore } from './epoch-store.js';
 import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
 import { type Epoch, LEARNING_WEIGHT, type SharedReads, type UnsharedMeasures } from '../types.js';
@@ -93,7 +93,16 @@ export interface RedisEpochStoreOptions {
   /** Told of each command that failed (the metrics). */
   readonly onFault?: ((operation: StoreOperation) => void) | undefined;
   readonly now?: () => number;
+  /** `cache.redis.secret`: values are signed, and one that does not verify is a miss (stored-epoch.ts). */
+  readonly secret?: string | null | undefined;
+  /** `cache.redis.max_value_bytes`: a value larger than this once inflated is a miss. */
+  readonly maxValueBytes?: number | undefined;
+  /** Told of each stored value that was not a valid epoch (the metrics). */
+  readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
 }
+
+/** Bad values named in the log, remembered so each is logged once (bounded: a flood of them logs at most this many). */
+const LOGGED_BAD_VALUES = 1_000;
 
 interface ScriptedRedis extends RedisClient {
   epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number]>;
@@ -104,8 +113,25 @@ interface ScriptedRedis extends RedisClient {
 
 /** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
 export class RedisEpochStore extends MemoryFallbackStore {
+  readonly #epochs: RedisEpochs;
+
   constructor(options: RedisEpochStoreOptions) {
-    super(new RedisEpochs(options), { ...options, name: 'redis' });
+    const epochs = new RedisEpochs(options);
+    super(epochs, { ...options, name: 'redis' });
+    this.#epochs = epochs;
+  }
+
+  /** host:port, for the log lines (never the URL: it may hold a password). */
+  get host(): string {
+    return this.#epochs.host;
+  }
+
+  /** Whether it answers, for the start line: waits for the connection (at most `timeoutMs`), then `answered` or why not. */
+  async probe(timeoutMs = CONNECT_TIMEOUT_MS): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.#epochs.ready && this.#epochs.lastError === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (this.#epochs.ready) return 'answered';
+    return `not answering: ${this.#epochs.lastError ?? `no connection within ${timeoutMs} ms`}`;
   }
 }
 
@@ -113,9 +139,17 @@ export class RedisEpochStore extends MemoryFallbackStore {
 class RedisEpochs implements SharedEpochs {
   readonly #redis: ScriptedRedis;
   readonly #options: RedisEpochStoreOptions;
+  readonly #codec: StoredEpochCodec;
+  readonly #loggedBadValues = new Set<string>();
+  readonly host: string;
+  /** The connection's last error (`connect ECONNREFUSED 127.0.0.1:6379`): what a command refused while disconnected is told. */
+  lastError: string | null = null;
 
   constructor(options: RedisEpochStoreOptions) {
     this.#options = options;
+    this.#codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
+    const parsed = new URL(options.url);
+    this.host = `${parsed.hostname}:${parsed.port === '' ? '6379' : parsed.port}`;
     const { Redis } = loadIoredis();
     this.#redis = new Redis(options.url, {
       // Fail at once while disconnected rather than queue: the request goes on with memory.
@@ -133,7 +167,13 @@ class RedisEpochs implements SharedEpochs {
       },
     }) as ScriptedRedis;
     // Without a listener an unreachable server would be an unhandled 'error' event; faults are reported per command.
-    this.#redis.on('error', () => undefined);
+    this.#redis.on('error', (error: Error) => {
+      this.lastError = error.message;
+    });
+  }
+
+  whyNotReady(): string {
+    return `not connected to ${this.host}${this.lastError === null ? '' : `: ${this.lastError}`}`;
   }
 
   get ready(): boolean {
@@ -152,8 +192,8 @@ class RedisEpochs implements SharedEpochs {
     const ratio = reply[2].length === 0 ? undefined : Number(reply[2].toString());
     const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
     return {
-      inUse: reply[0].length === 0 ? undefined : decodeEpoch(reply[0]),
-      pending: reply[1].length === 0 ? undefined : decodeEpoch(reply[1]),
+      inUse: reply[0].length === 0 ? undefined : this.#decode(reply[0]),
+      pending: reply[1].length === 0 ? undefined : this.#decode(reply[1]),
       ...state,
     };
   }
@@ -168,11 +208,25 @@ class RedisEpochs implements SharedEpochs {
 
   async load(key: string): Promise<Epoch | undefined> {
     const value = await this.#redis.getBuffer(this.#epochKey(key));
-    return value === null ? undefined : decodeEpoch(value);
+    const epoch = value === null ? undefined : this.#decode(value);
+    return epoch?.key === key ? epoch : undefined;
+  }
+
+  /** A stored value as an epoch, or undefined (a miss) when it is not a valid one: counted, and logged once per value. */
+  #decode(value: Buffer): Epoch | undefined {
+    const decoded = this.#codec.decode(value);
+    if ('epoch' in decoded) return decoded.epoch;
+    this.#options.onBadValue?.(decoded.bad);
+    const fingerprint = `${decoded.bad}:${value.length}:${value.subarray(0, 64).toString('base64')}`;
+    if (!this.#loggedBadValues.has(fingerprint) && this.#loggedBadValues.size < LOGGED_BAD_VALUES) {
+      this.#loggedBadValues.add(fingerprint);
+      this.#options.logger?.warn({ reason: decoded.bad, detail: decoded.detail, bytes: value.length }, 'epoch store: a stored value is not a valid epoch; treated as a miss');
+    }
+    return undefined;
   }
 
   async save(epoch: Epoch, ttlMs: number): Promise<void> {
-    await this.#redis.set(this.#epochKey(epoch.key), encodeEpoch(epoch), 'PX', Math.ceil(ttlMs));
+    await this.#redis.set(this.#epochKey(epoch.key), this.#codec.encode(epoch), 'PX', Math.ceil(ttlMs));
   }
 
   async lease(key: string, ttlMs: number): Promise<SharedLease | null> {

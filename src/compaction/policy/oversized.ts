@@ -22,5 +22,6 @@ export function pruneOversizedResults(messages: ChatMessage[], budgetTokens: num
 export function prunedReport(before: ChatMessage[], after: ChatMessage[], estimateOf: (messages: readonly ChatMessage[]) => number, ratio: number): string {
   let results = 0;
   for (let index = 0; index < before.length; index++) if (before[index] !== after[index]) results++;
-  return prunedLine({ results, before: estimateOf(before) * ratio, after: estimateOf(after) * ratio });
+  // "oversized": these are pruned in every request, whatever the tier (README, the x-compactor header).
+  return prunedLine({ results, before: estimateOf(before) * ratio, after: estimateOf(after) * ratio }).replace(/^pruned (\d+) /, 'pruned $1 oversized ');
 }

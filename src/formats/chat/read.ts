@@ -51,9 +51,11 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
   if (isChatRequestBody(json)) return withModelNameChecked(json);
   const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = formatPath(issue.path);
-    throw new InvalidRequestError({ code: 'invalid_body', message: `${param}: ${issue.message}`, param });
+    // Every field at fault (the first three), so one attempt fixes them all (`model: is required; messages: …`); param names the first.
+    const issues = parsed.error.issues;
+    const param = formatPath(issues[0]!.path);
+    const message = issues.slice(0, 3).map((issue) => `${formatPath(issue.path)}: ${issue.message}`).join('; ');
+    throw new InvalidRequestError({ code: 'invalid_body', message, param });
   }
   return withModelNameChecked(parsed.data);
 }

@@ -32,13 +32,15 @@ function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): Wire
       out.push(isUnchanged(view) ? block : { ...block, content: contentText(view.content) });
       continue;
     }
+    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
     const made = originOf(view)?.made.content;
     const rest = blocks.filter((block) => block['type'] !== 'tool_result');
-    if (typeof original['content'] === 'string') return { ...original, content: contentText(view.content) };
+    // Each part's place among the blocks, found once: `made.indexOf` per part was quadratic in the parts.
+    const positionOf = new Map(Array.isArray(made) ? made.map((part, position) => [part, position] as const) : []);
     const parts = Array.isArray(view.content) ? view.content : [{ type: 'text', text: view.content ?? '' }];
     for (const part of parts) {
-      const position = Array.isArray(made) ? made.indexOf(part) : -1;
-      out.push(position >= 0 ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
+      const position = positionOf.get(part);
+      out.push(position !== undefined ? rest[position] : { type: 'text', text: typeof part['text'] === 'string' ? part['text'] : '' });
     }
   }
   return out.length > 0 ? { ...original, content: out } : undefined;

@@ -7,14 +7,16 @@ import { RESPONSES_STREAM_END } from './stream.js';
 import { responsesErrorBody, responsesErrorEvent } from './errors.js';
 import { checkResponsesBody, inputIndexOf, responsesView } from './read.js';
 import { responsesBytesFor } from './write.js';
+import { checkPlanningItems } from '../planning-cap.js';
 
 /** The OpenAI Responses API (Codex CLI): the chat view made by read.ts, written back by write.ts. */
 export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
   streamEnd: RESPONSES_STREAM_END,
-  read(raw, contentType, pairs, observe = false) {
+  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);
+    checkPlanningItems((body as Record<string, unknown>)['input'], maxItems);
     withModelNameChecked(body);
     const view = responsesView(body);
     const chat = view.chat as ChatRequestBody;

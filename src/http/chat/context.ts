@@ -1,3 +1,4 @@
+import type { RequestMode } from './request-mode.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatRequestBody, ReadRequest } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
@@ -17,6 +18,8 @@ export class ExchangeContext implements ChatContext {
   readonly changed: boolean;
   readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
+  /** The mode of this request: the configuration's, or the one its `x-compactor-mode` header chose. */
+  mode: RequestMode = 'compact';
   readonly #answer: AnswerWriter;
   readonly #streamRequested: boolean;
 

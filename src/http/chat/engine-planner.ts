@@ -84,7 +84,7 @@ export function compactionHooks(
       }, PROGRESS_REPEAT_MS);
     };
     let result: Compacted;
-    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), mode);
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), context.mode === 'observe' ? 'observe' : context.mode === 'compact' ? 'compact' : mode);
     try {
       result = await compactor.compact(request);
     } finally {
@@ -98,18 +98,19 @@ export function compactionHooks(
       if (promptTokens !== undefined) compactor.learn(model, request.tenant, promptTokens, estimate);
       afterResponse?.();
     };
-    const report = result.report === null ? {} : { report: result.report };
+    const report = result.report === null ? {} : { report: result.report, ...(result.clientTokens === undefined ? {} : { clientTokens: result.clientTokens }) };
     if (!result.changed) return { ...report, onUsage };
     return { body: { ...context.body, messages: result.messages }, ...report, onUsage };
   };
 
   // A window configured too large, or a server restarted with a smaller -c: the refusal says the real one.
   const onRefusal = async (context: ChatContext, window: number): Promise<boolean> => {
+    // A request forwarded as sent (observe, off) would be sent again unchanged: the refusal is the client's answer.
+    if ((context.mode ?? mode) !== 'compact') return false;
     const model = context.body.model;
     const planned = await compactor.windows.get(model, credentialHeaders(context, upstream));
     if (planned !== null && window >= planned) return false;
-    compactor.windows.learnRefusal(model, window);
-    return true;
+    return compactor.windows.learnRefusal(model, window, credentialHeaders(context, upstream));
   };
 
   return { planner, onRefusal };

@@ -5,7 +5,8 @@ import { targetPath } from '../request-record.js';
 import { AnswerWriter } from './answer.js';
 import { ExchangeContext } from './context.js';
 import { type Planned, planExchange } from './plan.js';
-import { readExchange } from './read.js';
+import { readSettingsFor, readExchange } from './read.js';
+import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
@@ -54,11 +55,16 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
 /** Read, then plan; undefined when the exchange already ended (the client left during planning). */
 async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const { request, record, route } = answer;
-  const read = readExchange(route.read, request.body, request.headers['content-type']);
+  const choice = requestModeOf(request.headers, route.options.config);
+  const read = readExchange(readSettingsFor(route.read, choice.mode, route.options.config.pairs), request.body, request.headers['content-type']);
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
-  const planned = await planExchange(route.options.hooks, read, new ExchangeContext(answer, read.request, read.raw));
+  const context = new ExchangeContext(answer, read.request, read.raw);
+  context.mode = choice.mode;
+  // A refused or failed request is counted on its conversation (the dashboard), once it was read.
+  record.chat = context;
+  const planned = await planExchange(route.options.hooks, read, context, choice);
   if (answer.abort.aborted) {
     if (answer.endedBy !== null) throw answer.endedBy;
     answer.clientGone();

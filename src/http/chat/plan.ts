@@ -1,3 +1,5 @@
+import type { ModeChoice } from './request-mode.js';
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { ChatRequestBody } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan } from './planner.js';
 import type { ExchangeRead } from './read.js';
@@ -21,6 +23,18 @@ export interface Planned {
   readonly plan: ChatPlan | undefined;
 }
 
+/**
+ * From this body size on, each phase (read and pairs, plan, splice) holds the
+ * event loop for tens of milliseconds or more (a 32 MiB body: hundreds): the
+ * loop runs between phases, so other clients' requests and /healthz are
+ * served between them rather than after all of them.
+ */
+const LARGE_BODY_BYTES = 1024 * 1024;
+
+async function yieldOnLargeBody(raw: Buffer): Promise<void> {
+  if (raw.length >= LARGE_BODY_BYTES) await nextTurnOfTheEventLoop();
+}
+
 function joinReports(first: string | undefined, second: string | undefined): string | undefined {
   const hasFirst = first !== undefined && first !== '';
   const hasSecond = second !== undefined && second !== '';
@@ -28,15 +42,20 @@ function joinReports(first: string | undefined, second: string | undefined): str
   return hasFirst ? first : hasSecond ? second : undefined;
 }
 
-export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext): Promise<Planned> {
+export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext, choice?: ModeChoice): Promise<Planned> {
   const { request, raw, observing } = read;
   const pairs = request.pairs;
   let plan: ChatPlan | undefined;
-  if (hooks.planner !== undefined && request.untouched === undefined) plan = await hooks.planner(context);
+  await yieldOnLargeBody(raw);
+  // Mode off (x-compactor-mode): forwarded as sent, nothing planned.
+  if (hooks.planner !== undefined && request.untouched === undefined && choice?.mode !== 'off') plan = await hooks.planner(context);
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+  if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
   const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
   const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
-  const report = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const note = choice?.note;
+  const report = choice?.mode === 'off' && note !== undefined ? `${note}: forwarded as sent` : joinReports(note, said);
   return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined, bytes, report, plan };
 }

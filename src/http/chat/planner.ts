@@ -28,6 +28,8 @@ export interface ChatContext {
    * else ''. Conversations of different tenants never share an epoch.
    */
   readonly tenant: string;
+  /** The request's mode (`x-compactor-mode`, else `compaction.mode`); a planner that compacts honours observe. */
+  readonly mode?: 'off' | 'observe' | 'compact';
   /** The client's request headers. They hold credentials: never log them. */
   readonly headers: IncomingHttpHeaders;
   /** Aborted when the client goes away; pass it to upstream calls made for this request. */
@@ -57,6 +59,12 @@ export interface ChatPlan {
   /** One ASCII line for the `x-compactor` header (`summarized 84 messages -> …`). */
   readonly report?: string;
   /**
+   * The size in tokens of the history as the client sent it, when the
+   * report states it: the metrics and the dashboard count this same number
+   * as sent, so the figures agree with the header.
+   */
+  readonly clientTokens?: number;
+  /**
    * Called for this request only, as {@link ChatHooks.onUsage} is: where a
    * planner keeps what it needs to learn from the answer. (Kept in a WeakMap
    * keyed by the context, it cost ~5% of the proxy's CPU: the young-generation
@@ -80,6 +88,8 @@ export interface UsageObservation {
   readonly forwardedBytes: number;
   /** The line `x-compactor` carried (pairs and compaction), if any. */
   readonly report?: string | undefined;
+  /** The planner's size of the history as the client sent it (see {@link ChatPlan.clientTokens}). */
+  readonly clientTokens?: number | undefined;
   readonly status: number;
   readonly streamed: boolean;
   /** The last `usage` the answer carried (a streamed answer has it with `stream_options.include_usage`). */

@@ -19,9 +19,22 @@ export interface ReadSettings {
   /** `pairs:` in the configuration. */
   readonly pairs: PairMode;
   readonly observing: boolean;
+  /** `limits.max_items`: the planning work a request may cost. */
+  readonly maxItems: number;
 }
 
 export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {
-  const { format, pairs, observing } = settings;
-  return { request: format.read(body, contentType, pairs, observing), raw: body as Buffer, observing };
+  const { format, pairs, observing, maxItems } = settings;
+  return { request: format.read(body, contentType, pairs, observing, maxItems), raw: body as Buffer, observing };
+}
+
+/**
+ * The read settings of one request whose mode (`x-compactor-mode`) may
+ * differ from the configuration's: observe checks pairs without repairing
+ * them, off leaves them alone.
+ */
+export function readSettingsFor(settings: ReadSettings, mode: 'off' | 'observe' | 'compact', pairs: PairMode): ReadSettings {
+  const observing = mode === 'observe';
+  const wanted: PairMode = mode === 'off' ? 'off' : pairs;
+  return observing === settings.observing && wanted === settings.pairs ? settings : { ...settings, observing, pairs: wanted };
 }

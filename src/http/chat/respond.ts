@@ -20,6 +20,13 @@ import type { Planned } from './plan.js';
  * client as an SSE error event, and the report as a last comment.
  */
 
+/** An `Access-Control-Expose-Headers` value with `name` added (once). */
+function exposedWith(value: OutgoingHttpHeaders[string], name: string): string {
+  const listed = value === undefined ? '' : Array.isArray(value) ? value.join(', ') : String(value);
+  const names = listed.split(',').map((part) => part.trim()).filter((part) => part !== '');
+  return names.some((part) => part.toLowerCase() === name || part === '*') ? names.join(', ') : [...names, name].join(', ');
+}
+
 export async function respond(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
@@ -58,7 +65,11 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, pl
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
-    if (planned.report !== undefined) outgoing['x-compactor'] = headerText(planned.report);
+    if (planned.report !== undefined) {
+      outgoing['x-compactor'] = headerText(planned.report);
+      // A browser client may read it (the upstream's own CORS headers pass through; this one is added to theirs).
+      outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
+    }
     writer.head(status, outgoing, streamed);
   }
 

@@ -41,7 +41,7 @@ export class ChatRoute {
   constructor(options: ChatRouteOptions) {
     this.options = options;
     this.format = options.format ?? CHAT_FORMAT;
-    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe' };
+    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe', maxItems: options.config.limits.max_items };
     this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
   }
 }

@@ -46,6 +46,7 @@ function reportUsage(report: UsageReport): void {
       forwarded: planned.body,
       forwardedBytes: planned.bytes.length,
       report: planned.report,
+      clientTokens: planned.plan?.clientTokens,
       status: report.status,
       streamed: report.streamed,
       usage: found.usage,

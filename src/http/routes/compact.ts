@@ -1,5 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { MethodNotAllowedError } from '../../errors.js';
 import { type CompactRouteOptions, runCompaction } from '../compact.js';
+import { sendError } from '../request-record.js';
 
 /** `POST /v1/compact` (and `/compact`): registration only; the request is src/http/compact.ts's. */
 
@@ -12,5 +14,12 @@ export async function compactRoutes(app: FastifyInstance, options: CompactRouteO
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
     done(null, body);
   });
-  for (const url of ['/v1/compact', '/compact']) app.post(url, { bodyLimit, config: { kind: 'compact' } }, (request, reply) => runCompaction(request, reply, options));
+  // The route is compactor's own: another method is answered here, never passed to the upstream (whose 404 would mislead).
+  const notAllowed = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    sendError(reply, new MethodNotAllowedError(request.method, request.url.split('?')[0]!, ['POST']));
+  };
+  for (const url of ['/v1/compact', '/compact']) {
+    app.post(url, { bodyLimit, config: { kind: 'compact' } }, (request, reply) => runCompaction(request, reply, options));
+    app.route({ method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'], url, config: { kind: 'compact' }, handler: notAllowed });
+  }
 }

@@ -4,6 +4,7 @@ import { maskUrl } from '../../config/mask.js';
 import { DASHBOARD_PAGE } from '../../dashboard/page.js';
 import type { KeyCheck } from '../auth.js';
 import { type DashboardState, dashboardModels } from '../dashboard-state.js';
+import { tenantOfRequest } from '../chat/engine-planner.js';
 
 /**
  * `GET /dashboard`: one self-contained page (no script or style from the
@@ -49,7 +50,8 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
       showText: config.dashboard.show_text,
       admin,
       models,
-      ...state.snapshot({ tenant: admin ? null : request.record.tenant }),
+      // Without auth.keys every client is "admin" for the lists, but notes (show_text) go only to the tenant that wrote them.
+      ...state.snapshot({ tenant: admin ? null : request.record.tenant, notesOf: authenticated ? (admin ? null : request.record.tenant) : tenantOfRequest({ tenant: request.record.tenant, headers: request.headers }) }),
     };
     return reply.code(200).header('cache-control', 'no-store').send(body);
   });

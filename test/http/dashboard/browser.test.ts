@@ -1,7 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversation } from '../../support/conversation.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
@@ -21,6 +22,10 @@ import { SimulatedLlama } from '../../support/simulated-llama.js';
  */
 
 const ARTIFACTS = join(import.meta.dirname, '../../../test-artifacts');
+// The README shows these two: each run takes them again, so they show the page as it is.
+// The screenshots README shows live in docs/; they carry a clock and a port, so a run rewrites them only when
+// asked (COMPACTOR_UPDATE_SCREENSHOTS=1), and otherwise into a folder of its own: a test run leaves the tree clean.
+const DOCS = process.env['COMPACTOR_UPDATE_SCREENSHOTS'] === '1' ? join(import.meta.dirname, '../../../docs') : mkdtempSync(join(tmpdir(), 'compactor-screenshots-'));
 const EXECUTABLE = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const WINDOW = 8_192;
 
@@ -50,6 +55,31 @@ afterAll(async () => {
 async function ask(turns: number): Promise<void> {
   const messages = conversation({ turns, stepsPerTurn: 2, resultBytes: 400 }) as OpenAI.Chat.ChatCompletionMessageParam[];
   await client.chat.completions.create({ model: 'sim', messages, max_tokens: 16 });
+}
+
+/**
+ * The chart can be read (issue 22, item 4): the window is near the top (the
+ * scale is the forwarded size's, not the client's), the limits' labels never
+ * overlap, its text is at least 10 px as shown, and big totals read 2.47M.
+ */
+async function expectReadableChart(page: Page): Promise<void> {
+  const chart = (await page.locator('#chart').boundingBox())!;
+  const windowLine = (await page.locator('line[data-limit="window"]').boundingBox())!;
+  expect(windowLine.y - chart.y).toBeLessThan(chart.height * 0.2);
+  const threshold = (await page.locator('line[data-limit="threshold"]').boundingBox())!;
+  expect(threshold.y - chart.y).toBeLessThan(chart.height * 0.5);
+  const labels = await page.locator('text.limit-label').evaluateAll((nodes) => nodes.map((node) => {
+    const box = node.getBoundingClientRect();
+    return { top: box.top, bottom: box.bottom, left: box.left, right: box.right, height: box.height };
+  }));
+  expect(labels.length).toBe(3);
+  for (const [index, a] of labels.entries()) {
+    expect(a.height).toBeGreaterThanOrEqual(10);
+    expect(a.right).toBeLessThanOrEqual(chart.x + chart.width + 1);
+    for (const b of labels.slice(index + 1)) expect(a.bottom <= b.top || b.bottom <= a.top).toBe(true);
+  }
+  await expect(page.evaluate('tokens(2473000)')).resolves.toBe('2.47M');
+  await expect(page.locator('#chart-client').textContent()).resolves.toMatch(/^last request: forwarded [\d.]+k of the client's [\d.]+k \(window [\d.]+k\)/);
 }
 
 function counter(metrics: string, pattern: RegExp): number {
@@ -86,7 +116,7 @@ describe('issue 17 item 3: the dashboard in headless Chromium', () => {
     await expect(row.locator('[data-field="kv"]').textContent()).resolves.toMatch(/^\d+%$/);
     await expect(page.locator('[data-total="tokensSaved"] b').textContent()).resolves.not.toBe('0');
     await expect(page.locator('#compactions li').count()).resolves.toBe(epochs);
-    await expect(page.locator('#compactions li').first().textContent()).resolves.toMatch(/summary: summarized \d+ messages -> 1 summary/);
+    await expect(page.locator('#compactions li').first().textContent()).resolves.toMatch(/summary \(\d+\.\ds\): summarized \d+ messages -> 1 summary/);
 
     // The chart: both series with one point per request, and the window and threshold lines.
     const sent = (await page.locator('polyline[data-series="sent"]').getAttribute('points')) ?? '';
@@ -95,7 +125,8 @@ describe('issue 17 item 3: the dashboard in headless Chromium', () => {
     await expect(page.locator('line[data-limit="window"]').count()).resolves.toBe(1);
     await expect(page.locator('line[data-limit="threshold"]').count()).resolves.toBe(1);
 
-    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1280x800.png'), fullPage: false });
+    await expectReadableChart(page);
+    await page.screenshot({ path: join(DOCS, 'dashboard.png'), fullPage: false });
 
     // Live: another request shows up without a reload (the marker set in this document survives).
     await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }));
@@ -105,7 +136,9 @@ describe('issue 17 item 3: the dashboard in headless Chromium', () => {
 
     await page.setViewportSize({ width: 390, height: 844 });
     await page.locator('#chart').waitFor();
-    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-390x844.png'), fullPage: false });
+    await expectReadableChart(page);
+    await page.locator('#chart').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(DOCS, 'dashboard-phone.png'), fullPage: false });
     expect(problems).toEqual([]);
     writeFileSync(join(ARTIFACTS, 'dashboard.json'), JSON.stringify({ pageBytes, firstRenderMs: Math.round(firstRenderMs) }, null, 2));
     await page.close();

@@ -123,6 +123,9 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
         tokens: { model: 'm', sent: 60_000, forwarded: 9_000, cached: 8_000 },
         repairs: [{ kind: 'orphan' }],
       });
+      // Epochs reach the dashboard where they are written (the engine's observer), not from the answers' reports.
+      const written = { tenant: 't', messages, hashes: [], report: 'summarized 80 messages -> 1 summary + 12 kept (61.2k -> 9.1k tokens, 3.4s)', milliseconds: 3_400, notes: 'notes' };
+      state.compaction({ model: 'm', tier: 'summary', outcome: 'prepared', tokensBefore: 61_200, tokensAfter: 9_100, pending: true, written });
     }
     expect(state.conversationCount).toBe(100);
     expect(state.eventCount).toBe(200);

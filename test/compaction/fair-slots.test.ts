@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { BACKGROUND_LIMIT, FairSlots, NotRun, PER_TENANT_LIMIT } from '../../src/compaction/fair-slots.js';
+import { QueuePlace } from '../../src/compaction/semaphore.js';
+
+/** FairSlots' order and bounds, one slot, work that finishes when the test says (issue 21 items 3 and 5). */
+
+function gate() {
+  const opened: Array<() => void> = [];
+  return {
+    work: (name: string, log: string[]) => () => new Promise<string>((resolve) => opened.push(() => { log.push(name); resolve(name); })),
+    openNext: async () => {
+      opened.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    },
+  };
+}
+
+describe('FairSlots', () => {
+  it('serves the tenant served least recently, requests waiting before background summaries', async () => {
+    const drops: string[] = [];
+    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
+    const { work, openNext } = gate();
+    const log: string[] = [];
+    const all = [
+      slots.use('A', work('A1', log)),
+      slots.use('A', work('A2', log)),
+      slots.use('A', work('A3', log)),
+      slots.use('B', work('B-background', log), new QueuePlace('background')),
+      slots.use('B', work('B1', log)),
+      slots.use('C', work('C1', log)),
+    ];
+    await new Promise((resolve) => setTimeout(resolve, 0)); // the first work starts on the next microtask
+    for (let step = 0; step < 6; step++) await openNext();
+    await Promise.all(all);
+    expect(log).toEqual(['A1', 'B1', 'C1', 'A2', 'A3', 'B-background']);
+    expect(drops).toEqual([]);
+  });
+
+  it("past a tenant's limit its stalest background summary is dropped for a request, and a background one is refused", async () => {
+    const drops: string[] = [];
+    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 2, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
+    const { work, openNext } = gate();
+    const log: string[] = [];
+    const running = slots.use('A', work('A-running', log));
+    const stalest = slots.use('A', work('A-bg1', log), new QueuePlace('background'));
+    const newer = slots.use('A', work('A-bg2', log), new QueuePlace('background'));
+    const request = slots.use('A', work('A-request', log));
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const refused = await slots.use('A', work('A-bg3', log), new QueuePlace('background'));
+    expect(refused).toEqual(new NotRun(PER_TENANT_LIMIT));
+    expect(await stalest).toEqual(new NotRun(PER_TENANT_LIMIT));
+    for (let step = 0; step < 3; step++) await openNext();
+    expect(await Promise.all([running, request, newer])).toEqual(['A-running', 'A-request', 'A-bg2']);
+    expect(drops).toEqual([PER_TENANT_LIMIT, PER_TENANT_LIMIT]);
+  });
+
+  it('past the background bound the stalest background summary of any tenant is dropped', async () => {
+    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 2 });
+    const { work, openNext } = gate();
+    const log: string[] = [];
+    const running = slots.use('A', work('running', log));
+    const first = slots.use('A', work('A-bg', log), new QueuePlace('background'));
+    const second = slots.use('B', work('B-bg', log), new QueuePlace('background'));
+    const third = slots.use('C', work('C-bg', log), new QueuePlace('background'));
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(await first).toEqual(new NotRun(BACKGROUND_LIMIT));
+    expect(slots.waiting).toBe(2);
+    for (let step = 0; step < 3; step++) await openNext();
+    expect(await Promise.all([running, second, third])).toEqual(['running', 'B-bg', 'C-bg']);
+  });
+});
