@@ -16,7 +16,7 @@ afterEach(async () => {
   await upstream.close();
 });
 
-const config = (overrides: Partial<ReturnType<typeof defaultConfig>['upstream']> = {}) => ({ ...defaultConfig().upstream, ...overrides });
+const config = (overrides: Partial<ReturnType<typeof defaultConfig>['upstream']> = {}) => ({ ...defaultConfig().upstream, slots: 'auto' as const, ...overrides });
 
 describe('SlotRouter', () => {
   it("schedules a llama-server's slots as /props reports them, one scheduler for every model name it serves", async () => {
