@@ -571,6 +571,7 @@ function report(run: {
       const overBare = rate(target) / rate(bareTarget);
       const floor = rate(parseTarget) / rate(bareTarget);
       // Issue 18's targets: the not-triggered path parses and logs; the cached epoch also hashes and re-serializes.
+      // Issue 26 replaced them by targets against a minimal Fastify proxy, graded by bench/own-cost.ts.
       const wanted = target === plainTarget ? 0.75 : 0.6;
       goals.push([
         `throughput c=32 vs bare undici (${label})`,

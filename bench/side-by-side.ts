@@ -14,7 +14,7 @@
  * is performance.ts's 2 KB chat body; the upstream is bench/servers/upstream.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatBody, type LoadResult, runLoad } from './load-client.js';
@@ -49,6 +49,10 @@ function build(revision: string | null): string {
   const tree = mkdtempSync(join(ROOT, 'node_modules/.cache/worktree-'));
   try {
     execFileSync('git', ['worktree', 'add', '--detach', tree, commit], { cwd: ROOT, stdio: 'ignore' });
+    // The revision's tsconfig names its types by paths inside its own tree (typeRoots: node_modules/@types):
+    // give the checkout this tree's dependencies under that name, or tsc finds no type definitions for node.
+    symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'), 'dir');
+    if (existsSync(join(ROOT, 'bench/node_modules'))) symlinkSync(join(ROOT, 'bench/node_modules'), join(tree, 'bench/node_modules'), 'dir');
     execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', join(tree, 'bench/servers/tsconfig.json'), '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
   } finally {
     execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: ROOT, stdio: 'ignore' });

@@ -148,14 +148,11 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
 /** The chat route's hooks: the planner (the app's, else the engine's), usage to the metrics and the dashboard, and the refusal hook. */
 function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
-  const countUsage = withPromptTokens(deps.onUsage, metrics);
-  const onUsage: UsageHook =
-    dashboard === null
-      ? countUsage
-      : (observation) => {
-          countUsage(observation);
-          dashboard.answered(answeredOf(observation));
-        };
+  const onUsage: UsageHook = withPromptTokens(
+    deps.onUsage,
+    metrics,
+    dashboard === null ? undefined : (observation, tokens) => dashboard.answered(answeredOf(observation, tokens)),
+  );
   // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
   const replans = engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact';
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
@@ -203,7 +200,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     : null;
   const slots = slotsOf(config, upstream, logger, metrics);
   const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
-  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, runningSummaries: () => engine.runningSummaries });
+  if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
   const inFlight = new InFlight(

@@ -7,6 +7,7 @@
  *
  * Prints one JSON line: `{ average, total, non2xx, errors, timeouts }`.
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type autocannonType from 'autocannon';
@@ -16,7 +17,9 @@ import type { LoadJob, LoadResult } from '../load-client.js';
 // file, compiled into node_modules/.cache/, would not find by itself: the bench runs from the root.
 const autocannon = createRequire(join(process.cwd(), 'bench', 'package.json'))('autocannon') as typeof autocannonType;
 
-const job = JSON.parse(process.argv[2]!) as LoadJob;
+// `@path`: the job is in that file (a large body does not fit in one argument).
+const argument = process.argv[2]!;
+const job = JSON.parse(argument.startsWith('@') ? readFileSync(argument.slice(1), 'utf8') : argument) as LoadJob;
 const result = await autocannon({
   url: job.url,
   method: 'POST',

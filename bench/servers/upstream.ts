@@ -12,6 +12,7 @@
  *   the client goes away (an idle stream).
  * - `GET /props`: a context window of `N_CTX` tokens; `GET /health`: ok.
  *
+ * `ANSWER_BYTES` makes every non-streamed answer that long (summary notes of a real size).
  * `usage.prompt_tokens` is the body's bytes / 4, so the ratio compactor learns
  * stays put from one request to the next.
  */
@@ -34,9 +35,12 @@ const FINAL_EVENT = Buffer.from(
   `data: {"choices":[{"finish_reason":"stop","index":0,"delta":{}}],${frame},"usage":{"completion_tokens":${STREAM_CHUNKS},"prompt_tokens":25,"total_tokens":${25 + STREAM_CHUNKS}}}\n\ndata: [DONE]\n\n`,
 );
 
+// With ANSWER_BYTES, every answer's text is that long: realistic summary notes (10–25 KB) for the memory benches.
+const ANSWER = process.env['ANSWER_BYTES'] === undefined ? 'Hi! How can I help you today?' : 'The notes: the build, its tests, the fixes. '.repeat(Math.ceil(Number(process.env['ANSWER_BYTES']) / 44)).slice(0, Number(process.env['ANSWER_BYTES']));
+
 function completion(promptTokens: number): Buffer {
   return Buffer.from(
-    `{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"Hi! How can I help you today?"}}],` +
+    `{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"${ANSWER}"}}],` +
       `"created":1795997435,"model":"/models/tiny.gguf","object":"chat.completion",` +
       `"usage":{"completion_tokens":9,"prompt_tokens":${promptTokens},"total_tokens":${promptTokens + 9}},"id":"chatcmpl-bench"}`,
   );

@@ -86,7 +86,7 @@ export class CompactionEngine {
     this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
-    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, ttlMs: config.cache.ttl_s * 1000, now });
+    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
     this.#logger = options.logger;
     this.#observer = options.observer;
     const store = this.#store;
@@ -123,6 +123,7 @@ export class CompactionEngine {
 
   get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
   get epochCount(): number { return this.#store.size; } // prettier-ignore: epochs held in this process (metrics)
+  get epochBytes(): number { return this.#store.bytes; } // prettier-ignore: what they cost in bytes, about (metrics)
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {

@@ -102,6 +102,8 @@ export interface EpochStore {
   lease(key: string, ttlMs: number): Promise<EpochLease | null>;
   /** Epochs held in this process (a shared store's are counted by the store itself). */
   readonly size: number;
+  /** What the epochs held in this process cost, in bytes about. */
+  readonly bytes: number;
 }
 
 /**

@@ -115,6 +115,8 @@ export const ConfigSchema = z
     cache: z
       .strictObject({
         max_entries: NonNegativeInteger.default(10_000),
+        // The epochs' memory, in bytes (about: their messages' JSON; a head many conversations share, once).
+        max_bytes: PositiveInteger.default(128 * 1024 * 1024),
         ttl_s: PositiveInteger.default(86_400),
         /** memory: this process only; redis: shared by replicas (Redis ≥ 7 or Valkey). */
         store: z.enum(['memory', 'redis']).default('memory'),

@@ -8,7 +8,6 @@ import { contentText, type ChatMessage } from '../transcript/message.js';
 import type { UsageObservation } from './chat/planner.js';
 import { tenantOfRequest } from './chat/engine-planner.js';
 import type { PromptTokens } from './metrics.js';
-import { promptTokensOf } from './prompt-tokens.js';
 
 /**
  * What `GET /dashboard/state` shows: per conversation (a short id from the
@@ -244,8 +243,8 @@ export function bothObservers(first: CompactionObserver, second: CompactionObser
   };
 }
 
-/** A chat answer as the dashboard takes it. */
-export function answeredOf(observation: UsageObservation): AnsweredRequest {
+/** A chat answer as the dashboard takes it, with the prompt tokens the metrics already counted. */
+export function answeredOf(observation: UsageObservation, tokens: PromptTokens | null): AnsweredRequest {
   const { context, forwarded } = observation;
   const forwardedMessages = forwarded['messages'];
   return {
@@ -254,7 +253,7 @@ export function answeredOf(observation: UsageObservation): AnsweredRequest {
     messages: context.body.messages,
     forwarded: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
     report: observation.report,
-    tokens: promptTokensOf(observation),
+    tokens,
     repairs: context.pairRepairs,
     slot: context.slot ?? null,
   };

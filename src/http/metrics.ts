@@ -35,6 +35,8 @@ export interface PromptTokens {
 export interface MetricsSources {
   /** Epochs in the cache (`CompactionEngine.epochCount`). */
   readonly epochCount?: () => number;
+  /** What those epochs cost in bytes (`CompactionEngine.epochBytes`). */
+  readonly epochBytes?: () => number;
   /** Summary computations running (`CompactionEngine.runningSummaries`). */
   readonly runningSummaries?: () => number;
 }
@@ -186,6 +188,14 @@ export class Metrics implements CompactionObserver {
       registers: [this.registry],
       collect() {
         this.set(sources().epochCount?.() ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'compactor_epoch_cache_bytes',
+      help: "What the epochs held in this instance's memory cost, in bytes (about; cache.max_bytes bounds it).",
+      registers: [this.registry],
+      collect() {
+        this.set(sources().epochBytes?.() ?? 0);
       },
     });
     new Gauge({

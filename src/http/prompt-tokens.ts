@@ -36,11 +36,20 @@ export function promptTokensOf(observation: Pick<UsageObservation, 'context' | '
   return { model, sent: Math.round((forwarded * clientEstimate) / Math.max(1, forwardedEstimate)), forwarded, cached };
 }
 
-/** The app's usage hook (if any), then the prompt-token counters, for every answered chat request. */
-export function withPromptTokens(onUsage: UsageHook | undefined, metrics: { promptTokens(tokens: PromptTokens): void }): UsageHook {
+/**
+ * The app's usage hook (if any), then the prompt-token counters, then `andThen`
+ * (the dashboard) with the same figures, for every answered chat request: the
+ * estimates behind them are made once per request, not once per reader.
+ */
+export function withPromptTokens(
+  onUsage: UsageHook | undefined,
+  metrics: { promptTokens(tokens: PromptTokens): void },
+  andThen?: (observation: UsageObservation, tokens: PromptTokens | null) => void,
+): UsageHook {
   return (observation) => {
     onUsage?.(observation);
     const tokens = promptTokensOf(observation);
     if (tokens !== null) metrics.promptTokens(tokens);
+    andThen?.(observation, tokens);
   };
 }

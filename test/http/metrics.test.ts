@@ -73,6 +73,7 @@ describe('GET /metrics', () => {
       'compactor_summary_wait_seconds',
       'compactor_epoch_lookups_total',
       'compactor_epoch_cache_entries',
+      'compactor_epoch_cache_bytes',
       'compactor_pair_repairs_total',
       'compactor_active_streams',
       'process_cpu_seconds_total',
@@ -119,6 +120,8 @@ describe('GET /metrics', () => {
     expect(total(values, 'compactor_epoch_lookups_total', { result: 'miss' })).toBeGreaterThan(0);
     expect(total(values, 'compactor_epoch_cache_entries')).toBe(proxy.app.proxy.engine!.epochCount);
     expect(total(values, 'compactor_epoch_cache_entries')).toBeGreaterThan(0);
+    expect(total(values, 'compactor_epoch_cache_bytes')).toBe(proxy.app.proxy.engine!.epochBytes);
+    expect(total(values, 'compactor_epoch_cache_bytes')).toBeGreaterThan(0);
     expect(total(values, 'compactor_pair_repairs_total', { kind: 'orphan' })).toBe(1);
     expect(total(values, 'compactor_pair_repairs_total', { kind: 'missing' })).toBe(1);
     // Every stream has closed again.

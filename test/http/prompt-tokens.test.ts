@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatContext } from '../../src/http/chat/planner.js';
-import { promptTokensOf } from '../../src/http/prompt-tokens.js';
+import type { PromptTokens } from '../../src/http/metrics.js';
+import { promptTokensOf, withPromptTokens } from '../../src/http/prompt-tokens.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 
 const body = { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(4000) }, { role: 'user', content: 'hi' }] } as ChatContext['body'];
@@ -28,5 +29,27 @@ describe('promptTokensOf', () => {
     const tokens = promptTokensOf({ context, forwarded, usage: { prompt_tokens: 10 }, timings: undefined });
     expect(tokens).toEqual({ model: 'm', sent: Math.round(10 * ratio), forwarded: 10, cached: 0 });
     expect(tokens!.sent).toBeGreaterThan(100);
+  });
+});
+
+describe('withPromptTokens', () => {
+  // Issue 26: the metrics and the dashboard read the same figures; the estimates behind them (the tools' JSON.stringify) are made once.
+  it('estimates once per answered request and hands the metrics and the next reader the same figures', () => {
+    let toolReads = 0;
+    const changedBody = {
+      ...body,
+      get tools() {
+        toolReads++;
+        return [{ type: 'function', function: { name: 'bash' } }];
+      },
+    } as unknown as ChatContext['body'];
+    const forwarded = { ...body, messages: [{ role: 'user', content: 'hi' }] };
+    const counted: PromptTokens[] = [];
+    const seen: (PromptTokens | null)[] = [];
+    const hook = withPromptTokens(undefined, { promptTokens: (tokens) => counted.push(tokens) }, (_observation, tokens) => seen.push(tokens));
+    hook({ context: { body: changedBody } as ChatContext, forwarded, forwardedBytes: 0, report: null, status: 200, streamed: false, usage: { prompt_tokens: 10 }, timings: undefined } as never);
+    expect(toolReads).toBe(1);
+    expect(seen).toEqual(counted);
+    expect(seen[0]).toBe(counted[0]);
   });
 });

@@ -84,6 +84,10 @@ export class MemoryFallbackStore implements EpochStore {
     return this.#memory.size;
   }
 
+  get bytes(): number {
+    return this.#memory.bytes;
+  }
+
   /** Whether the replica is working from memory now (the shared store down, or its last command failed). */
   get degraded(): boolean {
     return this.#faulty || !this.#shared.ready;

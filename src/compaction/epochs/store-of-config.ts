@@ -24,7 +24,7 @@ export interface StoreOfConfigOptions {
 
 export function epochStoreOf(config: Config, options: StoreOfConfigOptions = {}): ConfiguredStore {
   const { cache } = config;
-  const memory = new MemoryEpochStore({ maxEntries: cache.max_entries, ttlMs: cache.ttl_s * 1000, ...(options.now === undefined ? {} : { now: options.now }) });
+  const memory = new MemoryEpochStore({ maxEntries: cache.max_entries, maxBytes: cache.max_bytes, ttlMs: cache.ttl_s * 1000, ...(options.now === undefined ? {} : { now: options.now }) });
   if (cache.store === 'memory' || cache.redis.url === null) return { store: memory, state: () => 'memory', describe: async () => 'memory', close: async () => undefined };
   const redis = new RedisEpochStore({
     url: cache.redis.url,

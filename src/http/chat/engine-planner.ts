@@ -23,8 +23,24 @@ const PROGRESS_REPEAT_MS = 5_000;
  */
 export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>): string {
   if (context.tenant !== '') return context.tenant;
-  const joined = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join('\n') : value);
-  return tenantOf({ authorization: joined(context.headers.authorization), apiKey: joined(context.headers['x-api-key']) });
+  const authorization = joined(context.headers.authorization);
+  const apiKey = joined(context.headers['x-api-key']);
+  // The planner and the dashboard both ask, and one client sends the same credential request after request:
+  // the last credential's digest is kept, so a request hashes it once at most, most requests not at all.
+  if (authorization !== lastCredential.authorization || apiKey !== lastCredential.apiKey) {
+    lastCredential = { authorization, apiKey, tenant: tenantOf({ authorization, apiKey }) };
+  }
+  return lastCredential.tenant;
+}
+
+let lastCredential: { readonly authorization: string | undefined; readonly apiKey: string | undefined; readonly tenant: string } = {
+  authorization: undefined,
+  apiKey: undefined,
+  tenant: tenantOf({}),
+};
+
+function joined(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join('\n') : value;
 }
 
 /** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */

@@ -2,6 +2,7 @@ import { MAX_ERROR_BODY_BYTES, parsedOrUndefined } from '../bounded-body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound } from '../../upstream/usage.js';
+import { usageOfJsonText } from '../../upstream/usage-text.js';
 import type { ChunkTap } from '../relay.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
@@ -42,9 +43,14 @@ class JsonCopy implements ChunkTap, UsageSource {
     return this.#chunks === undefined ? undefined : parsedOrUndefined(Buffer.concat(this.#chunks));
   }
 
-  /** Throws when the answer is not JSON (the usage hook's failure is logged); empty when the copy was too large. */
+  /**
+   * `usage` and `timings` only are parsed when they can be found in the text, else the whole answer.
+   * Throws when the answer is not JSON (the usage hook's failure is logged); empty when the copy was too large.
+   */
   usageFound(): UsageFound {
-    return this.#chunks === undefined ? {} : extractUsage(JSON.parse(Buffer.concat(this.#chunks).toString('utf8')));
+    if (this.#chunks === undefined) return {};
+    const text = Buffer.concat(this.#chunks).toString('utf8');
+    return usageOfJsonText(text) ?? extractUsage(JSON.parse(text));
   }
 }
 

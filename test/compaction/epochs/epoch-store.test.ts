@@ -127,3 +127,54 @@ describe('MemoryEpochStore', () => {
     expect(store.get('a')).toBeUndefined();
   });
 });
+
+describe('MemoryEpochStore bounded in bytes (issue 26 item 4)', () => {
+  const text = (bytes: number, seed: string): string => `${seed} `.repeat(Math.ceil(bytes / (seed.length + 1))).slice(0, bytes);
+  const conversation = (key: string, head: string, ownBytes: number): Epoch =>
+    epoch(key, { replacement: [{ role: 'system', content: head }, { role: 'user', content: text(ownBytes, key) }, { role: 'assistant', content: 'ok' }] });
+
+  it('holds no more than maxBytes: the least recently used epochs go first', () => {
+    const store = new MemoryEpochStore({ maxBytes: 100_000 });
+    for (let index = 0; index < 50; index++) store.set(conversation(`k${index}`, `head ${index}`, 10_000));
+    expect(store.bytes).toBeLessThanOrEqual(100_000);
+    expect(store.size).toBeGreaterThan(5);
+    expect(store.size).toBeLessThan(10);
+    expect(store.get('k49')).toBeDefined();
+    expect(store.get('k0')).toBeUndefined();
+  });
+
+  it('counts a large head that many epochs hold alike once, and holds one copy of it', () => {
+    const head = text(12_000, 'You are a coding agent.');
+    const store = new MemoryEpochStore({ maxBytes: 1_000_000 });
+    // Each epoch parsed from its own request: equal text, distinct strings and objects.
+    for (let index = 0; index < 200; index++) store.set(conversation(`k${index}`, `${head}`.slice(0), 100));
+    expect(store.size).toBe(200);
+    // 200 × 12 KB would be 2.4 MB: one head plus 200 small epochs stays well under 1 MB.
+    expect(store.bytes).toBeLessThan(12_500 + 200 * 1_500);
+    const heads = new Set(Array.from({ length: 200 }, (_, index) => store.get(`k${index}`)!.replacement[0]));
+    expect(heads.size).toBe(1);
+    expect(store.get('k7')!.replacement[0]).toEqual({ role: 'system', content: head });
+  });
+
+  it('lets a shared message go with the last epoch that held it', () => {
+    const head = text(5_000, 'shared');
+    const store = new MemoryEpochStore();
+    store.set(conversation('a', head, 10));
+    store.set(conversation('b', head, 10));
+    const both = store.bytes;
+    store.delete('a');
+    expect(store.bytes).toBeGreaterThan(5_000);
+    expect(store.bytes).toBeLessThan(both);
+    store.delete('b');
+    expect(store.bytes).toBe(0);
+  });
+
+  it('replacing an epoch under the same key neither leaks nor double-counts its shared messages', () => {
+    const head = text(5_000, 'shared');
+    const store = new MemoryEpochStore();
+    store.set(conversation('a', head, 10));
+    const once = store.bytes;
+    for (let round = 0; round < 10; round++) store.set(conversation('a', head, 10));
+    expect(store.bytes).toBe(once);
+  });
+});
