@@ -17,11 +17,11 @@ import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js'
 import { type Compacted, type CompactionInput, type CompactionRequest, compactedOf, seenWhole } from './request.js';
 import { type Candidate, candidateOf, totalSize } from './policy/plan.js';
 import { pruneOversizedResults, prunedReport } from './policy/oversized.js';
-import { prunedLine, reusedLine, wouldLine } from './policy/report.js';
+import { reusedLine, wouldLine } from './policy/report.js';
 import { oversizedCount, withOversizedStep } from './policy/oversized-step.js';
 import { forcedSettings } from './policy/observe-mode.js';
 import { observeOnce } from './observe-pass.js';
-import { prunedEpoch } from './policy/replacement.js';
+import { modelFreeEpoch } from './policy/replacement.js';
 import { isNear, sizesOf } from './policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { Background } from './background.js';
@@ -35,7 +35,7 @@ export type { Compacted, CompactionInput } from './request.js';
  * The compaction engine: per chat request, gathers what {@link decide} needs
  * (the window, the learned ratio, prefix hashes, epochs, exact counts near a
  * threshold), and performs what it decides: forward, apply an epoch, wait for
- * a running summary, prune, summarize (through {@link EpochWriter}), refuse.
+ * a running summary, prune, compress, summarize (through {@link EpochWriter}), refuse.
  *
  * It is stateless towards the client (which keeps sending its whole history)
  * and remembers, per conversation prefix, what it replaced that prefix with
@@ -262,13 +262,12 @@ export class CompactionEngine {
         return undefined;
       case 'too-large':
         throw this.#sizes.tooLarge(decision.needed, budget, request, decision.summaryTokens);
-      case 'prune': {
-        const { plan, boundary } = decision;
-        const report = prunedLine({ results: plan.pruned, before: originalSize, after: plan.size });
-        const epoch = prunedEpoch(hashes, candidate, plan.messages, boundary, report);
+      case 'prune':
+      case 'compress': {
+        const epoch = modelFreeEpoch(hashes, candidate, decision, originalSize);
         await this.#store.save(epoch);
-        this.#logger?.info({ model, tier: 'prune' }, report);
-        this.#observer?.compaction({ model, tier: 'prune', outcome: 'compacted', tokensBefore: originalSize, tokensAfter: plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report, milliseconds: 0, notes: null } });
+        this.#logger?.info({ model, tier: decision.kind }, epoch.report);
+        this.#observer?.compaction({ model, tier: decision.kind, outcome: 'compacted', tokensBefore: originalSize, tokensAfter: decision.plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report: epoch.report, milliseconds: 0, notes: null } });
         return this.#sizes.applied(epoch, input, request);
       }
       case 'summary':

@@ -6,8 +6,8 @@ import type { ChatMessage } from '../transcript/message.js';
  * any file of compaction/ can use them without importing another room.
  */
 
-/** What a compaction did: no model call, a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'summary' | 'steps';
+/** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
+export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
 
 /** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
 export type EpochStrategy = Tier | 'truncated';

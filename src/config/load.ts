@@ -21,10 +21,7 @@ export { USAGE };
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
 
-interface Override {
-  readonly path: readonly string[];
-  readonly kind?: OverrideKind;
-}
+interface Override { readonly path: readonly string[]; readonly kind?: OverrideKind }
 
 /** The keys people change most, by environment variable. */
 const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
@@ -35,6 +32,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
   COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
   COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
+  COMPACTOR_COMPRESS: { path: ['compaction', 'compress', 'enabled'], kind: 'boolean' },
   COMPACTOR_MODE: { path: ['compaction', 'mode'] },
   COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },
   COMPACTOR_SUMMARY_UPSTREAM: { path: ['compaction', 'summary', 'upstream'] },

@@ -89,6 +89,24 @@ export const ConfigSchema = z
         keep_recent: Fraction.default(0.25),
         max_messages: NonNegativeInteger.default(0),
         prune: z.strictObject({ max_result_chars: PositiveInteger.default(8192) }).prefault({}),
+        /** The compression tier (issue 25): old tool results compressed model-free before any summary; defaults measured by bench/compress.ts. */
+        compress: z
+          .strictObject({
+            enabled: z.boolean('expected true or false').default(true),
+            /** Tokens a compression must free to be applied: fewer, and the prefix change costs more KV cache than it saves. */
+            clear_at_least: NonNegativeInteger.default(1024),
+            superseded: z.boolean('expected true or false').default(true),
+            identical: z.boolean('expected true or false').default(true),
+            structure: z.boolean('expected true or false').default(true),
+            min_result_chars: NonNegativeInteger.default(400),
+            keep_items: NonNegativeInteger.default(3),
+            keep_lines: NonNegativeInteger.default(5),
+            /** Anthropic-style clearing: keep the newest `keep` results per tool (0: off), never those of `exclude_tools`. */
+            clear: z
+              .strictObject({ keep: NonNegativeInteger.default(0), exclude_tools: z.array(z.string().min(1)).default([]) })
+              .prefault({}),
+          })
+          .prefault({}),
         summary: z
           .strictObject({
             model: z.string().min(1).nullable().default(null),

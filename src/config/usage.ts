@@ -30,5 +30,6 @@ Secrets are read from the environment only, never from flags (which other users 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis
   COMPACTOR_DASHBOARD         dashboard.enabled: on | off
+  COMPACTOR_COMPRESS          compaction.compress.enabled: on | off
   COMPACTOR_SLOTS             upstream.slots: off (default) | auto
   COMPACTOR_SLOT_SAVE         upstream.slot_save: on | off`;

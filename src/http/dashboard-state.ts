@@ -185,7 +185,8 @@ export class DashboardState implements CompactionObserver {
   /** An epoch, recorded where it was written (a request's own, or one prepared in the background after an answer). */
   #written(event: CompactionEvent, written: WrittenEpoch): void {
     const at = this.#now();
-    const tier = event.outcome === 'truncated' ? 'truncated' : event.tier === 'prune' ? 'prune' : 'summary';
+    // The model-free tiers by name; a summary of old turns or of old steps is a summary on the page.
+    const tier = event.outcome === 'truncated' ? 'truncated' : event.tier === 'prune' || event.tier === 'compress' ? event.tier : 'summary';
     const conversation = this.#conversation(written.tenant, event.model, written.messages, at, written.hashes);
     conversation.epochs++;
     conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;

@@ -19,8 +19,8 @@ export const REQUEST_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * Models named in labels; later names count as {@link OTHER_MODEL}. The name
  * comes from the client, so without a bound a client could grow the scrape
  * without end; 64 is more models than one server (or a router in front of a
- * few) serves, and keeps the compactions family, the widest (4 tiers × 6
- * outcomes), to at most some 1,500 series.
+ * few) serves, and keeps the compactions family, the widest (5 tiers × 7
+ * outcomes), to at most some 2,300 series.
  */
 const MAX_MODEL_LABELS = 64;
 const OTHER_MODEL = 'other';

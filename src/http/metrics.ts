@@ -71,7 +71,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #compactions = new Counter({
     name: 'compactor_compactions_total',
-    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).',
+    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, compress, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).',
     labelNames: ['model', 'tier', 'outcome'] as const,
     registers: [this.registry],
   });

@@ -40,3 +40,4 @@ export {
 } from './tokens.js';
 export { pruneToolResults, pruneText, DEFAULT_MAX_RESULT_CHARS, type PruneOptions } from './prune.js';
 export { renderTranscript } from './render.js';
+export { compressToolResults, DEFAULT_COMPRESS_SETTINGS, type Compression, type CompressionKind, type CompressSettings } from './compress/compress.js';

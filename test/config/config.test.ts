@@ -42,6 +42,24 @@ describe('defaultConfig', () => {
     });
   });
 
+  it('issue 25: compaction.compress is on with the measured defaults, clearing off; COMPACTOR_COMPRESS turns it off', () => {
+    expect(defaultConfig().compaction.compress).toEqual({
+      enabled: true,
+      clear_at_least: 1024,
+      superseded: true,
+      identical: true,
+      structure: true,
+      min_result_chars: 400,
+      keep_items: 3,
+      keep_lines: 5,
+      clear: { keep: 0, exclude_tools: [] },
+    });
+    expect(loadConfig({ env: { COMPACTOR_COMPRESS: 'off' } })).toMatchObject({ ok: true, config: { compaction: { compress: { enabled: false } } } });
+    const bad = parseConfig({ compaction: { compress: { clear_at_least: -1, clear: { keep: 2, exclude_tools: [1] } } } });
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.errors.join('\n')).toMatch(/compaction\.compress\.clear_at_least[\s\S]*compaction\.compress\.clear\.exclude_tools/);
+  });
+
   it('config.example.yaml, read by the real loader, is exactly the defaults', () => {
     const loaded = loadConfig({ argv: ['--config', join(ROOT, 'config.example.yaml')], env: {} });
     expect(loaded.ok).toBe(true);

@@ -35,7 +35,7 @@ export const StoredEpochSchema = z
     replacement: z.array(ChatMessageSchema),
     marked: z.array(z.number().int().nonnegative()).optional(),
     notes: z.string().nullable(),
-    strategy: z.enum(['prune', 'summary', 'steps', 'truncated']),
+    strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
     report: z.string(),
     expiresAt: z.number().finite().optional(),
   })
@@ -105,7 +105,10 @@ export class StoredEpochCodec {
       const issue = checked.error.issues[0]!;
       return { bad: 'schema', detail: `${issue.path.join('.') || 'value'}: ${issue.message}` };
     }
-    const epoch = withoutUndefined(checked.data);
+    // The replacement as stored, in its own key order: zod's output puts each message's keys in the schema's order, so a
+    // replica reading an epoch would forward other bytes than the one that wrote it. Every schema is loose and transforms
+    // nothing, so once checked the two hold the same values.
+    const epoch = withoutUndefined({ ...checked.data, replacement: (parsed as typeof checked.data).replacement });
     return { epoch: flag === 'p' ? { ...epoch, pending: true } : epoch };
   }
 

@@ -17,6 +17,8 @@ import {
   triggerOf,
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
+import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
+import { compressesAtCrossing, compressNow } from './compress-ahead.js';
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -40,6 +42,7 @@ export function decisionSettingsOf(compaction: Config['compaction']): DecisionSe
     maxMessages: compaction.max_messages,
     summaryMaxTokens: compaction.summary.max_tokens,
     pruneMaxResultChars: compaction.prune.max_result_chars,
+    compress: compressSettingsOf(compaction.compress),
   };
 }
 
@@ -73,6 +76,8 @@ export type Decision =
   /** Wait for the summary of this conversation already running, then decide again. */
   | { readonly kind: 'wait' }
   | { readonly kind: 'prune'; readonly plan: Extract<CompactionPlan, { tier: 'prune' }>; readonly boundary: Boundary }
+  /** Old tool results compressed, no model call: an epoch like a pruning's. */
+  | { readonly kind: 'compress'; readonly plan: CompressPlan; readonly boundary: Boundary }
   | { readonly kind: 'summary'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
   | { readonly kind: 'steps'; readonly plan: StepsPlan; readonly boundary: Boundary; readonly counts: OldAndKept }
   /** Even compacted it cannot fit: `needed` tokens, of which `summaryTokens` would be a summary's. */
@@ -107,11 +112,21 @@ export interface CandidateSizes extends Sizes {
  * decide(candidate, sizes, budgetOf(8192, undefined, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
  * // → { kind: 'forward', size: 3100, prepareNext: false } for a history of 3.1k tokens
  */
-export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, settings: DecisionSettings): Decision {
+export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, configured: DecisionSettings): Decision {
+  const settings = { ...configured, compress: compressForBudget(configured.compress, budget.tokens) };
   const size = totalSize(sizes);
   const trigger = triggerOf(size, candidate.messages.length, budget.tokens, settings);
   if (trigger === null) {
-    return { kind: 'forward', size, prepareNext: budget.tokens !== null && size >= settings.softThreshold * budget.tokens };
+    const soft = budget.tokens !== null && size >= settings.softThreshold * budget.tokens;
+    // In the soft zone, compress before preparing a summary: when it frees enough, no summary call is made for it. Not
+    // while a summary of the conversation is pending or running: this epoch would leave that one behind, unused.
+    if (soft && epochs.pending === null && !epochs.running) {
+      const compressed = compressNow(candidate, sizes, budget.tokens, settings);
+      if (compressed !== null) return compressed;
+      // Compression will do at the crossing: no summary is prepared for it.
+      if (compressesAtCrossing(candidate, sizes, budget.tokens!, settings)) return { kind: 'forward', size, prepareNext: false };
+    }
+    return { kind: 'forward', size, prepareNext: soft };
   }
   // Crossed: an epoch prepared in the background applies now, with no waiting.
   if (epochs.pending !== null) return { kind: 'apply-pending', epoch: epochs.pending };
@@ -126,6 +141,8 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
       return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(budget.summaryTokens) };
     case 'prune':
       return { kind: 'prune', plan, boundary: epochBoundary(candidate, plan.cut) };
+    case 'compress':
+      return { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
     case 'summary':
       return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
     case 'steps':
@@ -154,6 +171,8 @@ export function decideAhead(
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
     ...withSummaryOf(budget, settings),
+    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call).
+    compress: null,
     keepRecent: Math.max(0, settings.keepRecent - growth),
     // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
     target: Math.max(0, settings.target - growth),
@@ -201,6 +220,6 @@ function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
 }
 
 /** Whether a decision makes a new epoch from the candidate. */
-export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'summary' | 'steps' }> {
-  return decision.kind === 'prune' || decision.kind === 'summary' || decision.kind === 'steps';
+export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'compress' | 'summary' | 'steps' }> {
+  return decision.kind === 'prune' || decision.kind === 'compress' || decision.kind === 'summary' || decision.kind === 'steps';
 }

@@ -1,7 +1,7 @@
 import type { Budget } from './budget.js';
 import type { Decision, DecisionSettings } from './decide.js';
 import type { Tier } from '../types.js';
-import { prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
+import { compressedLine, prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
 
 /**
  * Observe mode (`compaction.mode: observe`): a decision said, not done. The
@@ -36,6 +36,8 @@ export function observedDecision(decision: Decision, options: { before: number; 
       return { line: wouldRefuseLine({ needed: decision.needed + decision.summaryTokens, window: budget.window }), tier: null, counted: true, after: before };
     case 'prune':
       return { line: wouldLine(prunedLine({ results: decision.plan.pruned, before, after: decision.plan.size })), tier: 'prune', counted: true, after: decision.plan.size };
+    case 'compress':
+      return { line: wouldLine(compressedLine({ results: decision.plan.results, before, after: decision.plan.size })), tier: 'compress', counted: true, after: decision.plan.size };
     case 'summary':
     case 'steps': {
       const tier = decision.kind === 'steps' ? 'steps' : 'summary';

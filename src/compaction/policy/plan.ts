@@ -3,6 +3,7 @@ import { headLength, turnRanges, balanceCut, stepRanges } from '../../transcript
 import { isMarked } from '../../transcript/marks.js';
 import { pruneToolResults } from '../../transcript/prune.js';
 import type { Epoch } from '../types.js';
+import { type CompressPlan, type CompressTierSettings, planCompress } from './compress-tier.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -22,6 +23,8 @@ export interface CompactionSettings {
   /** What a summary may cost: the `max_tokens` its request asks for. */
   readonly summaryMaxTokens: number;
   readonly pruneMaxResultChars: number;
+  /** The compression tier, tried after pruning and before a summary; null or absent: off. */
+  readonly compress?: CompressTierSettings | null;
 }
 
 /**
@@ -97,6 +100,7 @@ const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
 export type CompactionPlan =
   | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
+  | CompressPlan
   /**
    * `turnStart`: when the cut goes through the last complete turn (its last
    * steps kept raw), the user message that starts it, kept raw before them.
@@ -198,7 +202,8 @@ function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number,
 
 /**
  * Chooses the cheapest tier that brings the candidate under `target × budget`:
- * pruning old tool results (no model call), else summarizing the old turns.
+ * pruning old tool results (no model call), else compressing them (no model
+ * call; enough when under the threshold), else summarizing the old turns.
  * A summary that lands between the target and the budget is still taken (it is
  * the best there is); a candidate whose kept part alone exceeds the budget is
  * `too-large`.
@@ -234,6 +239,9 @@ export function planCompaction(
       count++;
     }
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
+    // Compression alone brings it under the threshold: no summary is asked for (the next epoch, if it comes to that, is prepared in the soft zone).
+    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf);
+    if (compressed !== null && (budget === null || compressed.size < settings.threshold * budget)) return compressed;
   }
 
   // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one), and forwarded so.

@@ -4,6 +4,7 @@ import { mark } from '../../transcript/marks.js';
 import { withNotes } from './plan-steps.js';
 import type { Epoch } from '../types.js';
 import type { Candidate } from './plan.js';
+import { compressedLine, prunedLine } from './report.js';
 
 /**
  * The messages compactor writes in place of what it compacts: the summary
@@ -84,8 +85,8 @@ export function replacementOf(
 }
 
 /**
- * The epoch a prune makes: `pruned` (the candidate with old results pruned,
- * every message in place) up to `candidateEnd`. It writes nothing new, but
+ * The epoch a prune or a compression makes: `pruned` (the candidate with old
+ * results pruned or compressed, every message in place) up to `candidateEnd`. It writes nothing new, but
  * keeps the epoch in use's notes and marks where they were, so it is keyed
  * by what those were written from, at least.
  */
@@ -95,8 +96,11 @@ export function prunedEpoch(
   pruned: readonly ChatMessage[],
   boundary: { readonly candidateEnd: number; readonly sourceLength: number },
   report: string,
+  strategy: 'prune' | 'compress' = 'prune',
 ): Epoch {
-  const seenLength = Math.max(boundary.sourceLength, candidate.epoch?.seenLength ?? 0);
+  // A compression's markers name later calls, which hold the newer copies: it applies only to a history that has them (all of this one).
+  const seen = strategy === 'compress' ? hashes.length - 1 : boundary.sourceLength;
+  const seenLength = Math.max(seen, candidate.epoch?.seenLength ?? 0);
   return {
     key: hashes[seenLength]!,
     sourceLength: boundary.sourceLength,
@@ -104,9 +108,24 @@ export function prunedEpoch(
     replacement: pruned.slice(0, boundary.candidateEnd),
     ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
     notes: candidate.epoch?.notes ?? null,
-    strategy: 'prune',
+    strategy,
     report,
     // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
     ...(candidate.epoch?.expiresAt === undefined ? {} : { expiresAt: candidate.epoch.expiresAt }),
   };
+}
+
+/** A decision made with no model call: old results pruned or compressed, every message in place. */
+type ModelFree =
+  | { readonly kind: 'prune'; readonly plan: { readonly messages: readonly ChatMessage[]; readonly pruned: number; readonly size: number }; readonly boundary: Boundary }
+  | { readonly kind: 'compress'; readonly plan: { readonly messages: readonly ChatMessage[]; readonly results: number; readonly size: number }; readonly boundary: Boundary };
+
+type Boundary = { readonly candidateEnd: number; readonly sourceLength: number };
+
+/** The epoch a prune or a compression decision makes, its report line said from `before` (the request's size) to the plan's. */
+export function modelFreeEpoch(hashes: readonly string[], candidate: Candidate, decision: ModelFree, before: number): Epoch {
+  const { plan } = decision;
+  const results = decision.kind === 'prune' ? decision.plan.pruned : decision.plan.results;
+  const report = (decision.kind === 'prune' ? prunedLine : compressedLine)({ results, before, after: plan.size });
+  return prunedEpoch(hashes, candidate, plan.messages, decision.boundary, report, decision.kind);
 }

@@ -30,6 +30,11 @@ export function prunedLine(options: { results: number; before: number; after: nu
   return `pruned ${plural(options.results, 'tool result')} (${sizes(options.before, options.after)})`;
 }
 
+/** The compression tier's line: `compressed 12 tool results (9.1k -> 2.0k tokens)`. */
+export function compressedLine(options: { results: number; before: number; after: number }): string {
+  return `compressed ${plural(options.results, 'tool result')} (${sizes(options.before, options.after)})`;
+}
+
 export function truncatedLine(options: { dropped: number; kept: number; before: number; after: number; reason: string }): string {
   return `truncated ${plural(options.dropped, 'message')} -> notice + ${options.kept} kept (${sizes(options.before, options.after)}; ${options.reason})`;
 }
@@ -38,14 +43,14 @@ export function reusedLine(options: { before: number; after: number }): string {
   return `epoch reused (${sizes(options.before, options.after)})`;
 }
 
-const PRESENT_OF: Readonly<Record<string, string>> = { summarized: 'summarize', pruned: 'prune', truncated: 'truncate', repaired: 'repair' };
+const PRESENT_OF: Readonly<Record<string, string>> = { summarized: 'summarize', pruned: 'prune', compressed: 'compress', truncated: 'truncate', repaired: 'repair' };
 
 /**
  * A report line said of what observe mode would have done: `pruned 3 tool
  * results (…)` → `would prune 3 tool results (…)`.
  */
 export function wouldLine(line: string): string {
-  return `would ${line.replace(/^(summarized|pruned|truncated|repaired)\b/, (verb) => PRESENT_OF[verb] ?? verb)}`;
+  return `would ${line.replace(/^(summarized|pruned|compressed|truncated|repaired)\b/, (verb) => PRESENT_OF[verb] ?? verb)}`;
 }
 
 /** What a summary would replace (observe mode never calls one, so it says nothing of what it would say). */

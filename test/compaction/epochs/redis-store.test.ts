@@ -51,6 +51,20 @@ describe('RedisEpochStore', () => {
     raw.disconnect();
   });
 
+  it('issue 25: a compression epoch reaches another replica byte for byte, its strategy and markers kept, keyed past its source', async () => {
+    const redis = opened(await RedisServer.start());
+    const [a, b] = [await storeOn(redis.url), await storeOn(redis.url)];
+    const replacement: ChatMessage[] = [
+      ...messages.slice(0, 3),
+      { role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c9, the same read_file call made later (4120 bytes removed)]' },
+    ];
+    const epoch = epochAt(7, { sourceLength: 4, replacement, notes: null, strategy: 'compress', report: 'compressed 1 tool result (2.0k -> 1.1k tokens)' });
+    await a.save(epoch);
+    const found = (await b.lookup(hashes)).inUse;
+    expect(found).toEqual(epoch);
+    expect(JSON.stringify(found?.replacement)).toBe(JSON.stringify(replacement));
+  });
+
   it('a lease is held by one replica at a time; a waiting replica gets the holder\'s epoch, and takes over a lease that expired', async () => {
     const redis = opened(await RedisServer.start());
     const [a, b] = [await storeOn(redis.url), await storeOn(redis.url)];

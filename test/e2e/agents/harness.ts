@@ -57,7 +57,8 @@ export async function startHarness(window: number): Promise<Harness> {
   const proxy = await startProxy(upstream, {
     listen: true,
     config: {
-      compaction: { enabled: true },
+      // BENCH_COMPRESS=off measures the agent runs without the compression tier (bench/README.md § compress.ts).
+      compaction: { enabled: true, ...(process.env['BENCH_COMPRESS'] === 'off' ? { compress: { enabled: false } } : {}) },
       // Agents wait for their answer; a summary of the double takes milliseconds, so these only bound a hang.
       upstream: { timeouts: { headers_ms: 60_000, idle_ms: 60_000 } },
     },
@@ -114,6 +115,8 @@ export interface RunFigures {
   readonly requests: { readonly main: number; readonly summary: number; readonly side: number };
   readonly epochs: number;
   readonly largestPrompt: number;
+  /** Prompt tokens of every main request, as the double counted them: what was forwarded in all. */
+  readonly forwarded: number;
   readonly seconds: number;
 }
 
@@ -171,6 +174,7 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
     requests: { main: main.length, summary: summaries, side: llama.requestsOf('side').length },
     epochs,
     largestPrompt: Math.max(...llama.received.map((request) => request.tokens)),
+    forwarded: main.reduce((sum, request) => sum + request.tokens, 0),
     seconds: result.milliseconds / 1000,
   };
 }

@@ -1,0 +1,115 @@
+import type { Config } from '../../config/schema.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { headLength } from '../../transcript/groups.js';
+import { compressToolResults, type CompressSettings } from '../../transcript/compress/compress.js';
+import { pruneToolResults } from '../../transcript/prune.js';
+
+/**
+ * The compression tier (DESIGN.md § Compression): before any summary, old
+ * tool results are compressed without a model (superseded re-reads and
+ * re-runs, identical copies, JSON arrays and logs by structure). Pure: the
+ * engine makes an epoch of the plan, so a compression is decided once and
+ * replayed byte for byte, like a summary.
+ */
+
+/**
+ * What a plan of this tier reads of a candidate, its sizes and the settings: the shapes of plan.ts's
+ * `Candidate`, `Sizes` and `CompactionSettings`, written here so plan.ts can call the tier without a circle.
+ */
+interface Compressible {
+  readonly messages: readonly ChatMessage[];
+}
+interface MessageSizes {
+  readonly perMessage: readonly number[];
+  readonly fixed: number;
+}
+interface TierSettings {
+  readonly compress?: CompressTierSettings | null;
+  readonly pruneMaxResultChars: number;
+}
+
+export interface CompressTierSettings {
+  /** Tokens a compression must free to be applied: each one moves the forwarded prefix, so a small gain is not worth the KV cache it costs. */
+  readonly clearAtLeast: number;
+  readonly compress: CompressSettings;
+}
+
+/** The tier's settings from `compaction.compress`, or null when it is off. */
+export function compressSettingsOf(compress: Config['compaction']['compress']): CompressTierSettings | null {
+  if (!compress.enabled) return null;
+  return {
+    clearAtLeast: compress.clear_at_least,
+    compress: {
+      superseded: compress.superseded,
+      identical: compress.identical,
+      structure: compress.structure,
+      minResultChars: compress.min_result_chars,
+      keepItems: compress.keep_items,
+      keepLines: compress.keep_lines,
+      clear: { keep: compress.clear.keep, excludeTools: compress.clear.exclude_tools },
+    },
+  };
+}
+
+/**
+ * The most `clear_at_least` asks of a budget: a sixth of it (512 tokens on a 4k
+ * window). On a 4k window a compression rarely frees 1024 tokens at once (its
+ * protected tail is 768), and the re-read loop summarized 29 times in 40 turns
+ * with 1024, 20 times with 512 (bench/README.md § compress.ts).
+ */
+const MAX_CLEAR_SHARE = 1 / 6;
+
+/** The tier's settings for a budget: `clear_at_least` at most a sixth of it. */
+export function compressForBudget(tier: CompressTierSettings | null | undefined, budget: number | null): CompressTierSettings | null {
+  if (tier === undefined || tier === null) return null;
+  if (budget === null || tier.clearAtLeast <= budget * MAX_CLEAR_SHARE) return tier;
+  return { ...tier, clearAtLeast: Math.floor(budget * MAX_CLEAR_SHARE) };
+}
+
+/** What a compression forwards: the candidate with its old results compressed (and pruned) up to `cut`, every message in place. */
+export interface CompressPlan {
+  readonly tier: 'compress';
+  readonly cut: number;
+  readonly messages: ChatMessage[];
+  /** Tool results compressed or pruned. */
+  readonly results: number;
+  /** The candidate's size once compressed. */
+  readonly size: number;
+  /** Tokens it frees. */
+  readonly freed: number;
+}
+
+/**
+ * Compresses the tool results older than the protected tail (`cut`: what a
+ * summary would keep raw, `chooseCut`), pruning what is still over
+ * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut), nothing to compress,
+ * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
+ */
+export function planCompress(
+  candidate: Compressible,
+  sizes: MessageSizes,
+  cut: number | null,
+  settings: TierSettings,
+  sizeOf: (message: ChatMessage) => number,
+  { prune = true, atLeast }: { prune?: boolean; atLeast?: number } = {},
+): CompressPlan | null {
+  const tier = settings.compress;
+  if (tier === undefined || tier === null || cut === null) return null;
+  const { messages } = candidate;
+  const head = headLength(messages);
+  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
+  // Pruning alone is the prune tier's (taken when it meets the target), not a compression.
+  if (compressed === messages) return null;
+  const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
+  if (pruned === messages) return null;
+  const total = sizes.perMessage.reduce((sum, size) => sum + size, sizes.fixed);
+  let size = total;
+  let results = 0;
+  for (let index = head; index < cut; index++) {
+    if (pruned[index] === messages[index]) continue;
+    size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
+    results++;
+  }
+  if (total - size < (atLeast ?? tier.clearAtLeast)) return null;
+  return { tier: 'compress', cut, messages: [...pruned], results, size, freed: total - size };
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { chatRequestView } from '../../src/formats/chat/read.js';
+import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
+import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-codec.js';
+import type { CompactionEvent } from '../../src/compaction/ports.js';
+import type { ChatMessage } from '../../src/transcript/message.js';
+import { compactorWith } from '../support/compaction.js';
+import { reReadTurn, fileAt, REREAD_FILES } from '../support/re-reads.js';
+
+/** Issue 25 through the engine: the re-read loop on the default 8k window. */
+
+const compact = (compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[], mode?: 'observe') =>
+  compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
+
+/** Runs the re-read loop turn by turn (each request with the whole history) until `until` says stop; returns what each request gave. */
+async function run(compactor: ReturnType<typeof compactorWith>['compactor'], turns: number, mode?: 'observe') {
+  let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
+  const steps: Array<{ history: ChatMessage[]; forwarded: ChatMessage[]; report: string | null }> = [];
+  for (let turn = 1; turn <= turns; turn++) {
+    const messages = reReadTurn(turn);
+    history = [...history, messages[0]!];
+    const compacted = await compact(compactor, history, mode);
+    compacted.afterResponse?.();
+    steps.push({ history, forwarded: compacted.messages, report: compacted.report });
+    history = [...history, ...messages.slice(1)];
+  }
+  return steps;
+}
+
+describe('the compression tier through the engine (issue 25)', () => {
+  it('compresses instead of summarizing: its report words, an epoch of strategy compress, replayed byte for byte, fewer summary calls', async () => {
+    const store = new MemoryEpochStore({ maxEntries: 100, ttlMs: 60_000 });
+    const events: CompactionEvent[] = [];
+    const observer = { compaction: (event: CompactionEvent) => events.push(event), summary: () => {}, epochLookup: () => {} };
+    const { compactor, summarizer } = compactorWith({}, { store, observer });
+    const steps = await run(compactor, 12);
+    const first = steps.findIndex((step) => step.report !== null);
+    expect(steps[first]!.report).toMatch(/^compressed \d+ tool results \(\d+(\.\d)?k? -> \d+(\.\d)?k? tokens\)$/);
+    // Without the tier the same run summarizes more often.
+    const without = compactorWith({ compaction: { compress: { enabled: false } } });
+    await run(without.compactor, 12);
+    expect(summarizer.calls).toBeLessThan(without.summarizer.calls);
+    expect(events.filter((event) => event.tier === 'compress' && event.outcome === 'compacted').length).toBeGreaterThan(0);
+    // The next request forwards the compressed prefix as it was, byte for byte.
+    const compressed = steps[first]!.forwarded;
+    const next = steps[first + 1]!;
+    expect(JSON.stringify(next.forwarded.slice(0, compressed.length - 1))).toBe(JSON.stringify(compressed.slice(0, -1)));
+    expect(next.report).toMatch(/^epoch reused|^compressed/);
+    // Superseded reads name the later call; the newest copy of each file read so far is forwarded verbatim.
+    expect(JSON.stringify(compressed)).toMatch(/superseded by call read_\d+, the same read_file call made later/);
+    const turns = steps[first]!.history.filter((message) => message.role === 'user').length - 1;
+    for (const [offset, path] of REREAD_FILES.entries()) {
+      const newest = Array.from({ length: turns }, (_, index) => index + 1).filter((turn) => turn % 3 === offset).at(-1)!;
+      expect(compressed.some((message) => message.content === fileAt(path, newest, 40))).toBe(true);
+    }
+  });
+
+  it('the epoch keeps its strategy through a shared store\'s encoding', () => {
+    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
+    expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
+  });
+
+  it('observe mode says what it would compress and writes nothing', async () => {
+    const store = new MemoryEpochStore({ maxEntries: 100, ttlMs: 60_000 });
+    const { compactor, summarizer } = compactorWith({ compaction: { mode: 'observe' } }, { store });
+    const steps = await run(compactor, 12, 'observe');
+    const line = steps.map((step) => step.report).find((report) => report?.startsWith('would compress') === true);
+    expect(line).toMatch(/^would compress \d+ tool results \(/);
+    expect(store.size).toBe(0);
+    expect(summarizer.calls).toBe(0);
+    for (const step of steps) expect(step.forwarded).toBe(step.history);
+  });
+});

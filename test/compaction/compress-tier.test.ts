@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { type CandidateSizes, decide, decideAhead, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
+import type { Epoch } from '../../src/compaction/types.js';
+import { candidateOf, totalSize } from '../../src/compaction/policy/plan.js';
+import { sizesOf } from '../../src/compaction/policy/sizing.js';
+import { compressForBudget, compressSettingsOf, planCompress } from '../../src/compaction/policy/compress-tier.js';
+import { estimateMessageTokens } from '../../src/transcript/tokens.js';
+import type { ChatMessage } from '../../src/transcript/message.js';
+import { configWith } from '../support/compaction.js';
+import { reReadConversation } from '../support/re-reads.js';
+
+/** Issue 25, items 1 and 2: the compression tier in the decision, before the summary. */
+
+const budget = budgetOf(8192, undefined, 1024, 1024); // 7168 tokens: soft zone from 4300, threshold 6093
+const idle = { pending: null, running: false, attempt: 0 };
+const sizes = (messages: readonly ChatMessage[]): CandidateSizes => ({ ...sizesOf(messages, 0, 1), ratio: 1 });
+
+/** The shortest re-read history whose size is at least `tokens`. */
+function historyOf(tokens: number): ChatMessage[] {
+  for (let turns = 2; ; turns++) {
+    const messages = reReadConversation(turns);
+    if (totalSize(sizes(messages)) >= tokens) return messages;
+  }
+}
+
+describe('the compression tier', () => {
+  const settings = decisionSettingsOf(configWith().compaction);
+
+  it('compresses a crossed re-read history instead of summarizing it, when that alone brings it under the threshold', () => {
+    const messages = historyOf(6093);
+    const candidate = candidateOf(messages, null);
+    const decision = decide(candidate, sizes(messages), budget, idle, settings);
+    expect(decision.kind).toBe('compress');
+    if (decision.kind !== 'compress') return;
+    expect(decision.plan.size).toBeLessThan(0.85 * budget.tokens!);
+    expect(decision.plan.results).toBeGreaterThan(0);
+    expect(totalSize(sizes(messages)) - decision.plan.size).toBeGreaterThanOrEqual(1024);
+    // The protected tail (what a summary would keep raw) is never touched; the epoch ends at the cut.
+    for (let index = decision.plan.cut; index < messages.length; index++) expect(decision.plan.messages[index]).toBe(messages[index]);
+    expect(decision.boundary).toEqual({ candidateEnd: decision.plan.cut, sourceLength: decision.plan.cut });
+  });
+
+  it('compresses in the soft zone rather than prepare a summary, unless a summary is already pending or running', () => {
+    const messages = historyOf(4300);
+    const candidate = candidateOf(messages, null);
+    expect(decide(candidate, sizes(messages), budget, idle, settings).kind).toBe('compress');
+    const pending: Epoch = { key: 'k', sourceLength: 3, seenLength: 3, replacement: messages.slice(0, 3), notes: 'n', strategy: 'summary', report: '', pending: true };
+    expect(decide(candidate, sizes(messages), budget, { ...idle, pending }, settings)).toMatchObject({ kind: 'forward', prepareNext: true });
+    expect(decide(candidate, sizes(messages), budget, { ...idle, running: true }, settings)).toMatchObject({ kind: 'forward', prepareNext: true });
+  });
+
+  it('is applied only when it frees at least clear_at_least tokens, at most a sixth of the budget', () => {
+    const messages = historyOf(6093);
+    const candidate = candidateOf(messages, null);
+    const decision = decide(candidate, sizes(messages), budget, idle, settings);
+    if (decision.kind !== 'compress') throw new Error(decision.kind);
+    const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message);
+    const tier = compressSettingsOf(configWith().compaction.compress)!;
+    const withAtLeast = (clearAtLeast: number) => ({ ...settings, compress: { ...tier, clearAtLeast } });
+    const { freed } = decision.plan;
+    expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.ceil(freed) + 1), sizeOf)).toBeNull();
+    expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.floor(freed)), sizeOf)).not.toBeNull();
+    // On a 4k window 1024 tokens is a third of the budget: a sixth of it is asked instead.
+    expect(compressForBudget(tier, 3072)?.clearAtLeast).toBe(512);
+    expect(compressForBudget(tier, 7168)?.clearAtLeast).toBe(1024);
+  });
+
+  it('is off with compress.enabled false: the summary tier as before', () => {
+    const off = decisionSettingsOf(configWith({ compaction: { compress: { enabled: false } } }).compaction);
+    const messages = historyOf(6093);
+    expect(decide(candidateOf(messages, null), sizes(messages), budget, idle, off).kind).toBe('summary');
+  });
+
+  it('a compressed history decides to forward: compressing it again frees nothing', () => {
+    const messages = historyOf(6093);
+    const candidate = candidateOf(messages, null);
+    const decision = decide(candidate, sizes(messages), budget, idle, settings);
+    if (decision.kind !== 'compress') throw new Error(decision.kind);
+    const epoch: Epoch = { key: 'k', sourceLength: decision.boundary.sourceLength, seenLength: messages.length, replacement: decision.plan.messages.slice(0, decision.boundary.candidateEnd), notes: null, strategy: 'compress', report: '' };
+    const next = candidateOf(messages, epoch);
+    expect(decide(next, sizes(next.messages), budget, idle, settings).kind).toBe('forward');
+  });
+
+  it('the background never prepares a compression: it is decided when a request needs it', () => {
+    const messages = historyOf(4300);
+    const ahead = decideAhead(candidateOf(messages, null), sizes(messages), budget, settings);
+    expect(ahead === null || ahead.kind === 'summary' || ahead.kind === 'steps').toBe(true);
+  });
+});
