@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
-import { USAGE, loadConfig, printableConfig } from './config/load.js';
+import { loadConfig, printableConfig } from './config/load.js';
+import { USAGE } from './config/usage.js';
 import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/start.js';
 import { inspectUpstream } from './upstream/inspect.js';
 
@@ -64,6 +65,12 @@ function readSummaryPrompt(file: string | null): string | undefined {
 }
 
 async function main(): Promise<void> {
+  if (process.argv[2] === 'doctor') {
+    // Loaded only for the doctor, so the proxy's start pays nothing for it.
+    const { runDoctor } = await import('./doctor/command.js');
+    process.exitCode = await runDoctor(process.argv.slice(3), process.env, (text) => process.stdout.write(text));
+    return;
+  }
   const loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
   if (!loaded.ok) exitInvalid(loaded.errors);
   if (loaded.help) {

@@ -16,8 +16,6 @@ import { USAGE } from './usage.js';
  * with its source) like any other.
  */
 
-export { USAGE };
-
 /** How an override's text becomes a value; the schema then checks it like any other. */
 type OverrideKind = 'text' | 'integer' | 'boolean' | 'list';
 

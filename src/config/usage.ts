@@ -1,5 +1,6 @@
-/** `--help`'s text: every flag, and the variables that have none (main.ts prints it). */
+/** The help text (`compactor --help`): every flag, and the environment variables that have no flag. */
 export const USAGE = `Usage: compactor [options]
+       compactor doctor [options]   check the upstream, the store and the configuration, one line each
 
 Options:
   --config FILE               YAML configuration file (env COMPACTOR_CONFIG)
@@ -26,6 +27,7 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
   COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password)
   COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
+  COMPACTOR_REDIS_SECRET      cache.redis.secret: signs every epoch stored in Redis
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative } from 'node:path';
@@ -8,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { spawnOwned } from '../support/child-processes.js';
+import { type Lock, installedFromLock } from '../support/lock-tree.js';
 
 /**
  * The container files, checked without a Docker engine: the Dockerfile's
@@ -71,14 +73,46 @@ describe('Dockerfile', () => {
   const { args, stages } = dockerfile();
   const [build, runtime] = stages;
 
-  it('builds on the Node LTS slim image with dev dependencies, and runs on it with production ones only', () => {
+  it("builds and runs on the exact Node LTS release .ci/run tests, the build stage installing only what tsc needs", () => {
     expect(stages.map((stage) => stage.name)).toEqual(['build', 'runtime']);
-    // Node's LTS lines are the even ones.
-    expect(Number(args.get('NODE_VERSION')) % 2).toBe(0);
+    const node = args.get('NODE_VERSION') ?? '';
+    // An exact release of an LTS line (the even ones), the one the suite also runs on.
+    expect(node).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(Number(node.split('.')[0]) % 2).toBe(0);
+    expect(/^LTS_NODE_VERSION=(\S+)$/m.exec(readFileSync(join(ROOT, '.ci/run'), 'utf8'))?.[1]).toBe(node);
     for (const stage of stages) expect(stage.from).toBe('node:${NODE_VERSION}-slim');
-    expect(instructions(build!, 'RUN')).toEqual(expect.arrayContaining([expect.stringMatching(/^npm ci (?!.*--omit)/), 'npm run build']));
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; devDependencies: Record<string, string> };
+    const [production, compiler, compile, ...rest] = instructions(build!, 'RUN');
+    expect(rest).toEqual([]);
+    expect(production).toMatch(/^npm ci --omit=dev --ignore-scripts /);
+    // The compiler and Node's types, at the versions the tests compile with, and no other package.
+    const packages = compiler!.split(/\s+/).filter((word) => /^(@[\w-]+\/)?[\w.-]+@/.test(word));
+    expect(compiler).toMatch(/^npm install --prefix (\S+) --ignore-scripts /);
+    expect(packages.sort()).toEqual([`@types/node@${manifest.devDependencies['@types/node']}`, `typescript@${manifest.devDependencies['typescript']}`]);
+    const prefix = /--prefix (\S+)/.exec(compiler!)![1]!;
+    expect(compile).toBe(`${prefix}/node_modules/.bin/tsc -p tsconfig.build.json --typeRoots ${prefix}/node_modules/@types`);
+    expect(manifest.scripts['build']).toBe('tsc -p tsconfig.build.json');
     expect(instructions(runtime!, 'RUN')).toEqual([expect.stringMatching(/^npm ci --omit=dev /)]);
-    expect(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.build).toBe('tsc -p tsconfig.build.json');
+  });
+
+  it('avoids the mistakes hadolint flags', () => {
+    for (const stage of stages) {
+      // DL3006/DL3007: a tag, never latest. DL3020: COPY, not ADD. DL3000: an absolute WORKDIR. DL3003: no cd.
+      expect(stage.from).toMatch(/:[^:]+$/);
+      expect(stage.from).not.toMatch(/:latest\b/);
+      expect(instructions(stage, 'ADD')).toEqual([]);
+      for (const workdir of instructions(stage, 'WORKDIR')) expect(workdir).toMatch(/^\//);
+      for (const command of instructions(stage, 'RUN')) {
+        expect(command).not.toMatch(/(^|&&\s*)cd\s/);
+        // DL3016: npm install names exact versions; DL3008-style floating system packages: none at all.
+        expect(command).not.toMatch(/apt-get|apk add/);
+        if (/^npm install\b/.test(command)) for (const word of command.split(/\s+/).slice(2).filter((w) => !w.startsWith('-') && !w.startsWith('/'))) expect(word).toMatch(/@\d+\.\d+\.\d+$/);
+      }
+      // DL4003/DL4004: one CMD at most; JSON form.
+      expect(instructions(stage, 'CMD').length).toBeLessThanOrEqual(1);
+      for (const command of instructions(stage, 'CMD')) expect(() => JSON.parse(command)).not.toThrow();
+    }
+    expect(new Set(stages.map((stage) => stage.name)).size).toBe(stages.length);
   });
 
   it('copies only files that exist and that .dockerignore lets through, and the build output the start command runs', () => {
@@ -118,19 +152,40 @@ describe('Dockerfile', () => {
 });
 
 describe('the image start command, engine-free', () => {
-  // Built once into a folder inside node_modules (so the packages resolve as they do in /app), then removed.
+  // The build stage as the Dockerfile lays it out, without an engine or a download: the sources and
+  // the tsconfig files, the production dependencies the lock installs with --omit=dev (linked from
+  // this install), and beside them only the compiler and Node's types. It compiles there, and the
+  // start command runs from what it built.
+  let stage: string;
   let outDir: string;
   let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    outDir = mkdtempSync(join(ROOT, 'node_modules', '.compactor-image-'));
-    await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT });
-    // /app/package.json says "type": "module"; the folder here has none of its own.
-    writeFileSync(join(outDir, 'package.json'), JSON.stringify({ type: 'module' }));
-  }, 120_000);
+    stage = mkdtempSync(join(tmpdir(), 'compactor-image-'));
+    for (const file of ['package.json', 'tsconfig.json', 'tsconfig.build.json']) cpSync(join(ROOT, file), join(stage, file));
+    cpSync(join(ROOT, 'src'), join(stage, 'src'), { recursive: true });
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as Lock;
+    const target = { platform: process.platform, arch: process.arch, libc: 'glibc' };
+    const link = (from: string, to: string): void => {
+      mkdirSync(dirname(to), { recursive: true });
+      symlinkSync(from, to, 'dir');
+    };
+    // Top-level packages only: a nested one comes with the folder of the package it is nested in.
+    for (const path of installedFromLock(lock, target, { omitDev: true })) if (!path.slice('node_modules/'.length).includes('/node_modules/')) link(join(ROOT, path), join(stage, path));
+    for (const name of ['typescript', '@types/node']) link(join(ROOT, 'node_modules', name), join(stage, 'compiler/node_modules', name));
+    const compiler = join(stage, 'compiler/node_modules');
+    await run(process.execPath, [join(compiler, 'typescript/bin/tsc'), '-p', join(stage, 'tsconfig.build.json'), '--typeRoots', join(compiler, '@types')], { cwd: stage });
+    outDir = join(stage, 'dist');
+  }, 180_000);
   afterAll(() => {
     child?.kill('SIGKILL');
-    rmSync(outDir, { recursive: true, force: true });
+    rmSync(stage, { recursive: true, force: true });
+  });
+
+  it('compiles with the production dependencies and the compiler alone, as the build stage has them', () => {
+    expect(existsSync(join(outDir, 'main.js'))).toBe(true);
+    expect(existsSync(join(stage, 'node_modules/typescript'))).toBe(false);
+    expect(existsSync(join(stage, 'node_modules/fastify'))).toBe(true);
   });
 
   it('imports nothing at run time beyond Node built-ins and the production dependencies', () => {
@@ -210,7 +265,9 @@ describe('docker/compose.yaml', () => {
   });
 
   it('runs llama-server from the official image with a mounted model, --port 8080, -c, -np and a /health check', () => {
-    expect(llama['image']).toBe('ghcr.io/ggml-org/llama.cpp:server');
+    // The build the recordings in test/fixtures/llama-server/ were made with.
+    const build = /build (b\d+)/.exec(readFileSync(join(ROOT, 'test/fixtures/llama-server/README.md'), 'utf8'))?.[1];
+    expect(llama['image']).toBe(`ghcr.io/ggml-org/llama.cpp:server-${build}`);
     const command = llama['command'] as string[];
     const valueOf = (flag: string): string | undefined => command[command.indexOf(flag) + 1];
     expect(valueOf('--port')).toBe('8080');
@@ -241,7 +298,59 @@ describe('docker/compose.yaml', () => {
       expect(replica['depends_on']).toEqual({ 'llama-server': { condition: 'service_healthy' }, valkey: { condition: 'service_healthy' } });
     }
   });
+
+  it('pins every image it pulls: llama.cpp by build number, Valkey by minor', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      const image = String(service['image']);
+      if (service['build'] !== undefined) {
+        // Built here from the Dockerfile (whose FROM is pinned): a local name, never pulled.
+        expect(image, name).toBe('compactor:local');
+        continue;
+      }
+      expect(image, name).not.toMatch(/:latest$|^[^:]+$/);
+    }
+    expect(compose.services['llama-server']!['image']).toMatch(/:server-b\d+$/);
+    expect(compose.services['valkey']!['image']).toMatch(/^valkey\/valkey:\d+\.\d+$/);
+  });
+
+  it('builds every compactor service, gives each a health check, and lets it drain before being killed', () => {
+    const main = readFileSync(join(ROOT, 'src/main.ts'), 'utf8');
+    const constant = (name: string): number => Number(new RegExp(`const ${name} = ([\\d_]+);`).exec(main)![1]!.replace(/_/g, ''));
+    const drainMs = constant('SHUTDOWN_GRACE_MS') + constant('END_IN_FLIGHT_MS');
+    for (const name of ['compactor', 'compactor-a', 'compactor-b']) {
+      const service = compose.services[name]!;
+      expect(service['build'], name).toEqual({ context: '..', dockerfile: 'Dockerfile' });
+      const grace = /^(\d+)s$/.exec(String(service['stop_grace_period']))?.[1];
+      expect(Number(grace) * 1000, `${name} stop_grace_period`).toBeGreaterThan(drainMs);
+    }
+    for (const [name, service] of Object.entries(compose.services)) {
+      const healthcheck = service['healthcheck'] as { test?: string[] } | undefined;
+      expect(healthcheck?.test?.[0], `${name} healthcheck`).toBe('CMD');
+    }
+    // compactor's own check is the image's: the same request, also where HEALTHCHECK is not read.
+    const imageCheck = dockerfile().stages.at(-1)!.instructions.find((instruction) => instruction.keyword === 'HEALTHCHECK')!.argument;
+    const composeCheck = (compose.services['compactor']!['healthcheck'] as { test: string[] }).test;
+    expect(composeCheck.slice(1, 3)).toEqual(['node', '-e']);
+    expect(imageCheck).toContain('/healthz');
+    expect(composeCheck[3]).toContain('http://127.0.0.1:8081/healthz');
+  });
 });
+
+describe("README's docker run", () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const commands = [...readme.matchAll(/docker run [^`\n]*/g)].map((match) => match[0]);
+
+  it('reaches a llama-server on the Linux host as it is usually started (on its loopback)', () => {
+    const linux = commands.find((command) => command.includes('--network host'));
+    expect(linux, commands.join('\n')).toBeDefined();
+    // Host networking: the image's 0.0.0.0 would publish compactor on every interface; loopback, as natively.
+    expect(linux).toContain('-e COMPACTOR_HOST=127.0.0.1');
+    expect(linux).not.toContain('-p ');
+    // host.docker.internal resolves on Linux only with host-gateway, and then reaches no 127.0.0.1-bound server.
+    for (const command of commands) if (command.includes('host.docker.internal') && !command.includes('host-gateway')) expect(readme).toMatch(/Docker Desktop/);
+  });
+});
+
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

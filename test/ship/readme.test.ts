@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { USAGE } from '../../src/config/load.js';
+import { USAGE } from '../../src/config/usage.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { leafPaths } from '../support/config-paths.js';
 import { Metrics } from '../../src/http/metrics.js';

@@ -1,0 +1,149 @@
+import { type Check, type DoctorContext, type Finding, fail, ok, skip, warn } from './check.js';
+
+/**
+ * The checks that ask the upstream: whether it answers, what it serves, and
+ * whether the endpoints compactor counts tokens with and the chat template
+ * work. Each runs after `reachable`; when the upstream is not ready they say
+ * so instead of asking.
+ */
+
+/** The probe conversation: llama-server's own recorded one (test/fixtures/llama-server/apply_template_tools.txt). */
+export const PROBE_MESSAGES = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Say hi.' },
+];
+export const PROBE_TOOL_NAME = 'get_weather';
+export const PROBE_TOOLS = [
+  {
+    type: 'function',
+    function: {
+      name: PROBE_TOOL_NAME,
+      description: 'Get weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  },
+];
+
+/** Tokens the tiny chat request may answer with: enough to see an answer, little enough to be quick on a CPU. */
+const PROBE_MAX_TOKENS = 8;
+
+async function notReady(context: DoctorContext): Promise<Finding | null> {
+  const found = await context.inspection();
+  return found.state === 'ready' ? null : skip('not asked: the upstream is not ready');
+}
+
+function statusWords(status: number): string {
+  return status === 404 || status === 405 || status === 501 ? `not served (${status})` : `answers ${status}`;
+}
+
+const reachable: Check = {
+  name: 'upstream',
+  async run(context) {
+    const url = displayUrl(context.config.upstream.url);
+    const found = await context.inspection();
+    switch (found.state) {
+      case 'ready':
+        return ok(`${url} answers and is ready`);
+      case 'not ready':
+        return fail(`${url} is not ready: ${found.reason}`, found.status === 503 ? 'wait for llama-server to load its model, then run compactor doctor again' : `the upstream at ${url}: ${found.reason}`);
+      case 'unreachable':
+        return fail(
+          `${url} is unreachable: ${found.reason}`,
+          `start llama-server at ${url}, or point compactor at it (upstream.url, COMPACTOR_UPSTREAM_URL or --upstream)`,
+        );
+    }
+  },
+};
+
+const models: Check = {
+  name: 'models',
+  async run(context) {
+    const skipped = await notReady(context);
+    if (skipped !== null) return skipped;
+    const found = await context.inspection();
+    const served = await context.models();
+    if (served.length === 0) return warn('the upstream lists no model (/v1/models): requests name theirs, windows come from models."*"');
+    const slots = found.state === 'ready' && found.slots !== null ? `${found.slots} slot(s)` : 'slots not reported';
+    const described = served.map((model) =>
+      model.window === null ? `${model.id} (window unknown)` : `${model.id} (${model.window} tokens per slot, ${model.source === 'configured' ? 'configured' : 'from the upstream'})`,
+    );
+    const unknown = served.find((model) => model.window === null);
+    if (unknown !== undefined) {
+      return fail(
+        `${described.join(', ')}; ${slots}`,
+        `the upstream does not report ${unknown.id}'s window: set models."${unknown.id}".context_window (or --context-window TOKENS)`,
+      );
+    }
+    return ok(`${described.join(', ')}; ${slots}`);
+  },
+};
+
+const tokenize: Check = {
+  name: 'tokenize',
+  async run(context) {
+    const skipped = await notReady(context);
+    if (skipped !== null) return skipped;
+    const reply = await context.post('/tokenize', { content: 'hello world', add_special: false });
+    const tokens = (reply.body as { tokens?: unknown } | undefined)?.tokens;
+    if (reply.status === 200 && Array.isArray(tokens)) return ok(`/tokenize answers (${tokens.length} tokens for "hello world")`);
+    return warn(`/tokenize ${statusWords(reply.status)}: near the threshold compactor estimates from characters instead of counting`);
+  },
+};
+
+const exactCount: Check = {
+  name: 'exact count',
+  async run(context) {
+    const skipped = await notReady(context);
+    if (skipped !== null) return skipped;
+    const model = (await context.models())[0]?.id;
+    const reply = await context.post('/v1/chat/completions/input_tokens', { ...(model === undefined ? {} : { model }), messages: PROBE_MESSAGES });
+    const counted = (reply.body as { input_tokens?: unknown } | undefined)?.input_tokens;
+    if (reply.status === 200 && typeof counted === 'number') return ok(`/v1/chat/completions/input_tokens answers (${counted} tokens for the probe)`);
+    const applied = await context.post('/apply-template', { messages: PROBE_MESSAGES });
+    const prompt = (applied.body as { prompt?: unknown } | undefined)?.prompt;
+    if (applied.status === 200 && typeof prompt === 'string') {
+      return ok(`/v1/chat/completions/input_tokens ${statusWords(reply.status)}; exact counts go through /apply-template and /tokenize`);
+    }
+    return warn(
+      `/v1/chat/completions/input_tokens ${statusWords(reply.status)}, /apply-template ${statusWords(applied.status)}: no exact counts, compactor plans with estimates`,
+    );
+  },
+};
+
+const template: Check = {
+  name: 'template',
+  async run(context) {
+    const skipped = await notReady(context);
+    if (skipped !== null) return skipped;
+    const reply = await context.post('/apply-template', { messages: PROBE_MESSAGES, tools: PROBE_TOOLS });
+    const prompt = (reply.body as { prompt?: unknown } | undefined)?.prompt;
+    if (reply.status !== 200 || typeof prompt !== 'string') return warn(`/apply-template ${statusWords(reply.status)}: whether the chat template renders tools cannot be told`);
+    if (prompt.includes(PROBE_TOOL_NAME)) return ok(`the chat template renders tools (${prompt.length} characters for the probe with one tool)`);
+    return fail('the chat template drops the tools: the model never sees them', 'start llama-server with --jinja (and a chat template that supports tools)');
+  },
+};
+
+const chat: Check = {
+  name: 'chat',
+  async run(context) {
+    const skipped = await notReady(context);
+    if (skipped !== null) return skipped;
+    const model = (await context.models())[0]?.id;
+    const started = context.now();
+    const answer = await context.chat({ ...(model === undefined ? {} : { model }), messages: PROBE_MESSAGES, max_tokens: PROBE_MAX_TOKENS });
+    const milliseconds = Math.round(context.now() - started);
+    if (!answer.ok) return fail(`a tiny chat request failed after ${milliseconds} ms: ${answer.error}`, `the upstream's chat completions: ${answer.error}`);
+    const choice = (answer.body as { choices?: Array<{ finish_reason?: unknown }> } | undefined)?.choices?.[0];
+    return ok(`a tiny chat request (max_tokens ${PROBE_MAX_TOKENS}) answered in ${milliseconds} ms, finish_reason ${String(choice?.finish_reason ?? 'none')}`);
+  },
+};
+
+/** The upstream URL as it may be printed: without credentials in it. */
+export function displayUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.toString().replace(/\/$/, '');
+}
+
+export const UPSTREAM_CHECKS: readonly Check[] = [reachable, models, tokenize, exactCount, template, chat];
