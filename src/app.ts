@@ -10,6 +10,9 @@ import { InFlight } from './http/in-flight.js';
 import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
+import { registerSlotMetrics } from './http/slot-metrics.js';
+import { SlotRouter } from './slots/slot-router.js';
+import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
@@ -115,6 +118,7 @@ interface EngineParts {
   readonly logger: FastifyBaseLogger;
   readonly metrics: Metrics;
   readonly dashboard: DashboardState | null;
+  readonly slots: SlotRouter | undefined;
 }
 
 /**
@@ -125,12 +129,14 @@ interface EngineParts {
 function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: CompactionEngine | null; epochs: ConfiguredStore | null } {
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
-  const { upstream, summaryUpstream, logger, metrics, dashboard } = parts;
+  const { upstream, summaryUpstream, logger, metrics, dashboard, slots } = parts;
   const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
+  const chat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
   const engine = new CompactionEngine({
     config,
     upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
-    chat: chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }),
+    // Summaries on the main upstream go through its slots (a suffix one in its conversation's slot queue).
+    chat: slots === undefined || summaryUpstream !== upstream ? chat : slotAwareChat(chat, slots),
     store: epochs.store,
     logger,
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
@@ -150,6 +156,14 @@ function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<type
   // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
   const replans = engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact';
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
+}
+
+/** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
+function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLogger, metrics: Metrics): SlotRouter | undefined {
+  if (config.upstream.slots !== 'auto') return undefined;
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger });
+  registerSlotMetrics(metrics.registry, () => slots.stats());
+  return slots;
 }
 
 function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
@@ -184,7 +198,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
-  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard });
+  const slots = slotsOf(config, upstream, logger, metrics);
+  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
@@ -207,6 +222,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,
+    ...(slots === undefined ? {} : { slots }),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -222,12 +238,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
   app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
-  if (dashboard !== null) {
-    const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
-    app.register(async (scope) =>
-      dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
-    );
-  }
+  if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   app.addHook('onClose', async () => {
@@ -236,6 +247,14 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     await Promise.resolve(engine?.shareRatios()).then(() => epochs?.close()); // this replica's last measures reach the others before its store closes
   });
   return app;
+}
+
+/** The dashboard's routes; its admin keys see every tenant. */
+function registerDashboard(app: FastifyInstance, config: Config, dashboard: DashboardState, engine: CompactionEngine | null): void {
+  const adminCheck = config.auth.admin_keys.length > 0 ? createKeyCheck(config.auth.admin_keys) : undefined;
+  app.register(async (scope) =>
+    dashboardRoutes(scope, { config, state: dashboard, adminCheck, windows: () => (engine === null ? {} : engine.windows.snapshot()) }),
+  );
 }
 
 function proxyHandleOf(parts: {

@@ -1,5 +1,6 @@
 import type { SummaryBackoff } from './backoff.js';
-import type { EpochWriter, SummaryDecision } from './epoch-writer.js';
+import type { EpochWriter } from './epoch-writer.js';
+import type { SummaryDecision } from './write-job.js';
 import type { SingleFlight } from './epochs/single-flight.js';
 import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
 import { type CompactionRequest, seenWhole } from './request.js';

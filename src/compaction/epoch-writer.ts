@@ -1,10 +1,8 @@
 import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../transcript/message.js';
 import { headLength } from '../transcript/groups.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
-import type { Decision } from './policy/decide.js';
 import type { Epoch, EpochStore } from './types.js';
 import { leased } from './epochs/lease.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
@@ -18,6 +16,7 @@ import { FairSlots, NotRun, STALE_LIMIT } from './fair-slots.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
+import type { CallOutcome, SummaryDecision, WriteJob, WriteOptions } from './write-job.js';
 
 /**
  * Writes the epoch a summary or steps decision makes: the summary call (at
@@ -43,8 +42,6 @@ const TRUNCATION_TTL_MS = 5 * 60_000;
  */
 const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
-export type SummaryDecision = Extract<Decision, { kind: 'summary' | 'steps' }>;
-
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];
   readonly chat: ChatCall;
@@ -57,15 +54,6 @@ export interface EpochWriterOptions {
   readonly summaryPrompt: string | undefined;
   /** When the window learned from a refusal of a model expires (undefined: none stands): a truncation made under it expires with it. */
   readonly learnedWindowUntil?: (model: string) => number | undefined;
-}
-
-export interface WriteOptions {
-  readonly signal: AbortSignal;
-  readonly onProgress: ((line: string) => void) | undefined;
-  /** Computed in the background: stored pending, and a failure leaves nothing behind. */
-  readonly pending: boolean;
-  /** Stored in use even when computed in the background: it replaces a truncation, which is never waited out. */
-  readonly inUse?: boolean;
 }
 
 export class EpochWriter {
@@ -181,8 +169,10 @@ export class EpochWriter {
             ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
             signal: AbortSignal.any([signal, callTimeout]),
             onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
+            // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
+            slotKey: this.conversationOf(request),
           },
-          (body, callSignal) => chat(body, callSignal, request.headers),
+          (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
         );
       }, place);
       if (result instanceof NotRun) {
@@ -268,31 +258,6 @@ export class EpochWriter {
     return epoch;
   }
 }
-
-/** What one write works from. */
-interface WriteJob {
-  readonly request: CompactionRequest;
-  readonly candidate: Candidate;
-  readonly decision: SummaryDecision;
-  readonly options: WriteOptions;
-  /** The epoch's key: the whole history its summary sees. */
-  readonly key: string;
-  readonly seenLength: number;
-  /** What a failure's back-off is kept by. */
-  readonly conversation: string;
-  readonly started: number;
-  /** Size in real tokens of messages, with the ratio as learned when the write began. */
-  readonly sizeOfMessages: (messages: readonly ChatMessage[], withTools: boolean) => number;
-  /** The candidate's messages after the cut's boundary: forwarded after the replacement. */
-  readonly rest: readonly ChatMessage[];
-  readonly earlierNotes: string | null;
-  readonly marked: number[];
-}
-
-type CallOutcome =
-  | { readonly kind: 'written'; readonly result: SummaryResult; readonly callStarted: number }
-  | { readonly kind: 'dropped' }
-  | { readonly kind: 'failed'; readonly failure: string; readonly timedOut: boolean };
 
 function progressLine(progress: SummaryProgress): string {
   const chunk = progress.chunks > 1 ? ` (chunk ${progress.chunk}/${progress.chunks})` : '';

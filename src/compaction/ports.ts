@@ -13,7 +13,14 @@ export type CallHeaders = Readonly<Record<string, string>>;
  * Sends one non-streamed chat completion upstream and returns its parsed JSON
  * (or throws). `headers` carry the client's credential when the upstream has no key of its own.
  */
-export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders) => Promise<unknown>;
+export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, headers?: CallHeaders, slot?: SummarySlot) => Promise<unknown>;
+
+/**
+ * Where on a llama-server with slots a summary call runs (src/slots/): a
+ * suffix call on its conversation's slot (its prompt extends what that slot
+ * holds), a prepend call on nobody's (it shares no prefix with anyone).
+ */
+export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
 
 /** Where the engine writes its report lines; the server's logger in production. */
 export interface CompactionLogger {

@@ -167,6 +167,8 @@ export interface SummarizeRequest {
   readonly systemPrompt?: string;
   readonly signal: AbortSignal;
   readonly onProgress?: (progress: SummaryProgress) => void;
+  /** The conversation's home-slot key, when the upstream's slots are scheduled. */
+  readonly slotKey?: string;
 }
 
 export interface SummaryProgress {

@@ -40,6 +40,8 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_AUTH_KEYS: { path: ['auth', 'keys'], kind: 'list' },
   COMPACTOR_ADMIN_KEYS: { path: ['auth', 'admin_keys'], kind: 'list' },
   COMPACTOR_DASHBOARD: { path: ['dashboard', 'enabled'], kind: 'boolean' },
+  COMPACTOR_SLOTS: { path: ['upstream', 'slots'] },
+  COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },

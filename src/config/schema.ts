@@ -57,6 +57,18 @@ export const ConfigSchema = z
             idle_ms: Milliseconds.default(300_000),
           })
           .prefault({}),
+        /**
+         * auto: a conversation gets its own llama-server slot when the server reports its slots (/props total_slots); off: llama-server picks.
+         * Off by default: without slot_save, auto reused less of the KV cache than llama-server alone with more conversations than
+         * slots and background summaries (bench/README.md § slots.ts); turn it on with slot_save and --slot-save-path.
+         */
+        slots: z.enum(['auto', 'off']).default('off'),
+        // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
+        slot_wait_ms: Milliseconds.default(5_000),
+        /** The user started llama-server with --slot-save-path: evicted conversations are saved to a file and restored. */
+        slot_save: z.boolean('expected true or false').default(false),
+        // 10 GiB: ~10 conversations of 16k tokens of a 7B model (~57 KB per token).
+        slot_save_max_bytes: PositiveInteger.default(10 * 1024 ** 3),
       })
       .prefault({}),
     models: z

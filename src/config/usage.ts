@@ -33,4 +33,6 @@ Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis
   COMPACTOR_REDIS_CLUSTER     cache.redis.cluster: on | off (a Redis Cluster: COMPACTOR_REDIS_URL names seed nodes)
   COMPACTOR_DASHBOARD         dashboard.enabled: on | off
-  COMPACTOR_COMPRESS          compaction.compress.enabled: on | off`;
+  COMPACTOR_COMPRESS          compaction.compress.enabled: on | off
+  COMPACTOR_SLOTS             upstream.slots: off (default) | auto
+  COMPACTOR_SLOT_SAVE         upstream.slot_save: on | off`;

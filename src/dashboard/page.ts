@@ -103,7 +103,7 @@ function render(state) {
       el('td', null), el('td', c.model), el('td', c.requests, { 'data-field': 'requests' }), el('td', c.refused + ' / ' + c.failed, { 'data-field': 'refused' }), el('td', c.turns, { 'data-field': 'turns' }),
       el('td', c.epochs + (tiers ? ' (' + tiers + ')' : ''), { 'data-field': 'epochs' }), el('td', c.reused, { 'data-field': 'reused' }),
       el('td', tokens(c.saved), { 'data-field': 'saved', 'data-value': String(c.saved) }), el('td', percent(c.kvReuse), { 'data-field': 'kv' }),
-      el('td', kinds(c.repairs), { 'data-field': 'repairs' }), el('td', c.report || '-', { class: 'report', 'data-field': 'report' }),
+      el('td', c.slot === null || c.slot === undefined ? '-' : c.slot, { 'data-field': 'slot' }), el('td', kinds(c.repairs), { 'data-field': 'repairs' }), el('td', c.report || '-', { class: 'report', 'data-field': 'report' }),
     );
     row.firstChild.append(el('code', c.id));
     row.addEventListener('click', () => { selected = c.id; render(state); });
@@ -200,7 +200,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
     <section>
       <h2>Conversations</h2>
       <div class="wrap"><table>
-        <thead><tr><th>id</th><th>model</th><th>requests</th><th title="refused (4xx) / failed (5xx)">refused / failed</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>pair repairs</th><th>last report</th></tr></thead>
+        <thead><tr><th>id</th><th>model</th><th>requests</th><th title="refused (4xx) / failed (5xx)">refused / failed</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>slot</th><th>pair repairs</th><th>last report</th></tr></thead>
         <tbody id="conversations"></tbody>
       </table></div>
       <p id="empty" class="muted">No conversation yet: send a chat request through compactor.</p>

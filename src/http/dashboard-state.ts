@@ -55,6 +55,8 @@ interface Conversation {
   prompt: number;
   readonly repairs: Record<string, number>;
   report: string | null;
+  /** The llama-server slot of its last answer (upstream.slots), or null. */
+  slot: number | null;
   lastAt: number;
 }
 
@@ -79,6 +81,7 @@ export interface AnsweredRequest {
   readonly report: string | undefined;
   readonly tokens: PromptTokens | null;
   readonly repairs: readonly { readonly kind: string }[];
+  readonly slot?: number | null;
 }
 
 export interface DashboardStateOptions {
@@ -124,7 +127,7 @@ export class DashboardState implements CompactionObserver {
     const key = `${tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
-      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, lastAt: at };
+      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at };
     } else {
       this.#conversations.delete(key);
     }
@@ -140,6 +143,7 @@ export class DashboardState implements CompactionObserver {
     this.totals.requests++;
     conversation.requests++;
     conversation.lastAt = at;
+    conversation.slot = request.slot ?? null;
     conversation.messages = request.messages.length;
     conversation.turns = request.messages.filter((message) => isRealUserMessage(message)).length;
     for (const repair of request.repairs) conversation.repairs[repair.kind] = (conversation.repairs[repair.kind] ?? 0) + 1;
@@ -252,6 +256,7 @@ export function answeredOf(observation: UsageObservation, tokens: PromptTokens |
     report: observation.report,
     tokens,
     repairs: context.pairRepairs,
+    slot: context.slot ?? null,
   };
 }
 

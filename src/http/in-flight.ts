@@ -58,6 +58,8 @@ export class InFlight {
       tenant: '',
       chat: null,
       closeListener: null,
+      slot: null,
+      slotWaitMs: null,
     };
     request.record = record;
     this.#count++;

@@ -47,6 +47,8 @@ export interface RequestLine {
   readonly repairs: number;
   readonly repairKinds?: Record<string, number>;
   readonly compaction?: string;
+  readonly slot?: number;
+  readonly slotWaitMs?: number;
   readonly error?: string;
   readonly aborted?: true;
 }
@@ -68,6 +70,7 @@ export function requestLineFields(request: FastifyRequest, reply: FastifyReply, 
     repairs: record.repairs,
     ...(record.pairRepairs.length === 0 ? {} : { repairKinds: repairKinds(record.pairRepairs) }),
     ...(record.report === null ? {} : { compaction: record.report }),
+    ...(record.slot === null ? {} : { slot: record.slot, slotWaitMs: hundredths(record.slotWaitMs ?? 0) }),
     ...(record.errorCode === null ? {} : { error: record.errorCode }),
     ...(finished ? {} : { aborted: true as const }),
   };
@@ -126,6 +129,7 @@ function lineText(logger: PinoInternals, levelText: string, request: FastifyRequ
     numberText(record.repairs);
   if (record.pairRepairs.length > 0) line += ',"repairKinds":' + JSON.stringify(repairKinds(record.pairRepairs));
   if (record.report !== null) line += ',"compaction":' + JSON.stringify(record.report);
+  if (record.slot !== null) line += ',"slot":' + numberText(record.slot) + ',"slotWaitMs":' + numberText(hundredths(record.slotWaitMs ?? 0));
   if (record.errorCode !== null) line += ',"error":' + JSON.stringify(record.errorCode);
   if (!finished) line += ',"aborted":true';
   return line + ',"msg":"request"' + (logger[symbols.endSym] as string);

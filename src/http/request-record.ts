@@ -32,6 +32,9 @@ export interface RequestRecord {
    * logs and metrics count the request with it, not as the 200 it began as.
    */
   errorStatus: number | null;
+  /** The llama-server slot the request was pinned to (upstream.slots), and how long it waited in that slot's queue; null when not pinned. */
+  slot: number | null;
+  slotWaitMs: number | null;
   /** What the `x-compactor` header (or the last SSE comment) said, or null. */
   report: string | null;
   /** See `ChatContext.tenant`. */

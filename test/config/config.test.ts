@@ -19,6 +19,10 @@ describe('defaultConfig', () => {
       url: 'http://127.0.0.1:8080',
       api_key: null,
       timeouts: { connect_ms: 5000, headers_ms: 600000, idle_ms: 300000 },
+      slots: 'off',
+      slot_wait_ms: 5000,
+      slot_save: false,
+      slot_save_max_bytes: 10 * 1024 ** 3,
     });
     expect(config.models).toEqual({ '*': { context_window: 'auto', reserve_output_tokens: 1024 } });
     expect(config.pairs).toBe('repair');
@@ -263,6 +267,18 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { COMPACTOR_REDIS_CLUSTER: 'maybe' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.cluster: expected true or false \(from COMPACTOR_REDIS_CLUSTER\)/)] });
     const prefixed = parseConfig({ cache: { store: 'redis', redis: { url: 'redis://a:1', cluster: true, key_prefix: 'app{1}:' } } });
     expect(prefixed).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.key_prefix: must not contain \{ or \}/)] });
+  });
+
+  it('upstream.slots is off by default: without slot_save, auto reused less KV than llama-server alone (bench § slots.ts)', () => {
+    expect(defaultConfig().upstream.slots).toBe('off');
+    expect(loadConfig({ env: {} })).toMatchObject({ ok: true, config: { upstream: { slots: 'off', slot_save: false } } });
+  });
+
+  it('upstream.slots (issue 28): COMPACTOR_SLOTS auto turns it on, the save keys and their bounds', () => {
+    expect(defaultConfig().upstream).toMatchObject({ slot_wait_ms: 5000, slot_save: false, slot_save_max_bytes: 10 * 1024 ** 3 });
+    expect(loadConfig({ env: { COMPACTOR_SLOTS: 'auto', COMPACTOR_SLOT_SAVE: 'true' } })).toMatchObject({ ok: true, config: { upstream: { slots: 'auto', slot_save: true } } });
+    expect(loadConfig({ env: { COMPACTOR_SLOTS: 'on' } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^upstream\.slots: expected one of auto, off/)] });
+    expect(parseConfig({ upstream: { slot_save_max_bytes: 0 } })).toMatchObject({ ok: false, errors: [expect.stringMatching(/^upstream\.slot_save_max_bytes/)] });
   });
 
   it('an empty file is the defaults', () => {

@@ -62,7 +62,8 @@ export function testConfig(upstreamUrl: string, overrides: Raw = {}): Config {
   const raw = merge(
     {
       listen: { host: '127.0.0.1', port: 0 },
-      upstream: { url: upstreamUrl, timeouts: { connect_ms: 2_000, headers_ms: 5_000, idle_ms: 5_000 } },
+      // Slot scheduling off like compaction, for the same reason (its /props call); test/http/slots.test.ts turns it on.
+      upstream: { url: upstreamUrl, slots: 'off', timeouts: { connect_ms: 2_000, headers_ms: 5_000, idle_ms: 5_000 } },
       log: { level: 'info' },
       // These tests are about the data path; the compaction engine's own calls (/props, …) would be noise.
       compaction: { enabled: false },

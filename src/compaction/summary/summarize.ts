@@ -1,5 +1,5 @@
 import { UpstreamStatusError } from '../../errors.js';
-import type { ChatCall } from '../ports.js';
+import type { ChatCall, SummarySlot } from '../ports.js';
 import type { SummarizeRequest } from '../types.js';
 import { summarizePrepend } from './prepend.js';
 import { summarizeSuffix } from './suffix.js';
@@ -57,10 +57,14 @@ function describeSummaryFailure(error: unknown): string {
  */
 export async function summarize(request: SummarizeRequest, call: ChatCall): Promise<SummaryResult> {
   let calls = 0;
-  const counted: ChatCall = (body, signal) => {
-    calls++;
-    return call(body, signal);
-  };
+  const { slotKey } = request;
+  const countedOn =
+    (slot: SummarySlot): ChatCall =>
+    (body, signal) => {
+      calls++;
+      return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
+    };
+  const counted = countedOn({ kind: 'summary', key: slotKey ?? '' });
   let suffixFailure: unknown;
   try {
     const suffix = await summarizeSuffix(request, counted);
@@ -70,7 +74,7 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     suffixFailure = error;
   }
   try {
-    const notes = await summarizePrepend(request, counted);
+    const notes = await summarizePrepend(request, countedOn({ kind: 'guest' }));
     return { notes, mode: 'prepend', calls };
   } catch (error) {
     const reason = describeSummaryFailure(error);

@@ -38,6 +38,10 @@ export class ExchangeContext implements ChatContext {
     return this.#answer.record.tenant;
   }
 
+  get slot(): number | null {
+    return this.#answer.record.slot;
+  }
+
   get headers(): IncomingHttpHeaders {
     return this.#answer.request.headers;
   }

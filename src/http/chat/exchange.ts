@@ -10,6 +10,7 @@ import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
+import { SlotHold, pinToSlot } from './slot-pin.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -22,25 +23,31 @@ import { readRefusal } from './window-refusal.js';
 
 export async function runChatExchange(request: FastifyRequest, reply: FastifyReply, route: ChatRoute): Promise<void> {
   const answer = new AnswerWriter(request, reply, route);
+  const slot = new SlotHold();
   try {
-    await exchange(answer);
+    await exchange(answer, slot);
   } catch (error) {
     answer.fail(error);
+  } finally {
+    // The answer ended (relayed, failed or abandoned): the next request of the slot queue may go.
+    slot.release();
   }
 }
 
-async function exchange(answer: AnswerWriter): Promise<void> {
+async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
   const { hooks } = answer.route.options;
   let planned = await readAndPlan(answer);
   if (planned === undefined) return;
-  let upstreamAnswer = await forward(answer, planned);
+  let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
   const refused = hooks.onRefusal === undefined ? null : await readRefusal(upstreamAnswer);
   if (refused !== null) {
+    // Planning again may summarize on this conversation's slot: the slot is not held meanwhile.
+    slot.set(null);
     upstreamAnswer = refused.answer;
     const again = refused.window === null ? undefined : await afterRefusal(answer, planned, refused.window);
     if (again === null) return;
-    if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again)];
+    if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
   await respond(answer, upstreamAnswer, planned);
 }
@@ -67,14 +74,19 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   return planned;
 }
 
-async function forward(answer: AnswerWriter, planned: Planned): Promise<UpstreamResponse> {
+async function forward(answer: AnswerWriter, planned: Planned, slot: SlotHold): Promise<UpstreamResponse> {
   const { request, route, record } = answer;
+  // A request sent again gives up the slot of its first send before it joins the slot queue again.
+  slot.set(null);
+  const pinned = await pinToSlot(answer, planned);
+  slot.set(pinned?.lease ?? null);
+  const bytes = pinned?.bytes ?? planned.bytes;
   const headers: HeaderRecord = forwardRequestHeaders(request.headers, route.forwardHeaders);
-  headers['content-length'] = String(planned.bytes.length);
-  if (planned.changed || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
+  headers['content-length'] = String(bytes.length);
+  if (planned.changed || pinned !== null || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
   const started = performance.now();
   try {
-    return await route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: planned.bytes, signal: answer.abort.emitter });
+    return await route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: answer.abort.emitter });
   } finally {
     record.upstreamMs = performance.now() - started;
   }

@@ -35,6 +35,8 @@ export interface ChatContext {
   /** Aborted when the client goes away; pass it to upstream calls made for this request. */
   readonly signal: AbortSignal;
   readonly log: FastifyBaseLogger;
+  /** The llama-server slot the request went to (upstream.slots); null when not pinned or not yet sent. */
+  readonly slot?: number | null;
   /**
    * Sends an SSE comment (`: compacting 84 messages`) to a `stream: true`
    * client while it waits. The first call commits status 200 and the SSE

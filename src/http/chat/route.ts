@@ -3,6 +3,7 @@ import { CHAT_FORMAT, type WireFormat } from '../../formats/registry.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { ForwardRequestHeadersOptions } from '../headers.js';
 import type { Shutdown } from '../shutdown.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
 import type { ChatHooks } from './planner.js';
 import type { ReadSettings } from './read.js';
 
@@ -25,6 +26,8 @@ export interface ChatRouteOptions {
   readonly onContextExceeded?: (model: string) => void;
   /** The API the route serves (chat completions when absent): how its bodies are read and its errors worded. */
   readonly format?: WireFormat;
+  /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
+  readonly slots?: SlotRouter;
 }
 
 export class ChatRoute {

@@ -246,3 +246,26 @@ describe('summarize', () => {
     expect(chat.bodies).toHaveLength(1);
   });
 });
+
+describe('summarize: the slot each call goes to (issue 28)', () => {
+  it("sends a suffix call to its conversation's slot and a prepend call to no conversation's", async () => {
+    const slots: unknown[] = [];
+    const replies = [new Error('suffix failed'), answer('NOTES')];
+    const call: ChatCall = async (_body, _signal, _headers, slot) => {
+      slots.push(slot);
+      const reply = replies[slots.length - 1];
+      if (reply instanceof Error) throw reply;
+      return reply;
+    };
+    const result = await summarize(request({ slotKey: 'conversation-a' }), call);
+    expect(result.mode).toBe('prepend');
+    expect(slots).toEqual([{ kind: 'summary', key: 'conversation-a' }, { kind: 'guest' }]);
+  });
+
+  it('names no slot without a conversation key', async () => {
+    const slots: unknown[] = [];
+    const call: ChatCall = async (_body, _signal, _headers, slot) => (slots.push(slot), answer('NOTES'));
+    await summarize(request(), call);
+    expect(slots).toEqual([undefined]);
+  });
+});

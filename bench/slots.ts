@@ -1,0 +1,194 @@
+/**
+ * Slot scheduling (issue 28): N coding-agent conversations at once through
+ * compactor, against the llama-server slot double (test/support/slot-llama.ts:
+ * N slots, similarity/LRU choice, the host-RAM prompt cache on or off,
+ * id_slot, save/restore), 40 turns each, the whole history every turn, no
+ * think time. Each scenario runs twice in the same process: `upstream.slots:
+ * off` (llama-server picks, before) and `auto` (a home slot per conversation
+ * and a slot queue, after); with `--cache-ram 0` also `auto` + `slot_save`.
+ *
+ *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: median of three; ONLY=8x2)
+ *
+ * Reported per run: KV reuse (prompt tokens served from a cache / prompt
+ * tokens) against the ideal (each conversation alone on its own slot
+ * forever: its prompts replayed on a one-slot model of its own), prompt
+ * tokens processed, p50/p99 of a turn as the client saw it, the p99 and
+ * the maximum of the slot-queue waits, the requests pinned to a busy slot,
+ * saves and restores.
+ *
+ * The double's clock: a task takes prompt tokens processed × 0.01 ms plus
+ * 16 generated tokens × 2 ms (one turn's generation: 32 ms); slots run in
+ * parallel (a real server shares its compute between them: absolute times
+ * are the double's, the ratios between the runs are what counts).
+ */
+import type { ChatMessage } from '../src/transcript/message.js';
+import { FakeUpstream } from '../test/support/fake-upstream.js';
+import { startProxy } from '../test/support/proxy.js';
+import { SlotLlama } from '../test/support/slot-llama.js';
+import { SlotModel } from '../test/support/slot-model.js';
+
+const TURNS = Number(process.env['TURNS'] ?? 40);
+const GENERATED = 16;
+const MS_PER_GENERATED = 2;
+const SUMMARIES = process.env['SUMMARIES'] === '1';
+
+interface Scenario {
+  readonly conversations: number;
+  readonly slots: number;
+  readonly ram: boolean;
+}
+
+interface Row {
+  readonly scenario: Scenario;
+  readonly mode: string;
+  readonly reuse: number;
+  readonly ideal: number;
+  readonly processed: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly waitP99: number;
+  readonly waitMax: number;
+  readonly busyPins: number;
+  readonly failed: number;
+  readonly saves: number;
+  readonly restores: number;
+  readonly seconds: number;
+}
+
+function percentile(values: number[], share: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(share * sorted.length))]!;
+}
+
+/** The agent's system prompt and tools are the same for every conversation (as with one agent run 8 times): only what follows differs. */
+const SYSTEM = 'You are a coding agent. Use the tools to read, edit and test code. '.repeat(60);
+
+function toolResult(conversation: number, turn: number): string {
+  // ~300 tokens a turn: 40 turns make a 13k-token history, like the issue's measured conversations (an 11.8k-token slot).
+  return `conversation ${conversation}, turn ${turn}: `.padEnd(1200, `${conversation}${turn} output line `);
+}
+
+/** Each conversation's prompts, replayed on a one-slot model of its own: the reuse of a slot never shared. */
+function idealReuse(llama: SlotLlama, conversations: number): number {
+  let reused = 0;
+  let total = 0;
+  for (let conversation = 0; conversation < conversations; conversation++) {
+    const alone = new SlotModel({ slots: 1, cacheRamTokens: 0 });
+    // Its slot starts with the shared system prompt, which the runs read once for all conversations.
+    alone.begin(0, `<|im_start|>system\n${SYSTEM}<|im_end|>\n`);
+    alone.end(0, '');
+    alone.counters.promptTokens = 0;
+    alone.counters.reusedTokens = 0;
+    const marker = `conversation ${conversation}, turn 1:`;
+    for (const task of llama.tasks.filter((entry) => entry.prompt.includes(marker))) {
+      alone.begin(0, task.prompt);
+      alone.end(0, `Answer of ${GENERATED} tokens. `.padEnd(GENERATED * 4, '.'));
+    }
+    reused += alone.counters.reusedTokens;
+    total += alone.counters.promptTokens;
+  }
+  return reused / total;
+}
+
+type Mode = 'off' | 'auto' | 'auto+save';
+
+// upstream.slot_wait_ms's default (5 s: one or two turns' generation on a GPU) on the double's clock: two turns' generation.
+const SLOT_WAIT_MS = 2 * GENERATED * MS_PER_GENERATED;
+
+async function run(scenario: Scenario, mode: Mode): Promise<Row> {
+  const upstream = await FakeUpstream.start();
+  const llama = new SlotLlama(upstream, {
+    slots: scenario.slots,
+    cacheRamTokens: scenario.ram ? Number.POSITIVE_INFINITY : 0,
+    slotSave: true,
+    // With summaries: a window the histories outgrow (soft threshold near turn 22, threshold near turn 31).
+    window: SUMMARIES ? 12288 : 65536,
+    // A summary writes ten turns' worth (a real model's takes tens of seconds, a turn seconds).
+    summaryGeneratedTokens: GENERATED * 10,
+    msPerPromptToken: 0.01,
+    msPerGeneratedToken: MS_PER_GENERATED,
+    generatedTokens: GENERATED,
+  });
+  const slots = { slots: mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: SLOT_WAIT_MS };
+  const compaction = SUMMARIES ? { enabled: true, summary: { concurrency: scenario.slots } } : { enabled: false };
+  const proxy = await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
+  const latencies: number[] = [];
+  let failed = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: scenario.conversations }, async (_, conversation) => {
+      let history: ChatMessage[] = [{ role: 'system', content: SYSTEM }];
+      for (let turn = 1; turn <= TURNS; turn++) {
+        history = [...history, { role: 'user', content: toolResult(conversation, turn) }];
+        const sentAt = performance.now();
+        const response = await fetch(`${proxy.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'sim', messages: history }),
+        });
+        const answer = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
+        latencies.push(performance.now() - sentAt);
+        if (response.status !== 200) failed++;
+        history = [...history, { role: 'assistant', content: answer.choices?.[0]?.message.content ?? '' }];
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const waits = proxy.logs
+    .requests()
+    .map((line) => line['slotWaitMs'])
+    .filter((wait): wait is number => typeof wait === 'number');
+  await proxy.close();
+  await upstream.close();
+  const { counters } = llama.model;
+  return {
+    scenario,
+    mode,
+    reuse: llama.model.reuse,
+    ideal: idealReuse(llama, scenario.conversations),
+    processed: counters.processedTokens,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    waitP99: percentile(waits, 0.99),
+    waitMax: Math.max(0, ...waits),
+    busyPins: counters.busyPins,
+    failed,
+    saves: counters.saves,
+    restores: counters.restores,
+    seconds,
+  };
+}
+
+const scenarios: Scenario[] = [
+  { conversations: 4, slots: 4, ram: true },
+  { conversations: 8, slots: 4, ram: true },
+  { conversations: 8, slots: 2, ram: true },
+  { conversations: 8, slots: 4, ram: false },
+  { conversations: 8, slots: 2, ram: false },
+];
+
+// ONLY=8x2 runs the scenarios of 8 conversations on 2 slots alone.
+const only = process.env['ONLY'];
+// REPEAT=3: each mode run three times, interleaved (off, auto, auto+save, off, …), and the median run of each kept
+// (by p99): the machine is shared, and one run's p99 is the fourth-worst of 320 turns.
+const REPEAT = Number(process.env['REPEAT'] ?? 1);
+const MODES: Mode[] = ['off', 'auto', 'auto+save'];
+const rows: Row[] = [];
+for (const scenario of scenarios.filter((entry) => only === undefined || only === `${entry.conversations}x${entry.slots}`)) {
+  const runs = new Map<Mode, Row[]>(MODES.map((mode) => [mode, []]));
+  for (let round = 0; round < REPEAT; round++) for (const mode of MODES) runs.get(mode)!.push(await run(scenario, mode));
+  for (const mode of MODES) {
+    const sorted = runs.get(mode)!.sort((a, b) => a.p99 - b.p99);
+    rows.push(sorted[Math.floor(sorted.length / 2)]!);
+  }
+}
+console.log(`${TURNS} turns per conversation${SUMMARIES ? ', compaction on (background summaries, each ten turns of generation)' : ''}; a turn's generation: ${GENERATED * MS_PER_GENERATED} ms; slot_wait_ms ${SLOT_WAIT_MS}\n`);
+console.log('| conversations on slots | RAM cache | upstream.slots | KV reuse | ideal | prompt tokens processed | p50 ms | p99 ms | slot wait p99 / max ms | busy pins | failed | saves / restores | wall s |');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+for (const row of rows) {
+  const { scenario } = row;
+  console.log(
+    `| ${scenario.conversations} on ${scenario.slots} | ${scenario.ram ? 'on' : '0'} | ${row.mode} | ${(row.reuse * 100).toFixed(1)}% | ${(row.ideal * 100).toFixed(1)}% | ${(row.processed / 1000).toFixed(0)}k | ${row.p50.toFixed(0)} | ${row.p99.toFixed(0)} | ${row.waitP99.toFixed(0)} / ${row.waitMax.toFixed(0)} | ${row.busyPins} | ${row.failed} | ${row.saves} / ${row.restores} | ${row.seconds.toFixed(1)} |`,
+  );
+}

@@ -1,0 +1,22 @@
+import type { ChatCall } from '../compaction/ports.js';
+import type { SlotRouter } from './slot-router.js';
+
+/**
+ * compactor's own summary calls on the upstream's slots: a suffix summary
+ * in its conversation's slot queue (so it never meets the conversation's
+ * next turn in the slot: they run one after the other), a prepend summary
+ * as a guest on a slot nobody calls home. The body is compactor's own, so
+ * `id_slot` is simply one more field.
+ */
+export function slotAwareChat(call: ChatCall, slots: SlotRouter): ChatCall {
+  return async (body, signal, headers, slot) => {
+    const model = typeof body['model'] === 'string' ? body['model'] : '';
+    const lease = slot === undefined ? null : await slots.acquire(model, slot, signal);
+    if (lease === null) return call(body, signal, headers);
+    try {
+      return await call({ id_slot: lease.slot, ...body }, signal, headers);
+    } finally {
+      lease.release();
+    }
+  };
+}

@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { FakeUpstream } from '../support/fake-upstream.js';
+import { closedAfterEachTest, startProxy } from '../support/proxy.js';
+import { SlotLlama, type SlotLlamaOptions } from '../support/slot-llama.js';
+
+/** Issue 28 through the proxy: each conversation on its own llama-server slot, one request per slot at a time. */
+
+const track = closedAfterEachTest();
+
+async function setUp(options: SlotLlamaOptions, config: Record<string, unknown> = {}) {
+  const upstream = track(await FakeUpstream.start());
+  const llama = new SlotLlama(upstream, options);
+  const proxy = track(await startProxy(upstream, { listen: true, config: { upstream: { slots: 'auto', ...config } } }));
+  return { upstream, llama, proxy };
+}
+
+function bodyOf(name: string, turns: number, extra = ''): string {
+  const messages = [{ role: 'system', content: 'You are a coding agent.' }];
+  for (let turn = 0; turn < turns; turn++) messages.push({ role: 'user', content: `${name}: turn ${turn}` }, { role: 'assistant', content: `done ${turn}` });
+  messages.push({ role: 'user', content: `${name}: turn ${turns}` });
+  return `{"model":"m",${extra}"seed":18446744073709551615,"messages":${JSON.stringify(messages)}}`;
+}
+
+async function post(url: string, body: string): Promise<number> {
+  const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+describe('upstream.slots: auto', () => {
+  it('sends each of 4 conversations to its own slot, every turn, with the rest of the client bytes intact', async () => {
+    const { upstream, llama, proxy } = await setUp({ slots: 4 });
+    for (let turn = 0; turn < 3; turn++) for (const name of ['a', 'b', 'c', 'd']) expect(await post(proxy.url, bodyOf(name, turn))).toBe(200);
+    const chats = upstream.requestsTo('/v1/chat/completions');
+    const slotOf = (index: number): unknown => (chats[index]!.json as { id_slot?: unknown }).id_slot;
+    expect([0, 1, 2, 3].map(slotOf).sort()).toEqual([0, 1, 2, 3]);
+    for (let index = 4; index < 12; index++) expect(slotOf(index)).toBe(slotOf(index % 4));
+    expect(chats[0]!.body.toString()).toBe(`{"id_slot":${String(slotOf(0))},${bodyOf('a', 0).slice(1)}`);
+    expect(llama.model.counters.busyPins).toBe(0);
+    const line = await proxy.logs.request((entry) => entry['route'] === 'chat');
+    expect(line['slot']).toEqual(expect.any(Number));
+  });
+
+  it('never has two requests in flight on one slot: a conversation sending two at once gets them one after the other', async () => {
+    const { llama, proxy } = await setUp({ slots: 2, msPerGeneratedToken: 3 });
+    const statuses = await Promise.all([0, 1, 2].map(() => post(proxy.url, bodyOf('a', 1))));
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(llama.model.counters.busyPins).toBe(0);
+    expect(new Set(llama.tasks.map((task) => task.slot)).size).toBe(1);
+  });
+
+  it('leaves a request that carries its own id_slot alone', async () => {
+    const { upstream, proxy } = await setUp({ slots: 2 });
+    const body = bodyOf('a', 0, '"id_slot":1,');
+    expect(await post(proxy.url, body)).toBe(200);
+    expect(upstream.requestsTo('/v1/chat/completions')[0]!.body.toString()).toBe(body);
+  });
+
+  it('schedules nothing on a single-slot server without slot_save, and nothing with upstream.slots off', async () => {
+    const single = await setUp({ slots: 1 });
+    await post(single.proxy.url, bodyOf('a', 0));
+    expect((single.upstream.requestsTo('/v1/chat/completions')[0]!.json as { id_slot?: unknown }).id_slot).toBeUndefined();
+    const off = await setUp({ slots: 4 }, { slots: 'off' });
+    await post(off.proxy.url, bodyOf('a', 0));
+    expect(off.upstream.requestsTo('/props')).toHaveLength(0);
+    expect((off.upstream.requestsTo('/v1/chat/completions')[0]!.json as { id_slot?: unknown }).id_slot).toBeUndefined();
+  });
+
+  it('with slot_save and more conversations than slots, saves the evicted one and restores it when it returns', async () => {
+    const { llama, proxy } = await setUp({ slots: 1, slotSave: true, cacheRamTokens: 0 }, { slot_save: true });
+    for (const name of ['a', 'b']) await post(proxy.url, bodyOf(name, 0));
+    await post(proxy.url, bodyOf('a', 1));
+    expect(llama.actions.map((action) => action.split(' ')[0])).toEqual(['save', 'save', 'restore']);
+    const last = llama.tasks.at(-1)!;
+    // The restored slot holds a's first turn: only the new part is read.
+    expect(last.cacheN).toBeGreaterThan(last.promptN);
+  });
+});
+
+describe('upstream.slots: auto, with compaction', () => {
+  it("runs a conversation's summaries on its own slot, never beside its next turn", async () => {
+    const upstream = track(await FakeUpstream.start());
+    const llama = new SlotLlama(upstream, { slots: 2, window: 8000, msPerGeneratedToken: 2 });
+    const proxy = track(await startProxy(upstream, { listen: true, config: { upstream: { slots: 'auto' }, compaction: { enabled: true } } }));
+    const long = (name: string, turns: number): string => {
+      const messages = [{ role: 'system', content: 'You are a coding agent.' }];
+      for (let turn = 0; turn < turns; turn++) messages.push({ role: 'user', content: `${name} ${turn} `.padEnd(1200, 'x') }, { role: 'assistant', content: `done ${turn}` });
+      messages.push({ role: 'user', content: `${name}: turn ${turns}` });
+      return JSON.stringify({ model: 'm', messages });
+    };
+    for (let turn = 0; turn < 24; turn++) {
+      await Promise.all(['a', 'b'].map((name) => post(proxy.url, long(name, turn))));
+    }
+    const chats = upstream.requestsTo('/v1/chat/completions').map((request) => request.json as { id_slot?: number; messages: Array<{ content: string }> });
+    const isSummary = (body: { messages: Array<{ content: string }> }): boolean => body.messages.some((message) => /handoff notes|earlier notes/.test(String(message.content)));
+    // Suffix-mode summaries: the conversation as forwarded, plus the instruction (prepend mode starts with its own system prompt).
+    const summaries = chats.filter((body) => isSummary(body) && body.messages[0]?.content === 'You are a coding agent.');
+    expect(summaries.length).toBeGreaterThan(0);
+    const slotOf = (name: string): number | undefined => chats.find((body) => !isSummary(body) && String(body.messages[1]?.content).startsWith(`${name} `))?.id_slot;
+    for (const summary of summaries) {
+      const name = String(summary.messages[1]?.content).split(' ')[0]!;
+      expect(summary.id_slot).toBe(slotOf(name));
+    }
+    expect(llama.model.counters.busyPins).toBe(0);
+  });
+});
+
+describe('upstream.slots: observable', () => {
+  it('publishes per slot its queue length and waits, and the saves, restores and evictions, at /metrics', async () => {
+    const { proxy } = await setUp({ slots: 1, slotSave: true, cacheRamTokens: 0 }, { slot_save: true });
+    for (const name of ['a', 'b', 'a']) await post(proxy.url, bodyOf(name, 0));
+    const text = await (await fetch(`${proxy.url}/metrics`)).text();
+    expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="0"} 0');
+    expect(text).toContain('compactor_slot_waits_total{model="sim.gguf",slot="0"} 3');
+    expect(text).toMatch(/compactor_slot_wait_seconds_total\{model="sim.gguf",slot="0"\} \d/);
+    expect(text).toMatch(/compactor_slot_wait_seconds_max\{model="sim.gguf",slot="0"\} \d/);
+    expect(text).toContain('compactor_slot_saves_total{model="sim.gguf"} 2');
+    expect(text).toContain('compactor_slot_restores_total{model="sim.gguf"} 1');
+    expect(text).toContain('compactor_slot_evictions_total{model="sim.gguf"} 2');
+    expect(text).toContain('compactor_slot_moves_total{model="sim.gguf"} 0');
+  });
+
+  it("shows each conversation's slot in its dashboard row", async () => {
+    const { proxy } = await setUp({ slots: 4 });
+    for (const name of ['a', 'b']) await post(proxy.url, bodyOf(name, 0));
+    const state = (await (await fetch(`${proxy.url}/dashboard/state`)).json()) as { conversations: Array<{ slot: unknown }> };
+    expect(state.conversations.map((conversation) => conversation.slot).sort()).toEqual([0, 1]);
+  });
+});

@@ -1,0 +1,235 @@
+import { describe, expect, it } from 'vitest';
+import { type SlotActions, SlotScheduler, type SlotSchedulerOptions } from '../../src/slots/scheduler.js';
+
+/** Timers run by hand: the bounded wait is tested by counting, never by sleeping. */
+class HandTimers {
+  readonly #pending: Array<{ at: number; run: () => void; cancelled: boolean }> = [];
+  now = 0;
+  after = (ms: number, run: () => void): (() => void) => {
+    const timer = { at: this.now + ms, run, cancelled: false };
+    this.#pending.push(timer);
+    return () => {
+      timer.cancelled = true;
+    };
+  };
+  advance(ms: number): void {
+    this.now += ms;
+    for (const timer of this.#pending.filter((entry) => entry.at <= this.now && !entry.cancelled)) {
+      timer.cancelled = true;
+      timer.run();
+    }
+  }
+}
+
+class RecordedActions implements SlotActions {
+  readonly calls: string[] = [];
+  saveBytes = 1000;
+  saveFails = false;
+  save(slot: number, filename: string): Promise<number | null> {
+    this.calls.push(`save ${slot} ${filename}`);
+    return Promise.resolve(this.saveFails ? null : this.saveBytes);
+  }
+  restore(slot: number, filename: string): Promise<boolean> {
+    this.calls.push(`restore ${slot} ${filename}`);
+    return Promise.resolve(true);
+  }
+  erase(slot: number): Promise<boolean> {
+    this.calls.push(`erase ${slot}`);
+    return Promise.resolve(true);
+  }
+}
+
+function scheduler(overrides: Partial<SlotSchedulerOptions> = {}): { slots: SlotScheduler; timers: HandTimers; actions: RecordedActions } {
+  const timers = new HandTimers();
+  const actions = new RecordedActions();
+  const slots = new SlotScheduler({ slots: 4, waitMs: 1000, save: false, saveMaxBytes: 1e9, actions, timers, ...overrides });
+  return { slots, timers, actions };
+}
+
+const turn = (key: string) => ({ kind: 'turn', key }) as const;
+const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('SlotScheduler: a home slot per conversation', () => {
+  it('gives each of 4 conversations on 4 slots its own slot, the same one every turn', async () => {
+    const { slots } = scheduler();
+    const first = [];
+    for (const key of ['a', 'b', 'c', 'd']) {
+      const lease = await slots.acquire(turn(key));
+      first.push(lease.slot);
+      lease.release();
+    }
+    expect(new Set(first).size).toBe(4);
+    for (const [index, key] of ['a', 'b', 'c', 'd'].entries()) {
+      const lease = await slots.acquire(turn(key));
+      expect(lease.slot).toBe(first[index]);
+      lease.release();
+    }
+  });
+
+  it('keeps at most one request in flight per slot; the others of that slot go in arrival order', async () => {
+    const { slots } = scheduler();
+    const order: string[] = [];
+    const first = await slots.acquire(turn('a'));
+    const waiting = ['a2', 'a3', 'a4'].map((name) => slots.acquire(turn('a')).then((lease) => (order.push(name), lease)));
+    await flush();
+    expect(order).toEqual([]);
+    expect(slots.stats().slots[first.slot]?.queued).toBe(3);
+    first.release();
+    for (let index = 0; index < 3; index++) (await waiting[index]!).release();
+    expect(order).toEqual(['a2', 'a3', 'a4']);
+  });
+
+  it('lets a request that waited longer than waitMs take a free slot rather than wait on', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    const busy = await slots.acquire(turn('a'));
+    let moved: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (moved = lease.slot));
+    timers.advance(999);
+    await flush();
+    expect(moved).toBeUndefined();
+    timers.advance(1);
+    await flush();
+    expect(moved).toBe(1 - busy.slot);
+    expect(slots.stats().moves).toBe(1);
+    // The conversation lives in its new slot now.
+    busy.release();
+    expect(slots.homeOf('a')).toBe(moved);
+  });
+
+  it('with no free slot after waitMs, takes the first slot that frees (its own or another)', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    const a = await slots.acquire(turn('a'));
+    const b = await slots.acquire(turn('b'));
+    let got: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (got = lease.slot));
+    timers.advance(5000);
+    await flush();
+    expect(got).toBeUndefined();
+    b.release();
+    await flush();
+    expect(got).toBe(b.slot);
+    a.release();
+  });
+
+  it('never lets a busy conversation starve another: past waitMs, a waiting request goes before every later one', async () => {
+    const { slots, timers } = scheduler({ slots: 1 });
+    const first = await slots.acquire(turn('a'));
+    const order: string[] = [];
+    const b = slots.acquire(turn('b')).then((lease) => (order.push('b'), lease));
+    timers.advance(1000);
+    // a keeps sending: without the bound its slot queue would always have one more of its own.
+    const later = ['a2', 'a3'].map((name) => slots.acquire(turn('a')).then((lease) => (order.push(name), lease)));
+    first.release();
+    (await b).release();
+    for (const next of later) (await next).release();
+    expect(order).toEqual(['b', 'a2', 'a3']);
+  });
+
+  it('drops a waiting request whose client left, and serves the next', async () => {
+    const { slots } = scheduler();
+    const first = await slots.acquire(turn('a'));
+    const gone = new AbortController();
+    const left = slots.acquire(turn('a'), gone.signal);
+    const next = slots.acquire(turn('a'));
+    gone.abort();
+    await expect(left).rejects.toThrow();
+    first.release();
+    expect((await next).slot).toBe(first.slot);
+  });
+});
+
+describe('SlotScheduler: more conversations than slots', () => {
+  it('gives the slot of the least recently used conversation to the one that asks', async () => {
+    const { slots } = scheduler({ slots: 2 });
+    for (const key of ['a', 'b', 'a']) (await slots.acquire(turn(key))).release();
+    const c = await slots.acquire(turn('c'));
+    expect(c.slot).toBe(slots.homeOf('c'));
+    expect(slots.homeOf('b')).toBeUndefined();
+    expect(slots.homeOf('a')).toBeDefined();
+    expect(slots.stats().evictions).toBe(1);
+    c.release();
+  });
+
+  it('gives a conversation without a slot the first slot that frees, whichever it is (no slot sits idle while it waits)', async () => {
+    for (const first of ['a', 'b'] as const) {
+      const { slots } = scheduler({ slots: 2 });
+      const held = { a: await slots.acquire(turn('a')), b: await slots.acquire(turn('b')) };
+      let got: number | undefined;
+      void slots.acquire(turn('c')).then((lease) => (got = lease.slot));
+      await flush();
+      expect(got).toBeUndefined();
+      held[first].release();
+      await flush();
+      expect(got).toBe(held[first].slot);
+      expect(slots.homeOf(first)).toBeUndefined();
+    }
+  });
+
+  it('with slot_save saves the evicted conversation under its prefix hash and restores it when it comes back', async () => {
+    const { slots, actions } = scheduler({ slots: 1, save: true });
+    (await slots.acquire(turn('a'))).release();
+    (await slots.acquire(turn('b'))).release();
+    (await slots.acquire(turn('a'))).release();
+    expect(actions.calls).toEqual(['save 0 compactor-a.bin', 'save 0 compactor-b.bin', 'restore 0 compactor-a.bin']);
+    expect(slots.stats()).toMatchObject({ saves: 2, restores: 1, evictions: 2 });
+  });
+
+  it('keeps the files under slot_save_max_bytes, the oldest overwritten with an empty slot first', async () => {
+    const { slots, actions } = scheduler({ slots: 1, save: true, saveMaxBytes: 2500 });
+    for (const key of ['a', 'b', 'c', 'd']) (await slots.acquire(turn(key))).release();
+    // a, b, c saved (1000 bytes each): c made 3000 > 2500, so a's file was emptied (erase the slot, then save it over a's name).
+    expect(actions.calls).toEqual(['save 0 compactor-a.bin', 'save 0 compactor-b.bin', 'save 0 compactor-c.bin', 'erase 0', 'save 0 compactor-a.bin']);
+    expect(slots.stats().filesBytes).toBe(2000);
+    expect(slots.stats().filesErased).toBe(1);
+  });
+
+  it('stops saving when the server cannot (no --slot-save-path), and still serves every request', async () => {
+    const { slots, actions } = scheduler({ slots: 1, save: true });
+    actions.saveFails = true;
+    for (const key of ['a', 'b', 'c']) (await slots.acquire(turn(key))).release();
+    expect(actions.calls).toEqual(['save 0 compactor-a.bin']);
+    expect(slots.stats().saveFailures).toBe(1);
+  });
+});
+
+describe('SlotScheduler: summaries', () => {
+  it("runs a suffix summary on its conversation's slot, and the next turn waits for it", async () => {
+    const { slots } = scheduler();
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    expect(summary.slot).toBe(slots.homeOf('a'));
+    let next: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
+    await flush();
+    expect(next).toBeUndefined();
+    summary.release();
+    await flush();
+    expect(next).toBe(summary.slot);
+  });
+
+  it('with slot_save saves the slot before the summary, and a turn that moves away restores it', async () => {
+    const { slots, actions, timers } = scheduler({ slots: 2, save: true });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    expect(actions.calls).toEqual([`save ${summary.slot} compactor-a.bin`]);
+    const moved = slots.acquire(turn('a'));
+    timers.advance(1000);
+    const lease = await moved;
+    expect(lease.slot).toBe(1 - summary.slot);
+    expect(actions.calls.at(-1)).toBe(`restore ${lease.slot} compactor-a.bin`);
+  });
+
+  it("never puts a prepend summary on a conversation's slot while one is free; else evicts the least recently used", async () => {
+    const { slots } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const guest = await slots.acquire({ kind: 'guest' });
+    expect(guest.slot).not.toBe(slots.homeOf('a'));
+    guest.release();
+    (await slots.acquire(turn('b'))).release();
+    (await slots.acquire(turn('a'))).release();
+    const second = await slots.acquire({ kind: 'guest' });
+    expect(slots.homeOf('b')).toBeUndefined();
+    expect(second.slot).not.toBe(slots.homeOf('a'));
+    second.release();
+  });
+});
