@@ -215,7 +215,7 @@ export function printableConfig(config: Config): string {
       },
     },
     auth: { keys: config.auth.keys.map(() => MASK), admin_keys: config.auth.admin_keys.map(() => MASK) },
-    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url) } },
+    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url), secret: config.cache.redis.secret === null ? null : MASK } },
   };
   return stringify(masked);
 }

@@ -233,6 +233,14 @@ describe('loadConfig', () => {
     expect(parseDocument(printableConfig(defaultConfig())).toJS()).toEqual(defaultConfig());
   });
 
+  it('--print-config masks cache.redis.secret too: it signs every stored epoch', () => {
+    const loaded = loadConfig({ env: { COMPACTOR_CACHE_STORE: 'redis', COMPACTOR_REDIS_URL: 'redis://cache:6379', COMPACTOR_REDIS_SECRET: 'a-long-random-string-per-deployment' } });
+    if (!loaded.ok) throw new Error(loaded.errors.join('; '));
+    const printed = printableConfig(loaded.config);
+    expect(printed).not.toContain('a-long-random-string-per-deployment');
+    expect((parseDocument(printed).toJS() as ReturnType<typeof defaultConfig>).cache.redis.secret).toBe('***');
+  });
+
   it('item 4: compaction.summary.api_key comes from COMPACTOR_SUMMARY_API_KEY, never a flag, and is masked', () => {
     const loaded = loadConfig({ argv: ['--print-config'], env: { COMPACTOR_SUMMARY_API_KEY: 'sk-summary' } });
     expect(loaded.ok).toBe(true);
