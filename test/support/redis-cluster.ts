@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { spawnOwned } from './child-processes.js';
-import { freePort } from './redis-server.js';
+import { freePort, startRedisServer } from './redis-server.js';
 
 /**
  * A real Redis Cluster for one test: three `redis-server --cluster-enabled
@@ -16,7 +16,6 @@ import { freePort } from './redis-server.js';
  * stand for a node that crashes and comes back (empty, same slots).
  */
 
-const REDIS_SERVER = process.env['REDIS_SERVER'] ?? 'redis-server';
 const REDIS_CLI = process.env['REDIS_CLI'] ?? 'redis-cli';
 
 /** How soon the other nodes mark a silent node as failed (the default is 15 s). */
@@ -63,19 +62,12 @@ export class RedisCluster {
 
   /** Starts a node (again) on its port with its nodes.conf; resolves once it accepts connections. */
   async start(port: number): Promise<void> {
-    const child = spawnOwned(REDIS_SERVER, [
+    // A node that never becomes ready is still ended with the test file (spawnOwned).
+    const started = startRedisServer([
       '--port', String(port), '--bind', '127.0.0.1', '--dir', this.#directory, '--save', '', '--appendonly', 'no',
       '--cluster-enabled', 'yes', '--cluster-config-file', join(this.#directory, `nodes-${port}.conf`), '--cluster-node-timeout', String(NODE_TIMEOUT_MS),
     ]);
-    this.#children.set(port, child);
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`redis-server exited (${code}) before it was ready:\n${output}`)));
-    });
+    this.#children.set(port, await started);
   }
 
   async #create(): Promise<void> {

@@ -14,6 +14,20 @@ import { spawnOwned } from './child-processes.js';
 
 const REDIS_SERVER = process.env['REDIS_SERVER'] ?? 'redis-server';
 
+/** A redis-server with these arguments, spawnOwned; resolves once it accepts connections (one server or a cluster node). */
+export async function startRedisServer(args: readonly string[]): Promise<ReturnType<typeof spawnOwned>> {
+  const child = spawnOwned(REDIS_SERVER, [...args]);
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}) before it was ready:\n${output}`)));
+  });
+  return child;
+}
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -41,16 +55,7 @@ export class RedisServer {
 
   /** Starts (again) on the same port; resolves once it accepts connections. */
   async start(): Promise<void> {
-    const child = spawnOwned(REDIS_SERVER, ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#directory, '--save', '', '--appendonly', 'no']);
-    this.#child = child;
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`redis-server exited (${code}) before it was ready:\n${output}`)));
-    });
+    this.#child = await startRedisServer(['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#directory, '--save', '', '--appendonly', 'no']);
   }
 
   /** Ends it at once, as a crash would: its data is gone. */
