@@ -1,13 +1,10 @@
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
-import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
-import type { ChatMessage } from '../../../src/transcript/message.js';
+import { describe, expect, it } from 'vitest';
 import { compactorWith, SummarizerDouble } from '../../support/compaction.js';
 import { conversation } from '../../support/conversation.js';
 import { closedAfterEachTest } from '../../support/proxy.js';
 import { RedisServer } from '../../support/redis-server.js';
-import { chatRequestView } from '../../../src/formats/chat/read.js';
+import { compactOnce, connectedStores } from '../../support/redis-stores.js';
 
 /**
  * Issue 15, items 1 and 2: what one replica learns (the token ratio of a
@@ -17,22 +14,7 @@ import { chatRequestView } from '../../../src/formats/chat/read.js';
  */
 
 const opened = closedAfterEachTest();
-const stores: RedisEpochStore[] = [];
-afterEach(async () => {
-  for (const store of stores.splice(0)) await store.close();
-});
-
-async function storeOn(url: string): Promise<RedisEpochStore> {
-  // A bound a loaded CI machine's loopback always meets: a late answer would count as a fault and fall back to memory.
-  const store = new RedisEpochStore({ url, keyPrefix: 'test:', ttlMs: 60_000, timeoutMs: 2_000, memory: new MemoryEpochStore() });
-  stores.push(store);
-  for (let tries = 0; store.degraded && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
-  return store;
-}
-
-function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
-}
+const storeOn = connectedStores();
 
 /**
  * With the default 8k window (threshold 6093, soft threshold 4300), this
@@ -52,11 +34,11 @@ describe('shared learning between replicas', () => {
     a.compactor.learn('m', '', 20_000, 10_000);
     await a.compactor.shareRatios();
     expect(b.compactor.ratios.get('m', '')).toBe(1.25);
-    await prepare(b.compactor, messages);
+    await compactOnce(b.compactor, messages);
     expect(b.compactor.ratios.get('m', '')).toBe(2);
     // Used for this very request: sized at 2 it is over the threshold and summarized; a lone replica forwards it.
     expect(b.summarizer.calls).toBe(1);
-    expect((await prepare(alone.compactor, messages)).changed).toBe(false);
+    expect((await compactOnce(alone.compactor, messages)).changed).toBe(false);
     expect(alone.summarizer.calls).toBe(0);
     // B's own measure, merged in the store's moving average after A's: 2 + 0.3 × (1 - 2) = 1.7.
     b.compactor.learn('m', '', 10_000, 10_000);
@@ -73,7 +55,7 @@ describe('shared learning between replicas', () => {
     const a = compactorWith({ compaction: { on_summary_failure: 'forward' } }, { store: await storeOn(redis.url), summarizer: failing });
     const b = compactorWith({ compaction: { on_summary_failure: 'forward' } }, { store: await storeOn(redis.url) });
     const messages = conversation({ turns: 20 });
-    expect((await prepare(a.compactor, messages)).messages).toEqual(messages);
+    expect((await compactOnce(a.compactor, messages)).messages).toEqual(messages);
     expect(failing.calls).toBe(2); // suffix mode, then prepend: one try
     // The failure is told to the store without holding the request: it lands a moment later.
     const raw = new Redis(redis.url);
@@ -81,11 +63,11 @@ describe('shared learning between replicas', () => {
     const [key] = await raw.keys('test:backoff:*');
     expect(await raw.pttl(key!)).toBeGreaterThan(50_000);
     raw.disconnect();
-    expect((await prepare(b.compactor, messages)).messages).toEqual(messages);
+    expect((await compactOnce(b.compactor, messages)).messages).toEqual(messages);
     expect(b.summarizer.calls).toBe(0);
     // A replica with no shared store would have tried it.
     const alone = compactorWith({ compaction: { on_summary_failure: 'forward' } });
-    expect((await prepare(alone.compactor, messages)).changed).toBe(true);
+    expect((await compactOnce(alone.compactor, messages)).changed).toBe(true);
     expect(alone.summarizer.calls).toBe(1);
   });
 });

@@ -1,14 +1,11 @@
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
-import { chatRequestView } from '../../../src/formats/chat/read.js';
-import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
-import type { ChatMessage } from '../../../src/transcript/message.js';
+import { describe, expect, it } from 'vitest';
 import { compactorWith, SummarizerDouble } from '../../support/compaction.js';
 import { conversation } from '../../support/conversation.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../../support/proxy.js';
 import { RedisServer } from '../../support/redis-server.js';
+import { compactOnce, connectedStores } from '../../support/redis-stores.js';
 import { SimulatedLlama } from '../../support/simulated-llama.js';
 
 /**
@@ -19,21 +16,7 @@ import { SimulatedLlama } from '../../support/simulated-llama.js';
  */
 
 const opened = closedAfterEachTest();
-const stores: RedisEpochStore[] = [];
-afterEach(async () => {
-  for (const store of stores.splice(0)) await store.close();
-});
-
-async function storeOn(url: string): Promise<RedisEpochStore> {
-  const store = new RedisEpochStore({ url, keyPrefix: 'test:', ttlMs: 60_000, timeoutMs: 2_000, memory: new MemoryEpochStore() });
-  stores.push(store);
-  for (let tries = 0; store.degraded && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
-  return store;
-}
-
-function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], messages: ChatMessage[]) {
-  return compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
-}
+const storeOn = connectedStores();
 
 /** A plain client for the test's own reads, disconnected after the test. */
 function rawOn(url: string): Redis {
@@ -60,10 +43,10 @@ describe('shared state that follows what happened', () => {
     const b = compactorWith(config, { store: await storeOn(redis.url) });
     // B starts the summary of the longer history, slowly; meanwhile A's summary of the shorter one fails.
     b.summarizer.delayMs = 400;
-    const longer = prepare(b.compactor, conversation({ turns: 22 }));
+    const longer = compactOnce(b.compactor, conversation({ turns: 22 }));
     await until(async () => b.summarizer.calls > 0, 'B summarizes');
     failing.failures = 100;
-    await prepare(a.compactor, conversation({ turns: 20 }));
+    await compactOnce(a.compactor, conversation({ turns: 20 }));
     expect(a.compactor.backoff.size).toBe(1);
     await until(async () => (await raw.keys('test:backoff:*')).length === 1, 'the back-off is shared');
     expect((await longer).epoch).toBe('new');
@@ -71,7 +54,7 @@ describe('shared state that follows what happened', () => {
     await until(async () => (await raw.keys('test:backoff:*')).length === 0, 'the back-off is cleared in the store');
     // …and on A, once its next lookup of the conversation reads it.
     failing.failures = 0;
-    await prepare(a.compactor, conversation({ turns: 23 }));
+    await compactOnce(a.compactor, conversation({ turns: 23 }));
     expect(a.compactor.backoff.size).toBe(0);
   });
 
