@@ -103,13 +103,30 @@ export function planCompress(
   const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
   if (pruned === messages) return null;
   const total = sizes.perMessage.reduce((sum, size) => sum + size, sizes.fixed);
-  let size = total;
-  let results = 0;
-  for (let index = head; index < cut; index++) {
-    if (pruned[index] === messages[index]) continue;
-    size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
-    results++;
-  }
+  const { size, changed: results } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);
   if (total - size < (atLeast ?? tier.clearAtLeast)) return null;
   return { tier: 'compress', cut, messages: [...pruned], results, size, freed: total - size };
+}
+
+/**
+ * The size of a history of `total` tokens once `changed` stands for
+ * `messages` in `[from, to)` (only the messages that are new objects are
+ * measured again), and how many changed. Shared by the prune and compress tiers.
+ */
+export function resized(
+  messages: readonly ChatMessage[],
+  changed: readonly ChatMessage[],
+  sizes: MessageSizes,
+  total: number,
+  { from, to }: { from: number; to: number },
+  sizeOf: (message: ChatMessage) => number,
+): { size: number; changed: number } {
+  let size = total;
+  let count = 0;
+  for (let index = from; index < to; index++) {
+    if (changed[index] === messages[index]) continue;
+    size += sizeOf(changed[index]!) - sizes.perMessage[index]!;
+    count++;
+  }
+  return { size, changed: count };
 }

@@ -3,7 +3,7 @@ import { headLength, turnRanges, balanceCut, stepRanges } from '../../transcript
 import { isMarked } from '../../transcript/marks.js';
 import { pruneToolResults } from '../../transcript/prune.js';
 import type { Epoch } from '../types.js';
-import { type CompressPlan, type CompressTierSettings, planCompress } from './compress-tier.js';
+import { type CompressPlan, type CompressTierSettings, planCompress, resized } from './compress-tier.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -231,13 +231,7 @@ export function planCompaction(
 
   if (trigger === 'size') {
     const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut });
-    let size = total;
-    let count = 0;
-    for (let index = head; index < cut; index++) {
-      if (pruned[index] === messages[index]) continue;
-      size += sizeOf(pruned[index]!) - sizes.perMessage[index]!;
-      count++;
-    }
+    const { size, changed: count } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
     // Compression alone brings it under the threshold: no summary is asked for (the next epoch, if it comes to that, is prepared in the soft zone).
     const compressed = planCompress(candidate, sizes, cut, settings, sizeOf);
