@@ -12,7 +12,7 @@ import { summarizedLine, truncatedLine } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { QueuePlace } from './semaphore.js';
-import { FairSlots, NotRun, STALE_LIMIT } from './fair-slots.js';
+import { SummaryQueue, NotRun, STALE_LIMIT } from './summary-queue.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
@@ -58,7 +58,7 @@ export interface EpochWriterOptions {
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
-  readonly #summaryCalls: FairSlots;
+  readonly #summaryCalls: SummaryQueue;
   /** The places in line of background summaries, by epoch key: a request that comes to wait for one promotes it. */
   readonly #backgroundPlaces = new Map<string, QueuePlace>();
 
@@ -66,7 +66,7 @@ export class EpochWriter {
     this.#options = options;
     const { concurrency: limit, max_queued_per_tenant: maxQueuedPerTenant, max_queued_background: maxQueuedBackground } = options.config.summary;
     const onDrop = (dropped: string): void => options.observer?.summaryDropped?.(dropped);
-    this.#summaryCalls = new FairSlots({ limit, maxQueuedPerTenant, maxQueuedBackground, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS, onDrop });
+    this.#summaryCalls = new SummaryQueue({ limit, maxQueuedPerTenant, maxQueuedBackground, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS, onDrop });
   }
 
   /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */

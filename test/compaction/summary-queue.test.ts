@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { BACKGROUND_LIMIT, FairSlots, NotRun, PER_TENANT_LIMIT } from '../../src/compaction/fair-slots.js';
+import { BACKGROUND_LIMIT, SummaryQueue, NotRun, PER_TENANT_LIMIT } from '../../src/compaction/summary-queue.js';
 import { QueuePlace } from '../../src/compaction/semaphore.js';
 
-/** FairSlots' order and bounds, one slot, work that finishes when the test says (issue 21 items 3 and 5). */
+/** SummaryQueue' order and bounds, one summary at a time, work that finishes when the test says (issue 21 items 3 and 5). */
 
 function gate() {
   const opened: Array<() => void> = [];
@@ -15,10 +15,10 @@ function gate() {
   };
 }
 
-describe('FairSlots', () => {
+describe('SummaryQueue', () => {
   it('serves the tenant served least recently, requests waiting before background summaries', async () => {
     const drops: string[] = [];
-    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
+    const slots = new SummaryQueue({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
     const { work, openNext } = gate();
     const log: string[] = [];
     const all = [
@@ -38,7 +38,7 @@ describe('FairSlots', () => {
 
   it("past a tenant's limit its stalest background summary is dropped for a request, and a background one is refused", async () => {
     const drops: string[] = [];
-    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 2, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
+    const slots = new SummaryQueue({ limit: 1, maxQueuedPerTenant: 2, maxQueuedBackground: 10, onDrop: (limit) => drops.push(limit) });
     const { work, openNext } = gate();
     const log: string[] = [];
     const running = slots.use('A', work('A-running', log));
@@ -55,7 +55,7 @@ describe('FairSlots', () => {
   });
 
   it('past the background bound the stalest background summary of any tenant is dropped', async () => {
-    const slots = new FairSlots({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 2 });
+    const slots = new SummaryQueue({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 2 });
     const { work, openNext } = gate();
     const log: string[] = [];
     const running = slots.use('A', work('running', log));

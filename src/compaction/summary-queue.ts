@@ -1,8 +1,9 @@
 import { QueuePlace } from './semaphore.js';
 
 /**
- * The summary slots, shared fairly (issue 21 items 3 and 5): at most `limit`
- * summaries run at once; a freed slot goes to the next tenant in turn that
+ * The summary calls, shared fairly between tenants (issue 21 items 3 and 5):
+ * at most `limit` summaries run at once (not llama-server's slots: those are
+ * src/slots/); a freed place goes to the next tenant in turn that
  * has a summary waiting (round-robin), a request waiting for a summary
  * (foreground) before every background summary, and inside a tenant each
  * kind in arrival order. One tenant's 30 forced compactions used to queue
@@ -16,7 +17,7 @@ import { QueuePlace } from './semaphore.js';
  * when its turn comes. Every drop and refusal names its limit to `onDrop`.
  */
 
-export interface FairSlotsOptions {
+export interface SummaryQueueOptions {
   readonly limit: number;
   readonly maxQueuedPerTenant: number;
   readonly maxQueuedBackground: number;
@@ -47,28 +48,28 @@ export const PER_TENANT_LIMIT = 'compaction.summary.max_queued_per_tenant';
 export const BACKGROUND_LIMIT = 'compaction.summary.max_queued_background';
 export const STALE_LIMIT = 'background summary waited longer than it is useful';
 
-export class FairSlots {
+export class SummaryQueue {
   #available: number;
   readonly #lanes = new Map<string, Lane>();
-  /** When each tenant was last given a slot (a serial number): the least recently served goes next. */
+  /** When each tenant was last given a place (a serial number): the least recently served goes next. */
   readonly #lastServed = new Map<string, number>();
   #served = 0;
   #backgroundWaiting = 0;
-  readonly #options: Required<Omit<FairSlotsOptions, 'onDrop'>> & Pick<FairSlotsOptions, 'onDrop'>;
+  readonly #options: Required<Omit<SummaryQueueOptions, 'onDrop'>> & Pick<SummaryQueueOptions, 'onDrop'>;
 
-  constructor(options: FairSlotsOptions) {
+  constructor(options: SummaryQueueOptions) {
     this.#options = { backgroundMaxWaitMs: Number.POSITIVE_INFINITY, now: Date.now, ...options };
     this.#available = Math.max(1, Math.floor(options.limit));
   }
 
-  /** Summaries waiting for a slot now. */
+  /** Summaries waiting for a place now. */
   get waiting(): number {
     let waiting = 0;
     for (const lane of this.#lanes.values()) waiting += lane.foreground.length + lane.background.length;
     return waiting;
   }
 
-  /** Runs `work` once a slot is free, or resolves to how it was dropped or refused without running. */
+  /** Runs `work` once a place is free, or resolves to how it was dropped or refused without running. */
   async use<T>(tenant: string, work: () => Promise<T>, place: QueuePlace = new QueuePlace('foreground')): Promise<T | NotRun> {
     const refused = await this.#acquire(tenant, place);
     if (refused !== null) return refused;
@@ -189,7 +190,7 @@ export class FairSlots {
     return undefined;
   }
 
-  /** Hands the freed slot to the next waiter that is still useful, or gives it back. */
+  /** Hands the freed place to the next waiter that is still useful, or gives it back. */
   #release(): void {
     for (;;) {
       const next = this.#next();
