@@ -1,4 +1,3 @@
-import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type BodyScan, SCAN_SLICE_BYTES, scanBody } from './body-scan.js';
 import { MAX_NESTING_DEPTH, parseBody, rememberParsedAhead } from './json-body.js';
 
@@ -26,9 +25,10 @@ const BYTE_ORDER_MARK = Buffer.from([0xef, 0xbb, 0xbf]);
 /**
  * Scans and parses `raw` ahead when it is a large body; throws a
  * TooManyItemsError past `maxItems`. `listKey` names the conversation
- * (`messages`, or `input` for the Responses API).
+ * (`messages`, or `input` for the Responses API); `pause` is the caller's
+ * turn of the event loop (formats/ does no I/O of its own).
  */
-export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown> = nextTurnOfTheEventLoop): Promise<void> {
+export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<void> {
   if (!Buffer.isBuffer(raw) || raw.length < PARSE_AHEAD_BYTES) return;
   const scan = await scanBody(raw, listKey, maxItems, pause);
   if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return;

@@ -15,6 +15,7 @@ import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 
 const opened = closedAfterEachTest();
 afterEach(() => vi.restoreAllMocks());
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
 /** Text that makes a body of `steps` steps about `bytes` long. */
@@ -60,7 +61,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     for (const [index, text] of trickyBodies().entries()) {
       for (const listKey of ['messages', 'input']) {
         const raw = Buffer.from(text);
-        await parseAhead(raw, listKey, Number.POSITIVE_INFINITY);
+        await parseAhead(raw, listKey, Number.POSITIVE_INFINITY, turn);
         expect(readJsonObject(raw, 'application/json'), `body ${index}, ${listKey}`).toEqual(JSON.parse(text));
         const scan = await scanBody(raw, listKey, Number.POSITIVE_INFINITY, async () => undefined);
         expect(scan.followed, `body ${index}`).toBe(true);
@@ -87,7 +88,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
         }
       })();
       const raw = Buffer.from(text);
-      await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY);
+      await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, turn);
       expect(() => readJsonObject(raw, 'application/json')).toThrow((whole as Error).message);
     }
   });

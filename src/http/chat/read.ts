@@ -1,5 +1,5 @@
-import type { PairMode, ReadRequest, WireFormat } from '../../formats/registry.js';
-import { parseAhead } from '../../formats/parse-ahead.js';
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
+import { type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
 
 /**
  * The first step of a chat exchange, pure: the client's bytes read once by
@@ -30,7 +30,7 @@ export interface ReadSettings {
  * `limits.max_items` it is refused before any parse.
  */
 export function readAhead(settings: ReadSettings, body: unknown): Promise<void> {
-  return parseAhead(body, settings.format.listKey, settings.maxItems);
+  return parseAhead(body, settings.format.listKey, settings.maxItems, nextTurnOfTheEventLoop);
 }
 
 export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {
