@@ -38,6 +38,27 @@ export async function parseAhead(raw: unknown, listKey: string, maxItems: number
   if (parsed !== undefined) rememberParsedAhead(raw, parsed);
 }
 
+/**
+ * Where the elements parsed ahead lie in their body, and where its list
+ * lies: a body written back after a repair copies the client's own bytes of
+ * every element it kept (chat/write.ts) rather than serializing 32 MiB again.
+ * Kept by identity: the passes over messages never change one in place
+ * (they make a new one, which is serialized).
+ */
+const elementBytes = new WeakMap<object, { readonly raw: Buffer; readonly start: number; readonly end: number }>();
+const listSpans = new WeakMap<Buffer, { readonly start: number; readonly end: number }>();
+
+/** The client's own bytes of `element` when it was parsed ahead from `raw`. */
+export function clientBytesOf(element: object, raw: Buffer): Buffer | undefined {
+  const span = elementBytes.get(element);
+  return span === undefined || span.raw !== raw ? undefined : raw.subarray(span.start, span.end);
+}
+
+/** Where the conversation list of a body parsed ahead lies: from its `[` to just past its `]`. */
+export function listSpanOf(raw: Buffer): { readonly start: number; readonly end: number } | undefined {
+  return listSpans.get(raw);
+}
+
 /** Where each element of the list lies: between `[`, the list's commas and `]`. */
 function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
   const { start, end } = scan.list!;
@@ -59,7 +80,9 @@ async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause
     const list: unknown[] = [];
     let sincePause = 0;
     for (const [from, to] of elementBounds(raw, scan)) {
-      list.push(parseBody(raw.toString('utf8', from, to)));
+      const element = parseBody(raw.toString('utf8', from, to));
+      if (typeof element === 'object' && element !== null) elementBytes.set(element, { raw, start: from, end: to });
+      list.push(element);
       sincePause += to - from;
       if (sincePause >= SCAN_SLICE_BYTES) {
         sincePause = 0;
@@ -67,6 +90,7 @@ async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause
       }
     }
     body[listKey] = list;
+    listSpans.set(raw, scan.list!);
     return body;
   } catch {
     return undefined;

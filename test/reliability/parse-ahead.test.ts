@@ -137,4 +137,23 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     expect(upstream.requests).toHaveLength(1);
     expect(upstream.requests[0]!.body.toString()).toBe(payload);
   });
+
+  it('writes a repaired large body back from the client\'s own bytes of every message kept, serializing only the new ones', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    upstream.route('POST', '/v1/chat/completions', replies.chat());
+    const proxy = opened(await startProxy(upstream));
+    const pad = 'p'.repeat(PARSE_AHEAD_BYTES);
+    // Spacing and a number JSON.parse would round: only the client's own bytes keep them.
+    const kept = `{ "role" : "tool", "tool_call_id" : "c0", "content" : "${pad}", "seed" : 9007199254740993 }`;
+    const payload = `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":"","tool_calls":[{"id":"c0","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},${kept}]}`;
+    const serialized = vi.spyOn(JSON, 'stringify');
+    const answer = await proxy.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, payload });
+    expect(answer.statusCode).toBe(200);
+    expect(answer.headers['x-compactor']).toContain('repaired');
+    const forwarded = upstream.requests[0]!.body.toString();
+    expect(forwarded).toContain(kept);
+    expect((JSON.parse(forwarded) as { messages: unknown[] }).messages).toHaveLength(4);
+    const serializedLarge = serialized.mock.results.some((result) => typeof result.value === 'string' && result.value.length > PARSE_AHEAD_BYTES / 2);
+    expect(serializedLarge).toBe(false);
+  });
 });
