@@ -11,7 +11,7 @@ import { markedIndexesOf, replacementOf, truncationText } from './policy/replace
 import { summarizedLine, truncatedLine } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { QueuePlace } from './semaphore.js';
+import { QueuePlace } from './queue-place.js';
 import { SummaryQueue, NotRun, STALE_LIMIT } from './summary-queue.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
