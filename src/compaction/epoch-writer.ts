@@ -181,7 +181,9 @@ export class EpochWriter {
           logger?.info({ model: request.model, waitedMs: now() - started, limit: result.dropped }, line);
           return { kind: 'dropped' };
         }
-        throw new SummaryError(`${line} (${this.#summaryCalls.waiting} summaries waiting)`, 0);
+        // A refusal for fairness says nothing of the upstream: no back-off, no failed summary call (the drop is counted).
+        logger?.info({ model: request.model, limit: result.dropped }, line);
+        return { kind: 'failed', failure: `${line} (${this.#summaryCalls.waiting} summaries waiting)`, timedOut: false };
       }
       backoff.forget(job.conversation);
       return { kind: 'written', result, callStarted };
