@@ -12,6 +12,8 @@
  * threshold and the threshold (hashed, looked up, forwarded; a background
  * summary starts after the answer). Each figure is also given for the floor
  * measured in the same run: the same body sent straight to the upstream.
+ * Each shape is posted once before its counted rounds: the first large body
+ * also pays one-time costs (lazy module loading, JIT, heap growth).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
