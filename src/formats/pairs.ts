@@ -1,6 +1,7 @@
 import { InvalidRequestError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
-import { describePairProblem, findPairProblems, type PairProblem, repairPairs } from '../transcript/pairs.js';
+import { describePairProblem, findPairProblemSteps, type PairProblem, repairPairSteps } from '../transcript/pairs.js';
+import { runNow, type Steps } from '../transcript/steps.js';
 import type { ChatRequestBody } from './chat/read.js';
 
 /**
@@ -26,15 +27,19 @@ export interface PairOutcome {
  * (`messages[7]: tool result "c9" answers no call`).
  */
 export function applyPairMode(body: ChatRequestBody, mode: PairMode): PairOutcome {
+  return runNow(applyPairModeSteps(body, mode));
+}
+
+function* applyPairModeSteps(body: ChatRequestBody, mode: PairMode): Steps<PairOutcome> {
   if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
-    const first = findPairProblems(body.messages)[0];
+    const first = (yield* findPairProblemSteps(body.messages))[0];
     if (first !== undefined) {
       throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first), param: `messages[${first.index}]` });
     }
     return { body, before: body, changed: false, repairs: [], report: undefined };
   }
-  const { messages, repairs } = repairPairs(body.messages);
+  const { messages, repairs } = yield* repairPairSteps(body.messages);
   if (repairs.length === 0) return { body, before: body, changed: false, repairs, report: undefined };
   return {
     body: { ...body, messages },
@@ -50,19 +55,23 @@ export function applyPairMode(body: ChatRequestBody, mode: PairMode): PairOutcom
  * report says what `repair` or `reject` would have done. `repairs` stays
  * empty: none was made, so none is counted as made.
  */
-export function observePairMode(body: ChatRequestBody, mode: PairMode): PairOutcome {
+function* observePairMode(body: ChatRequestBody, mode: PairMode): Steps<PairOutcome> {
   if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
-    const first = findPairProblems(body.messages)[0];
+    const first = (yield* findPairProblemSteps(body.messages))[0];
     return { body, before: body, changed: false, repairs: [], report: first === undefined ? undefined : `would reject: ${describePairProblem(first)}` };
   }
-  const { repairs } = repairPairs(body.messages);
+  const { repairs } = yield* repairPairSteps(body.messages);
   return { body, before: body, changed: false, repairs: [], report: repairs.length === 0 ? undefined : `would repair ${repairs.length} tool pair${repairs.length === 1 ? '' : 's'}` };
 }
 
-/** Pairs repaired (or refused) as `mode` says; in observe mode only checked, and what would be done reported. */
-export function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): PairOutcome {
-  return observe ? observePairMode(chat, mode) : applyPairMode(chat, mode);
+/**
+ * Pairs repaired (or refused) as `mode` says; in observe mode only checked,
+ * and what would be done reported. As steps: a format's read runs them at
+ * once, or for a large body a slice at a time (steps.ts).
+ */
+export function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): Steps<PairOutcome> {
+  return observe ? observePairMode(chat, mode) : applyPairModeSteps(chat, mode);
 }
 
 /**
@@ -70,16 +79,16 @@ export function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: bool
  * except that `pairs: reject` names the wire message (or input item) at
  * `key`, not the chat view's message.
  */
-export function wirePairs(
+export function* wirePairs(
   chat: ChatRequestBody,
   mode: PairMode,
   observe: boolean,
   key: string,
   indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined,
-): PairOutcome {
-  if (mode !== 'reject' || observe) return handlePairs(chat, mode, observe);
-  const first = findPairProblems(chat.messages)[0];
-  if (first === undefined) return handlePairs(chat, 'off', false);
+): Steps<PairOutcome> {
+  if (mode !== 'reject' || observe) return yield* handlePairs(chat, mode, observe);
+  const first = (yield* findPairProblemSteps(chat.messages))[0];
+  if (first === undefined) return yield* handlePairs(chat, 'off', false);
   const wire = `${key}[${indexOf(chat.messages, first.index) ?? 0}]`;
   throw new InvalidRequestError({ code: 'invalid_tool_pairs', message: describePairProblem(first).replace(/^messages\[\d+\]/, wire), param: wire });
 }

@@ -19,4 +19,4 @@ export type { ChatRequestBody } from './chat/read.js';
 export { chatRequestView } from './chat/read.js';
 export type { PairMode, PairOutcome } from './pairs.js';
 /** A large body scanned and parsed in pieces before its read (issue 21 item 2). */
-export { parseAhead } from './parse-ahead.js';
+export { PARSE_AHEAD_BYTES, parseAhead } from './parse-ahead.js';

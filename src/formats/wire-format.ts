@@ -1,6 +1,7 @@
 import type { ProxyError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import type { OutputLimit } from '../transcript/request-view.js';
+import type { Steps } from '../transcript/steps.js';
 import type { PairMode, PairOutcome } from './pairs.js';
 
 /**
@@ -39,8 +40,9 @@ export interface WireFormat {
   /**
    * `observe`: pairs are checked and reported, never repaired or refused (observe mode).
    * `maxItems` (`limits.max_items`): more messages, tool calls and content parts than this are refused with a 413.
+   * As steps (transcript/steps.ts): run at once for an ordinary body, a slice at a time for a large one.
    */
-  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean, maxItems?: number): ReadRequest;
+  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean, maxItems?: number): Steps<ReadRequest>;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

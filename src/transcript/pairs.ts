@@ -1,5 +1,6 @@
 import { type ChatMessage, toolCallsOf } from './message.js';
 import { mark } from './marks.js';
+import { runNow, sliceEndsAt, type Steps } from './steps.js';
 
 /**
  * Tool-call pairs, checked by OpenAI's rule (the strictest one servers apply):
@@ -57,10 +58,11 @@ function takeOpen(block: Block, id: string): boolean {
 }
 
 /** The blocks of a history: each message with tool calls, and the run of tool messages right after it. */
-function blocksOf(messages: readonly ChatMessage[]): { blocks: Block[]; blockOfRun: Map<number, Block> } {
+function* blocksOf(messages: readonly ChatMessage[]): Steps<{ blocks: Block[]; blockOfRun: Map<number, Block> }> {
   const blocks: Block[] = [];
   const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
   for (let index = 0; index < messages.length; index++) {
+    if (sliceEndsAt(index)) yield;
     const calls = toolCallsOf(messages[index]!);
     if (calls.length === 0) continue;
     let runEnd = index + 1;
@@ -74,13 +76,14 @@ function blocksOf(messages: readonly ChatMessage[]): { blocks: Block[]; blockOfR
   return { blocks, blockOfRun };
 }
 
-/** One linear pass that classifies every tool message and every call. */
-function analyse(messages: readonly ChatMessage[]): Analysis {
-  const { blocks, blockOfRun } = blocksOf(messages);
+/** One linear pass that classifies every tool message and every call, yielding after each slice of messages. */
+function* analyse(messages: readonly ChatMessage[]): Steps<Analysis> {
+  const { blocks, blockOfRun } = yield* blocksOf(messages);
 
   // Pass 1: results in their proper place answer their block's open calls.
   const strays: number[] = [];
   for (let index = 0; index < messages.length; index++) {
+    if (sliceEndsAt(index)) yield;
     const message = messages[index]!;
     if (message.role !== 'tool') continue;
     const block = blockOfRun.get(index);
@@ -89,9 +92,20 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
 
   // Pass 2: a stray result belongs to the nearest block (before it, else after it)
   // with that call still open; failing that it repeats an answered call, or answers none.
-  const problems = placeStrays(messages, blocks, strays);
+  const strayProblems = yield* placeStrays(messages, blocks, strays);
+  const missing = yield* missingCalls(blocks);
+  return { problems: mergedByIndex(strayProblems, missing), blocks, displaced: new Set<number>(strays) };
+}
 
-  for (const block of blocks) {
+/** The calls each block leaves unanswered, in order of the blocks. */
+function* missingCalls(blocks: readonly Block[]): Steps<PairProblem[]> {
+  const problems: PairProblem[] = [];
+  for (const [position, block] of blocks.entries()) {
+    if (sliceEndsAt(position)) yield;
+    // Most blocks answer every call: nothing to copy or walk then.
+    let open = 0;
+    for (const left of block.open.values()) open += left;
+    if (open === 0) continue;
     const stillOpen = new Map(block.open);
     for (const id of block.callIds) {
       const left = stillOpen.get(id) ?? 0;
@@ -100,8 +114,21 @@ function analyse(messages: readonly ChatMessage[]): Analysis {
       problems.push({ index: block.start, kind: 'missing', toolCallId: id });
     }
   }
-  problems.sort((a, b) => a.index - b.index);
-  return { problems, blocks, displaced: new Set<number>(strays) };
+  return problems;
+}
+
+/**
+ * Two lists each ordered by index merged into one (a sort of both did the
+ * same, in more time): a stray is a tool message and a missing call names an
+ * assistant message, so no index is in both.
+ */
+function mergedByIndex(first: readonly PairProblem[], second: readonly PairProblem[]): PairProblem[] {
+  const merged: PairProblem[] = [];
+  let [a, b] = [0, 0];
+  while (a < first.length && b < second.length) merged.push(first[a]!.index <= second[b]!.index ? first[a++]! : second[b++]!);
+  while (a < first.length) merged.push(first[a++]!);
+  while (b < second.length) merged.push(second[b++]!);
+  return merged;
 }
 
 /** The blocks that make calls of one id, in order, and where the search for strays stands in them. */
@@ -148,10 +175,11 @@ function ownerFinder(blocks: readonly Block[]): { nearestOpen(id: string, index:
 }
 
 /** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
-function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): PairProblem[] {
+function* placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): Steps<PairProblem[]> {
   const owners = ownerFinder(blocks);
   const problems: PairProblem[] = [];
-  for (const index of strays) {
+  for (const [position, index] of strays.entries()) {
+    if (sliceEndsAt(position)) yield;
     const toolCallId = callIdOf(messages[index]!);
     const owner = owners.nearestOpen(toolCallId, index);
     if (owner === null) {
@@ -174,7 +202,12 @@ function placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[],
  * // → [{ index: 1, kind: 'orphan', toolCallId: 'c9' }]
  */
 export function findPairProblems(messages: readonly ChatMessage[]): PairProblem[] {
-  return analyse(messages).problems;
+  return runNow(findPairProblemSteps(messages));
+}
+
+/** {@link findPairProblems} as steps: a large history checked a slice at a time (steps.ts). */
+export function* findPairProblemSteps(messages: readonly ChatMessage[]): Steps<PairProblem[]> {
+  return (yield* analyse(messages)).problems;
 }
 
 /** A placeholder result for a call that has none, marked so it is never mistaken for real output. */
@@ -197,7 +230,12 @@ export function missingResult(toolCallId: string): ChatMessage {
  * // → messages: [assistant, { role: 'tool', tool_call_id: 'c1', content: '[compacted:missing] …' }, user]
  */
 export function repairPairs(messages: ChatMessage[]): PairRepair {
-  const { problems, blocks, displaced } = analyse(messages);
+  return runNow(repairPairSteps(messages));
+}
+
+/** {@link repairPairs} as steps: a large history repaired a slice at a time (steps.ts). */
+export function* repairPairSteps(messages: ChatMessage[]): Steps<PairRepair> {
+  const { problems, blocks, displaced } = yield* analyse(messages);
   if (problems.length === 0) return { messages, repairs: problems };
 
   const blockEndingAt = new Map<number, Block>();
@@ -211,6 +249,7 @@ export function repairPairs(messages: ChatMessage[]): PairRepair {
     }
   };
   for (let index = 0; index < messages.length; index++) {
+    if (sliceEndsAt(index)) yield;
     const ending = blockEndingAt.get(index);
     if (ending !== undefined) closeBlock(ending);
     if (!displaced.has(index)) repaired.push(messages[index]!);

@@ -11,10 +11,10 @@ export const CHAT_FORMAT: WireFormat = {
   urls: ['/v1/chat/completions', '/chat/completions'],
   streamEnd: CHAT_STREAM_END,
   listKey: 'messages',
-  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
+  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const parsed = readChatRequest(raw, contentType);
     checkPlanningItems(parsed.messages, maxItems);
-    return { pairs: handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, bytesFor: chatBytesFor };
+    return { pairs: yield* handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, bytesFor: chatBytesFor };
   },
   errorBody: chatErrorBody,
   errorEvent: chatErrorEvent,

@@ -1,5 +1,6 @@
 import { InvalidRequestError } from '../../errors.js';
 import type { ChatMessage, ContentPart } from '../../transcript/message.js';
+import { runNow, sliceEndsAt, type Steps } from '../../transcript/steps.js';
 import { isRecord, originOf, tag } from '../origin.js';
 
 /**
@@ -87,12 +88,14 @@ function partOf(block: Record<string, unknown>): ContentPart {
   return { ...block, type: String(block['type']) };
 }
 
-function userView(message: WireMessage, index: number): ChatMessage[] {
+function* userView(message: WireMessage, index: number): Steps<ChatMessage[]> {
   const content = message['content'];
   if (typeof content === 'string') return [tag({ role: 'user', content }, index)];
   const blocks = blocksOf(message);
   const views: ChatMessage[] = [];
   for (const [position, block] of blocks.entries()) {
+    // One turn may hold tens of thousands of results: a large body's view is made a slice at a time.
+    if (sliceEndsAt(position)) yield;
     if (block['type'] !== 'tool_result') continue;
     // Tagged with its block: a turn may repeat a tool_use_id, and each result is written back from its own block.
     views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index, position));
@@ -129,7 +132,14 @@ function chatTools(tools: unknown): unknown[] | undefined {
 }
 
 /** The transcript view of a checked Messages body. */
-export function messagesView(body: { model: string; messages: WireMessage[] } & Record<string, unknown>): MessagesView {
+export function messagesView(body: CheckedBody): MessagesView {
+  return runNow(messagesViewSteps(body));
+}
+
+type CheckedBody = { model: string; messages: WireMessage[] } & Record<string, unknown>;
+
+/** {@link messagesView} as steps: yields after each slice of messages and of a turn's blocks (steps.ts). */
+export function* messagesViewSteps(body: CheckedBody): Steps<MessagesView> {
   const messages: ChatMessage[] = [];
   const system = body['system'];
   const systemText = typeof system === 'string' ? system : Array.isArray(system) ? textOfBlocks(system) : '';
@@ -137,9 +147,10 @@ export function messagesView(body: { model: string; messages: WireMessage[] } & 
   const headLength = messages.length;
   const made: number[] = [];
   for (const [index, message] of body.messages.entries()) {
-    const views = message['role'] === 'user' ? userView(message, index) : [assistantView(message, index)];
+    if (sliceEndsAt(index)) yield;
+    const views = message['role'] === 'user' ? yield* userView(message, index) : [assistantView(message, index)];
     made.push(views.length);
-    messages.push(...views);
+    for (const view of views) messages.push(view);
   }
   const tools = chatTools(body['tools']);
   const chat = tools === undefined ? { model: body.model, messages } : { model: body.model, messages, tools };

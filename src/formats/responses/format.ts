@@ -14,7 +14,7 @@ export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
   streamEnd: RESPONSES_STREAM_END,
   listKey: 'input',
-  read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
+  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);
     checkPlanningItems((body as Record<string, unknown>)['input'], maxItems);
@@ -24,7 +24,7 @@ export const RESPONSES_FORMAT: WireFormat = {
     const untouched = view.untouched ?? (chat.messages.length === 0 ? 'passed through: no input' : undefined);
     const mode = untouched === undefined ? pairs : 'off';
     return {
-      pairs: wirePairs(chat, mode, observe, 'input', inputIndexOf),
+      pairs: yield* wirePairs(chat, mode, observe, 'input', inputIndexOf),
       maxOutputTokens: outputLimitOf(body, ['max_output_tokens']),
       stream: view.stream,
       ...(untouched === undefined ? {} : { untouched }),

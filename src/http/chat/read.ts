@@ -1,5 +1,6 @@
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
-import { type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
+import { PARSE_AHEAD_BYTES, type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
+import { runInSlices, runNow } from '../../transcript/steps.js';
 
 /**
  * The first step of a chat exchange, pure: the client's bytes read once by
@@ -25,17 +26,19 @@ export interface ReadSettings {
 }
 
 /**
- * Before the read, a large body is scanned and parsed a piece at a time,
+ * The body read. A large one is first scanned and parsed a piece at a time,
  * the event loop turning between pieces (src/formats/parse-ahead.ts): past
- * `limits.max_items` it is refused before any parse.
+ * `limits.max_items` it is refused before any parse. Then its read (the
+ * view, the pair check) runs a slice of items at a time, the loop turning
+ * between slices; an ordinary body is read at once, with no pause.
  */
-export function readAhead(settings: ReadSettings, body: unknown): Promise<void> {
-  return parseAhead(body, settings.format.listKey, settings.maxItems, nextTurnOfTheEventLoop);
-}
-
-export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {
+export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): Promise<ExchangeRead> {
   const { format, pairs, observing, maxItems } = settings;
-  return { request: format.read(body, contentType, pairs, observing, maxItems), raw: body as Buffer, observing };
+  await parseAhead(body, format.listKey, maxItems, nextTurnOfTheEventLoop);
+  const steps = format.read(body, contentType, pairs, observing, maxItems);
+  const large = Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES;
+  const request = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
+  return { request, raw: body as Buffer, observing };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WIRE_FORMATS } from '../../../src/formats/registry.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
+import { runNow } from '../../../src/transcript/steps.js';
 
 /**
  * issue 24: the Messages API written back. A user turn that repeats a
@@ -13,7 +14,7 @@ const MESSAGES = WIRE_FORMATS.find((format) => format.urls.includes('/v1/message
 
 function read(body: string) {
   const raw = Buffer.from(body);
-  const request = MESSAGES.read(raw, 'application/json', 'off');
+  const request = runNow(MESSAGES.read(raw, 'application/json', 'off'));
   return { raw, request, messages: request.pairs.body.messages };
 }
 
