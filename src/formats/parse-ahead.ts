@@ -59,7 +59,7 @@ export function listSpanOf(raw: Buffer): { readonly start: number; readonly end:
   return listSpans.get(raw);
 }
 
-/** Where each element of the list lies: between `[`, the list's commas and `]`. */
+/** Where each element of the list lies: between `[`, the list's commas and `]` (offsets in `raw`). */
 function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
   const { start, end } = scan.list!;
   const edges = [start, ...scan.commas, end - 1];
@@ -77,22 +77,53 @@ async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause
     if (typeof top !== 'object' || top === null || Array.isArray(top)) return undefined;
     const body = top as Record<string, unknown>;
     if (!Array.isArray(body[listKey])) return undefined;
-    const list: unknown[] = [];
-    let sincePause = 0;
-    for (const [from, to] of elementBounds(raw, scan)) {
-      const element = parseBody(raw.toString('utf8', from, to));
-      if (typeof element === 'object' && element !== null) elementBytes.set(element, { raw, start: from, end: to });
-      list.push(element);
-      sincePause += to - from;
-      if (sincePause >= SCAN_SLICE_BYTES) {
-        sincePause = 0;
-        await pause();
-      }
-    }
-    body[listKey] = list;
+    body[listKey] = await parseElements(raw, 0, elementBounds(raw, scan), pause, true);
     listSpans.set(raw, scan.list!);
     return body;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The elements at `bounds` of `piece` (which starts at `offset` in `raw`),
+ * each parsed alone, a turn of the loop after every MiB. One over
+ * `PARSE_AHEAD_BYTES` (a Messages turn of 30 MiB of results) has its own
+ * `content` list parsed the same way, when `deeper`. Throws what a piece's
+ * parse throws.
+ */
+async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<readonly [number, number]>, pause: () => Promise<unknown>, deeper: boolean): Promise<unknown[]> {
+  const list: unknown[] = [];
+  let sincePause = 0;
+  for (const [from, to] of bounds) {
+    const large = deeper && to - from >= PARSE_AHEAD_BYTES;
+    const element = large ? await parseLargeElement(raw, offset + from, offset + to, pause) : parseBody(raw.toString('utf8', offset + from, offset + to));
+    if (typeof element === 'object' && element !== null) elementBytes.set(element, { raw, start: offset + from, end: offset + to });
+    list.push(element);
+    sincePause += large ? 0 : to - from;
+    if (sincePause >= SCAN_SLICE_BYTES) {
+      sincePause = 0;
+      await pause();
+    }
+  }
+  return list;
+}
+
+/**
+ * One large element of the conversation: scanned for its own `content` list
+ * (body-scan.ts, a slice at a time), parsed with `[]` in the list's place,
+ * then the list's blocks one by one. An element the scan cannot follow, or
+ * whose content is not a list, is parsed whole.
+ */
+async function parseLargeElement(raw: Buffer, start: number, end: number, pause: () => Promise<unknown>): Promise<unknown> {
+  const piece = raw.subarray(start, end);
+  const scan = await scanBody(piece, 'content', Number.POSITIVE_INFINITY, pause);
+  if (!scan.followed || scan.list === undefined) return parseBody(piece.toString('utf8'));
+  const outer = parseBody(Buffer.concat([piece.subarray(0, scan.list.start), EMPTY_LIST, piece.subarray(scan.list.end)]).toString('utf8'));
+  if (typeof outer !== 'object' || outer === null || Array.isArray(outer) || !Array.isArray((outer as Record<string, unknown>)['content'])) {
+    return parseBody(piece.toString('utf8'));
+  }
+  await pause();
+  (outer as Record<string, unknown>)['content'] = await parseElements(raw, start, elementBounds(piece, scan), pause, false);
+  return outer;
 }

@@ -1,6 +1,7 @@
 import { type ChatMessage, contentText } from '../../transcript/message.js';
 import { isUnchanged, originOf } from '../origin.js';
-import { type ListEntry, spliceList } from '../splice.js';
+import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
+import { type ListEntry, spliceList, spliceValue } from '../splice.js';
 import { type MessagesView, type WireMessage, blocksOf } from './read.js';
 
 /**
@@ -98,7 +99,45 @@ export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[
   return out;
 }
 
-/** The client's bytes with `messages` rewritten from the chat messages the core returned: a kept message spliced as it came. */
+/**
+ * The client's bytes with `messages` rewritten from the chat messages the
+ * core returned: a kept message spliced as it came. For a large body parsed
+ * ahead (parse-ahead.ts), a kept message is copied from where the parse found
+ * it, and a rebuilt turn is written with each block it kept as the client's
+ * own bytes: a 30 MiB turn that lost one orphan result is copied, not
+ * serialized again (issue 21).
+ */
 export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[]): Buffer {
-  return spliceList(raw, 'messages', messagesFromView(view, chat));
+  const entries = messagesFromView(view, chat);
+  const list = listSpanOf(raw);
+  if (list === undefined) return spliceList(raw, 'messages', entries);
+  const parts: Buffer[] = [raw.subarray(0, list.start), OPEN_LIST];
+  entries.forEach((entry, index) => {
+    if (index > 0) parts.push(COMMA);
+    if ('kept' in entry) {
+      const original = view.wire[entry.kept]!;
+      parts.push(clientBytesOf(original, raw) ?? Buffer.from(JSON.stringify(original)));
+    } else parts.push(messageBytes(entry.value as WireMessage, raw));
+  });
+  parts.push(CLOSE_LIST, raw.subarray(list.end));
+  return Buffer.concat(parts);
+}
+
+const OPEN_LIST = Buffer.from('[');
+const CLOSE_LIST = Buffer.from(']');
+const COMMA = Buffer.from(',');
+
+/** A rebuilt message: serialized with an empty `content`, then its blocks put in, each kept one as the client's bytes. */
+function messageBytes(message: WireMessage, raw: Buffer): Buffer {
+  const content = message['content'];
+  if (!Array.isArray(content) || !content.some((block) => typeof block === 'object' && block !== null && clientBytesOf(block, raw) !== undefined)) {
+    return Buffer.from(JSON.stringify(message));
+  }
+  const blocks: Buffer[] = [OPEN_LIST];
+  content.forEach((block: unknown, index) => {
+    if (index > 0) blocks.push(COMMA);
+    blocks.push((typeof block === 'object' && block !== null ? clientBytesOf(block, raw) : undefined) ?? Buffer.from(JSON.stringify(block)));
+  });
+  blocks.push(CLOSE_LIST);
+  return spliceValue(Buffer.from(JSON.stringify({ ...message, content: [] })), 'content', Buffer.concat(blocks));
 }
