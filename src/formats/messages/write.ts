@@ -1,7 +1,7 @@
 import { type ChatMessage, contentText } from '../../transcript/message.js';
 import { isUnchanged, originOf } from '../origin.js';
 import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
-import { type ListEntry, spliceList, spliceValue } from '../splice.js';
+import { findMessagesSpan, type ListEntry, spliceList } from '../splice.js';
 import { type MessagesView, type WireMessage, blocksOf } from './read.js';
 
 /**
@@ -117,7 +117,7 @@ export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly
     if ('kept' in entry) {
       const original = view.wire[entry.kept]!;
       parts.push(clientBytesOf(original, raw) ?? Buffer.from(JSON.stringify(original)));
-    } else parts.push(messageBytes(entry.value as WireMessage, raw));
+    } else for (const part of messageParts(entry.value as WireMessage, raw)) parts.push(part);
   });
   parts.push(CLOSE_LIST, raw.subarray(list.end));
   return Buffer.concat(parts);
@@ -127,17 +127,24 @@ const OPEN_LIST = Buffer.from('[');
 const CLOSE_LIST = Buffer.from(']');
 const COMMA = Buffer.from(',');
 
-/** A rebuilt message: serialized with an empty `content`, then its blocks put in, each kept one as the client's bytes. */
-function messageBytes(message: WireMessage, raw: Buffer): Buffer {
+const CONTENT_KEY = Buffer.from('"content"');
+
+/**
+ * A rebuilt message as the parts of its bytes: serialized with an empty
+ * `content`, its blocks put in, each kept one as the client's bytes. Parts,
+ * not one buffer: the body's one concatenation copies the blocks once.
+ */
+function messageParts(message: WireMessage, raw: Buffer): Buffer[] {
   const content = message['content'];
-  if (!Array.isArray(content) || !content.some((block) => typeof block === 'object' && block !== null && clientBytesOf(block, raw) !== undefined)) {
-    return Buffer.from(JSON.stringify(message));
-  }
-  const blocks: Buffer[] = [OPEN_LIST];
+  const bytesOf = (block: unknown): Buffer | undefined => (typeof block === 'object' && block !== null ? clientBytesOf(block, raw) : undefined);
+  if (!Array.isArray(content) || !content.some((block) => bytesOf(block) !== undefined)) return [Buffer.from(JSON.stringify(message))];
+  const outer = Buffer.from(JSON.stringify({ ...message, content: [] }));
+  const span = findMessagesSpan(outer, CONTENT_KEY)!;
+  const parts: Buffer[] = [outer.subarray(0, span.start), OPEN_LIST];
   content.forEach((block: unknown, index) => {
-    if (index > 0) blocks.push(COMMA);
-    blocks.push((typeof block === 'object' && block !== null ? clientBytesOf(block, raw) : undefined) ?? Buffer.from(JSON.stringify(block)));
+    if (index > 0) parts.push(COMMA);
+    parts.push(bytesOf(block) ?? Buffer.from(JSON.stringify(block)));
   });
-  blocks.push(CLOSE_LIST);
-  return spliceValue(Buffer.from(JSON.stringify({ ...message, content: [] })), 'content', Buffer.concat(blocks));
+  parts.push(CLOSE_LIST, outer.subarray(span.end));
+  return parts;
 }
