@@ -69,16 +69,39 @@ interface Result {
   readonly index: number;
   readonly callId: string;
   readonly call: CallInfo | undefined;
+  /** The result's text: its string content, or its text parts joined. */
   readonly content: string;
 }
 
-/** The string tool results of the history with their calls, oldest first. */
+/**
+ * The text of a tool result: a string, or a list of text parts (qwen-code
+ * sends every tool result so); null for anything else (an image part), which
+ * is never compressed.
+ */
+function textOf(content: ChatMessage['content']): string | null {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content) || content.length === 0) return null;
+  let text = '';
+  for (const part of content) {
+    if (part.type !== 'text' || typeof part['text'] !== 'string') return null;
+    text += part['text'];
+  }
+  return text;
+}
+
+/** The message with its text replaced, in the shape it came: a string, or one text part. */
+function withText(message: ChatMessage, text: string): ChatMessage {
+  return { ...message, content: typeof message.content === 'string' ? text : [{ type: 'text', text }] };
+}
+
+/** The tool results of the history that are text, with their calls, oldest first. */
 function resultsOf(messages: readonly ChatMessage[]): Result[] {
   const calls = callsById(messages);
   const results: Result[] = [];
   messages.forEach((message, index) => {
-    if (message.role !== 'tool' || typeof message.content !== 'string' || typeof message.tool_call_id !== 'string') return;
-    results.push({ index, callId: message.tool_call_id, call: calls.get(message.tool_call_id), content: message.content });
+    const content = message.role === 'tool' ? textOf(message.content) : null;
+    if (content === null || typeof message.tool_call_id !== 'string') return;
+    results.push({ index, callId: message.tool_call_id, call: calls.get(message.tool_call_id), content });
   });
   return results;
 }
@@ -129,8 +152,9 @@ function clearedIndexes(results: readonly Result[], clear: CompressSettings['cle
  * Compresses the tool results in [`from`, `to`) (the part older than the
  * protected tail); later messages count as newer copies but are never changed.
  *
- * Guarantees: same length, same order; only the string `content` of tool
- * messages in the range changes (a new object, every other field as it was);
+ * Guarantees: same length, same order; only the `content` of tool messages
+ * in the range changes (a new object, every other field as it was; a string
+ * stays a string, text parts become one text part);
  * every other message is returned as the same object; the input is not
  * mutated; the newest result of each call is never replaced by a marker, and
  * a read is never cut by structure; compressing the result again with the
@@ -157,7 +181,7 @@ export function compressToolResults(
     const change = compressedText(result, settings, { sameCall: bySameCall.get(result.index), sameText: bySameText.get(result.index), cleared: cleared.has(result.index) });
     if (change === null) continue;
     out ??= messages.slice();
-    out[result.index] = { ...messages[result.index]!, content: change.text };
+    out[result.index] = withText(messages[result.index]!, change.text);
     compressed.set(result.index, change.kind);
     bytesBefore += utf8ByteLength(result.content);
     bytesAfter += utf8ByteLength(change.text);

@@ -74,6 +74,28 @@ describe('compressToolResults', () => {
     expect([...compressed.keys()]).toEqual([1]);
   });
 
+  it('compresses tool results sent as text parts (qwen-code), writing the marker as one text part', () => {
+    const parts = (text: string): ChatMessage['content'] => [{ type: 'text', text }];
+    const messages: ChatMessage[] = [
+      call('c1', 'read_file', { absolute_path: '/shop/src/cart.js' }),
+      { role: 'tool', tool_call_id: 'c1', content: parts(file(1)) },
+      call('c2', 'read_file', { absolute_path: '/shop/src/cart.js' }),
+      { role: 'tool', tool_call_id: 'c2', content: parts(file(2)) },
+      // An image part is not text: such a result is left as it came.
+      call('c3', 'read_file', { absolute_path: '/shop/logo.png' }),
+      { role: 'tool', tool_call_id: 'c3', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { type: 'text', text: 'x'.repeat(500) }] },
+      call('c4', 'read_file', { absolute_path: '/shop/logo.png' }),
+      { role: 'tool', tool_call_id: 'c4', content: parts('y'.repeat(500)) },
+    ];
+    const { messages: out, compressed } = compressToolResults(messages);
+    expect(out[1]!.content).toEqual([{ type: 'text', text: expect.stringMatching(/^\[compressed: superseded by call c2, the same read_file call made later \(\d+ bytes removed\)\]$/) }]);
+    expect([...compressed.keys()]).toEqual([1]);
+    expect(out[3]).toBe(messages[3]);
+    expect(out[5]).toBe(messages[5]);
+    // Compressed once, the parts carry the marker: never compressed again.
+    expect(compressToolResults(out).messages).toBe(out);
+  });
+
   it('trims a JSON array result by its structure, never a read', () => {
     const items = Array.from({ length: 40 }, (_, index) => ({ id: index, name: `item ${index}`, ok: index !== 17 ? 'yes' : undefined, ...(index === 17 ? { error: 'disk full' } : {}) }));
     const json = JSON.stringify(items, null, 2);
