@@ -171,8 +171,10 @@ export function decideAhead(
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
     ...withSummaryOf(budget, settings),
-    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call).
+    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call);
+    // the summary prepared compresses what it keeps all the same (it moves the prefix anyway).
     compress: null,
+    compressKept: compressForBudget(settings.compress, budget.tokens),
     keepRecent: Math.max(0, settings.keepRecent - growth),
     // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
     target: Math.max(0, settings.target - growth),
