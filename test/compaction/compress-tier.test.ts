@@ -8,7 +8,7 @@ import { compressForBudget, compressSettingsOf, planCompress } from '../../src/c
 import { estimateMessageTokens } from '../../src/transcript/tokens.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { configWith } from '../support/compaction.js';
-import { reReadConversation } from '../support/re-reads.js';
+import { reReadConversation, reReadTurn } from '../support/re-reads.js';
 
 /** Issue 25, items 1 and 2: the compression tier in the decision, before the summary. */
 
@@ -121,6 +121,25 @@ describe('the compression tier', () => {
     if (plain.kind !== 'summary') throw new Error(plain.kind);
     expect(plain.plan.cut).toBeGreaterThan(plan.cut);
     expect(plain.plan.prunedKept?.compressed).toBeUndefined();
+  });
+
+  it('compresses an agent loop under one user message too: the last steps the steps tier keeps are its protected tail', () => {
+    // The re-read loop's calls, all under the task's one user message (as opencode and qwen-code send a task).
+    const loop = (steps: number): ChatMessage[] => [
+      { role: 'system', content: 'You are a careful coding agent.' },
+      { role: 'user', content: 'Fix the cart.' },
+      ...Array.from({ length: steps }, (_, index) => reReadTurn(index + 1).filter((message) => message.role !== 'user')).flat(),
+    ];
+    let messages = loop(2);
+    for (let steps = 2; totalSize(sizes(messages)) < 6093; steps++) messages = loop(steps);
+    const candidate = candidateOf(messages, null);
+    const decision = decide(candidate, sizes(messages), budget, idle, settings);
+    if (decision.kind !== 'compress') throw new Error(decision.kind);
+    expect(decision.plan.size).toBeLessThan(0.85 * budget.tokens!);
+    // The protected tail starts at a step (an assistant message) and is untouched.
+    expect(messages[decision.plan.cut]!.role).toBe('assistant');
+    for (let index = decision.plan.cut; index < messages.length; index++) expect(decision.plan.messages[index]).toBe(messages[index]);
+    expect(decision.plan.messages[1]).toBe(messages[1]);
   });
 
   it('the background never prepares a compression: it is decided when a request needs it', () => {

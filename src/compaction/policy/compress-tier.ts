@@ -47,6 +47,7 @@ export function compressSettingsOf(compress: Config['compaction']['compress']): 
       keepItems: compress.keep_items,
       keepLines: compress.keep_lines,
       clear: { keep: compress.clear.keep, excludeTools: compress.clear.exclude_tools },
+      readTools: compress.read_tools,
     },
   };
 }

@@ -18,7 +18,7 @@ import {
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
 import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
-import { compressesAtCrossing, compressNow } from './compress-ahead.js';
+import { compressesAtCrossing, compressNow, compressSteps } from './compress-ahead.js';
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -197,6 +197,9 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
   const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);
   if (!needsSteps || (plan.tier === 'nothing' && trigger === 'count')) return plan;
+  // One long turn: its old steps are compressed, when that is enough, before they are summarized.
+  const compressed = trigger === 'size' && plan.tier !== 'summary' ? compressSteps(candidate, sizes, budget, settings, sizeOf) : null;
+  if (compressed !== null) return compressed;
   const steps = planSteps(candidate, sizes, budget, settings);
   if (steps === null) return plan;
   if (plan.tier === 'summary' && steps.size >= plan.size) return plan;

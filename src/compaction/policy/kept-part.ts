@@ -39,24 +39,26 @@ export interface CompressedKept {
 }
 
 /**
- * The kept part for a summary of the candidate: compression in [head, `cut`)
- * (the protected tail from `cut` on is never compressed), pruning in [head,
- * `lastTurnStart`) (never the current turn).
+ * The kept part for a summary of the candidate: compression in [head, `cut`),
+ * lossless compression in [`cut`, `losslessEnd`) (the protected tail's
+ * complete turns: `lastTurnStart`, or its complete steps in an agent loop
+ * under one user message), pruning in [head, `lastTurnStart`) (never the
+ * current turn).
  */
 export function keptPartOf(
   messages: readonly ChatMessage[],
   sizes: MessageSizes,
-  { cut, lastTurnStart }: { cut: number; lastTurnStart: number },
+  { cut, lastTurnStart, losslessEnd = lastTurnStart }: { cut: number; lastTurnStart: number; losslessEnd?: number },
   settings: { readonly pruneMaxResultChars: number; readonly compress?: CompressTierSettings | null; readonly compressKept?: CompressTierSettings | null },
   sizeOf: (message: ChatMessage) => number,
 ): KeptPart {
   const head = headLength(messages);
   const tier = settings.compressKept === undefined ? settings.compress : settings.compressKept;
-  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, lastTurnStart }, tier);
+  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, end: losslessEnd }, tier);
   const kept = pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: lastTurnStart });
   if (kept === messages) return { messages, sizes, compressed: new Set() };
   const changed = new Set<number>();
-  for (let index = head; index < lastTurnStart; index++) if (compressed[index] !== messages[index]) changed.add(index);
+  for (let index = head; index < Math.max(cut, losslessEnd); index++) if (compressed[index] !== messages[index]) changed.add(index);
   const perMessage = sizes.perMessage.map((size, index) => (kept[index] === messages[index] ? size : sizeOf(kept[index]!)));
   return { messages: kept, sizes: { fixed: sizes.fixed, perMessage }, compressed: changed };
 }
@@ -68,10 +70,10 @@ export function keptPartOf(
  * newer copy is kept too (it comes later). Results the summary goes on to
  * cover are compressed for nothing, and forwarded as its notes.
  */
-function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, lastTurnStart }: { head: number; cut: number; lastTurnStart: number }, tier: CompressTierSettings): readonly ChatMessage[] {
+function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end }: { head: number; cut: number; end: number }, tier: CompressTierSettings): readonly ChatMessage[] {
   const old = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
   const lossless = { ...tier.compress, structure: false, clear: { keep: 0, excludeTools: [] } };
-  return compressToolResults(old, { from: cut, to: lastTurnStart, settings: lossless }).messages;
+  return end <= cut ? old : compressToolResults(old, { from: cut, to: end, settings: lossless }).messages;
 }
 
 /** The compressed results a summary keeps, in [`from`, `to`), with their sizes before (`sizes`) and after; undefined for none. */

@@ -1,7 +1,7 @@
 import type { ChatMessage } from '../message.js';
 import { MISSING_RESULT_TEXT } from '../pairs.js';
 import { utf8ByteLength } from '../tokens.js';
-import { type CallInfo, callsById, isRead } from './calls.js';
+import { type CallInfo, DEFAULT_READ_TOOLS, callsById, isRead } from './calls.js';
 import { trimJsonArray } from './json-array.js';
 import { trimLogLines } from './log-lines.js';
 import { clearedMarker, duplicateMarker, hasMarker, supersededMarker } from './markers.js';
@@ -38,6 +38,8 @@ export interface CompressSettings {
   readonly keepLines: number;
   /** Optional clearing: keep the newest `keep` results of each tool (0: off), never those of `excludeTools`. */
   readonly clear: { readonly keep: number; readonly excludeTools: readonly string[] };
+  /** Tools whose results are reads (never trimmed by structure) besides those whose arguments are a path: `isRead`. */
+  readonly readTools?: readonly string[];
 }
 
 export const DEFAULT_COMPRESS_SETTINGS: CompressSettings = {
@@ -48,6 +50,7 @@ export const DEFAULT_COMPRESS_SETTINGS: CompressSettings = {
   keepItems: 3,
   keepLines: 5,
   clear: { keep: 0, excludeTools: [] },
+  readTools: DEFAULT_READ_TOOLS,
 };
 
 /** Below this share of its size saved, a structural trim is not worth changing the result (Cline's ≥ 30% rule). */
@@ -218,7 +221,7 @@ function compressedText(
   if (settings.superseded && found.sameCall !== undefined) return { text: supersededMarker(tool, found.sameCall.callId, bytes()), kind: 'superseded' };
   if (settings.identical && found.sameText !== undefined) return { text: duplicateMarker(found.sameText.callId, bytes()), kind: 'identical' };
   if (found.cleared) return { text: clearedMarker(tool, bytes()), kind: 'cleared' };
-  if (!settings.structure || result.call === undefined || isRead(result.call)) return null;
+  if (!settings.structure || result.call === undefined || isRead(result.call, settings.readTools)) return null;
   const trimmed = trimJsonArray(result.content, settings.keepItems) ?? trimLogLines(result.content, settings.keepLines, MIN_STRUCTURE_SAVING);
   if (trimmed === null || trimmed.length > result.content.length * (1 - MIN_STRUCTURE_SAVING)) return null;
   return { text: trimmed, kind: 'structure' };

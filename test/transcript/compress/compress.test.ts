@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { compressToolResults, DEFAULT_COMPRESS_SETTINGS } from '../../../src/transcript/compress/compress.js';
+import { isRead } from '../../../src/transcript/compress/calls.js';
 import { trimJsonArray } from '../../../src/transcript/compress/json-array.js';
 import { trimLogLines } from '../../../src/transcript/compress/log-lines.js';
 
@@ -107,6 +108,32 @@ describe('compressToolResults', () => {
     expect(trimmed).toContain('[compressed: 14 items dropped here; ask again for them]');
     expect(trimmed).toContain('[compressed: 19 items dropped here; ask again for them]');
     expect(out[3]).toBe(messages[3]);
+  });
+});
+
+describe('isRead', () => {
+  const info = (name: string, args: Record<string, unknown> | null) => ({ name, arguments: args });
+  it('knows a read by its tool name (the configured list, any case) or by its arguments: a path and at most which lines', () => {
+    expect(isRead(info('read', { filePath: '/a.ts' }))).toBe(true);
+    expect(isRead(info('Read', { file_path: '/a.ts', offset: 10, limit: 50 }))).toBe(true);
+    // Whatever a tool is called, a call that only names a file shows it.
+    expect(isRead(info('get_source', { absolute_path: '/a.ts' }), [])).toBe(true);
+    expect(isRead(info('bash', { command: 'cat src/a.ts' }))).toBe(true);
+    // A search, a write, an edit or a test run is no read, even with a path among its arguments or "file" in its name.
+    expect(isRead(info('grep', { pattern: 'total', path: '/shop' }))).toBe(false);
+    expect(isRead(info('write_file', { file_path: '/a.ts', content: 'x' }))).toBe(false);
+    expect(isRead(info('search_file_content', { pattern: 'x' }))).toBe(false);
+    expect(isRead(info('bash', { command: 'node --test' }))).toBe(false);
+    // The name list is the configuration's: a tool named there reads, whatever its arguments.
+    expect(isRead(info('show_page', { id: 7 }), ['show_page'])).toBe(true);
+    expect(isRead(info('show_page', { id: 7 }))).toBe(false);
+  });
+
+  it('a JSON file read by a tool of any name is never trimmed by its structure; a JSON listing is', () => {
+    const json = JSON.stringify(Array.from({ length: 40 }, (_, index) => ({ id: index, name: `item ${index}` })), null, 2);
+    const messages = [call('c1', 'get_source', { path: 'data.json' }), result('c1', json), call('c2', 'list_items', { page: 1 }), result('c2', json.replace('item 0', 'row 0'))];
+    const { compressed } = compressToolResults(messages);
+    expect(compressed).toEqual(new Map([[3, 'structure']]));
   });
 });
 
