@@ -95,7 +95,7 @@ export const ConfigSchema = z
           .strictObject({
             enabled: z.boolean('expected true or false').default(true),
             /** Tokens a compression must free to be applied: fewer, and the prefix change costs more KV cache than it saves. */
-            clear_at_least: NonNegativeInteger.default(1024),
+            clear_at_least: NonNegativeInteger.default(2048),
             superseded: z.boolean('expected true or false').default(true),
             identical: z.boolean('expected true or false').default(true),
             structure: z.boolean('expected true or false').default(true),

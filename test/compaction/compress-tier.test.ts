@@ -73,9 +73,11 @@ describe('the compression tier', () => {
     const { freed } = decision.plan;
     expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.ceil(freed) + 1), sizeOf)).toBeNull();
     expect(planCompress(candidate, sizes(messages), decision.plan.cut, withAtLeast(Math.floor(freed)), sizeOf)).not.toBeNull();
-    // On a 4k window 1024 tokens is a third of the budget: a sixth of it is asked instead.
+    // The default, 2048 tokens, is two thirds of a 4k window's budget: a sixth of it is asked instead (1194 on 8k).
+    expect(tier.clearAtLeast).toBe(2048);
     expect(compressForBudget(tier, 3072)?.clearAtLeast).toBe(512);
-    expect(compressForBudget(tier, 7168)?.clearAtLeast).toBe(1024);
+    expect(compressForBudget(tier, 7168)?.clearAtLeast).toBe(1194);
+    expect(compressForBudget(tier, 24_576)?.clearAtLeast).toBe(2048);
   });
 
   it('is off with compress.enabled false: the summary tier as before', () => {

@@ -45,7 +45,7 @@ describe('defaultConfig', () => {
   it('issue 25: compaction.compress is on with the measured defaults, clearing off; COMPACTOR_COMPRESS turns it off', () => {
     expect(defaultConfig().compaction.compress).toEqual({
       enabled: true,
-      clear_at_least: 1024,
+      clear_at_least: 2048,
       superseded: true,
       identical: true,
       structure: true,
