@@ -77,3 +77,13 @@ describe('startMemoryReducer', () => {
     expect(collect).toHaveBeenCalledTimes(1);
   });
 });
+
+describe('memory.reduce_when_idle', () => {
+  it('is on by default and COMPACTOR_REDUCE_MEMORY=false turns it off', async () => {
+    const { loadConfig } = await import('../../src/config/load.js');
+    const on = loadConfig({ argv: [], env: { COMPACTOR_UPSTREAM_URL: 'http://127.0.0.1:1' } });
+    const off = loadConfig({ argv: [], env: { COMPACTOR_UPSTREAM_URL: 'http://127.0.0.1:1', COMPACTOR_REDUCE_MEMORY: 'false' } });
+    expect(on.ok && on.config.memory.reduce_when_idle).toBe(true);
+    expect(off.ok && off.config.memory.reduce_when_idle).toBe(false);
+  });
+});
