@@ -84,6 +84,8 @@ interface Slot {
   /** Whose conversation the slot's KV holds (null: none, or a guest's). */
   holds: string | null;
   inFlight: boolean;
+  /** What runs there now (null: nothing). */
+  running: SlotWork | null;
   readonly queue: Waiter[];
   lastUsed: number;
   waits: number;
@@ -116,6 +118,8 @@ export class SlotScheduler {
   readonly #homes = new Map<string, Slot>();
   /** Requests without a home slot, in arrival order: each takes the first slot that frees. */
   readonly #homeless: Waiter[] = [];
+  /** Turns waiting for their conversation's summary to find a slot (they then wait for it there). */
+  readonly #parked: Waiter[] = [];
   readonly #keeper: SlotKeeper;
   readonly #options: SlotSchedulerOptions;
   readonly #timers: SlotTimers;
@@ -127,7 +131,7 @@ export class SlotScheduler {
     this.#options = options;
     this.#timers = options.timers ?? REAL_TIMERS;
     this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
-    this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
+    this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, running: null, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
   }
 
   get slotCount(): number {
@@ -141,11 +145,12 @@ export class SlotScheduler {
   /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
   acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
     signal?.throwIfAborted();
-    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
     return new Promise<SlotLease>((resolve, reject) => {
       const since = this.#timers.now;
       const onAbort = (): void => {
         this.#leave(waiter);
+        // A summary that never ran: the turns that waited for it go as if it had not been asked for.
+        if (work.kind === 'summary') for (const parked of this.#unpark(work.key)) this.#place(parked);
         reject(signal?.reason ?? new Error('aborted'));
       };
       const waiter: Waiter = {
@@ -163,20 +168,8 @@ export class SlotScheduler {
           );
         },
       };
-      if (home === undefined) {
-        // No home (a new or evicted conversation, a guest): a free slot now, else the first one that frees.
-        const free = this.#freeSlot();
-        if (free !== undefined) return this.#move(waiter, free);
-        this.#homeless.push(waiter);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
-        return;
-      }
-      if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
-      home.queue.push(waiter);
       signal?.addEventListener('abort', onAbort, { once: true });
-      // A summary stays in its conversation's slot however long it waits: elsewhere it would re-read the whole history.
-      if (work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      this.#place(waiter);
     });
   }
 
@@ -194,6 +187,54 @@ export class SlotScheduler {
       ...this.#counts,
       ...this.#keeper.stats(),
     };
+  }
+
+  /**
+   * Where a new request waits. A turn whose conversation has a summary
+   * running or waiting (and no slot file to restore elsewhere) waits for it
+   * in the summary's slot, wherever that is: the summary's slot will hold
+   * the only current copy of the conversation. Else its home slot's queue;
+   * without a home, a free slot now or the first one that frees.
+   */
+  #place(waiter: Waiter): void {
+    const { work } = waiter;
+    if (work.kind === 'turn' && !this.#keeper.canRestore(work)) {
+      const summary = this.#summaryOf(work.key);
+      if (summary === 'unplaced') return void this.#parked.push(waiter);
+      if (summary !== undefined) return this.#queue(summary, waiter);
+    }
+    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
+    if (home === undefined) {
+      const free = this.#freeSlot();
+      if (free !== undefined) return this.#move(waiter, free);
+      this.#homeless.push(waiter);
+      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      return;
+    }
+    if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
+    this.#queue(home, waiter);
+  }
+
+  /** `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go elsewhere, but a summary stays (elsewhere it would re-read the whole history). */
+  #queue(slot: Slot, waiter: Waiter): void {
+    const after = slot.queue.findIndex((other) => other.seq > waiter.seq);
+    slot.queue.splice(after === -1 ? slot.queue.length : after, 0, waiter);
+    if (waiter.work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+  }
+
+  /** The slot where `key`'s summary runs or waits, 'unplaced' while it waits for a slot, undefined when it has none. */
+  #summaryOf(key: string): Slot | 'unplaced' | undefined {
+    const isIt = (work: SlotWork | null): boolean => work?.kind === 'summary' && work.key === key;
+    const slot = this.#slots.find((candidate) => isIt(candidate.running) || candidate.queue.some((waiter) => isIt(waiter.work)));
+    if (slot !== undefined) return slot;
+    return this.#homeless.some((waiter) => isIt(waiter.work)) ? 'unplaced' : undefined;
+  }
+
+  /** The turns parked behind `key`'s unplaced summary, taken out of the parking. */
+  #unpark(key: string): Waiter[] {
+    const parked = this.#parked.filter((waiter) => waiter.work.kind === 'turn' && waiter.work.key === key);
+    for (const waiter of parked) this.#parked.splice(this.#parked.indexOf(waiter), 1);
+    return parked;
   }
 
   /** A free slot for a request without a home: one nobody calls home, else the least recently used owner's. */
@@ -219,8 +260,12 @@ export class SlotScheduler {
 
   #start(slot: Slot, waiter: Waiter): void {
     slot.inFlight = true;
+    slot.running = waiter.work;
     slot.lastUsed = ++this.#tick;
     waiter.grant(slot);
+    // The turns that waited for this summary to find a slot wait for it here.
+    // The turns that waited for this summary to find a slot wait for it here.
+    if (waiter.work.kind === 'summary') for (const parked of this.#unpark(waiter.work.key)) this.#queue(slot, parked);
   }
 
   #lease(slot: Slot, since: number): SlotLease {
@@ -235,8 +280,16 @@ export class SlotScheduler {
       release: () => {
         if (released) return;
         released = true;
+        const ended = slot.running;
         slot.inFlight = false;
+        slot.running = null;
         slot.lastUsed = ++this.#tick;
+        // The turn that waited for its conversation's summary goes next: it has waited the whole summary already.
+        const own = ended?.kind === 'summary' ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
+        if (own !== undefined) {
+          this.#leave(own);
+          return this.#start(slot, own);
+        }
         this.#dispatch(slot);
       },
     };
@@ -258,8 +311,19 @@ export class SlotScheduler {
     if (first !== undefined) this.#move(first, slot);
   }
 
-  /** A request waited `waitMs`: it takes a free slot if there is one, else the first that frees. */
+  /**
+   * A request waited `waitMs`: it takes a free slot if there is one, else the
+   * first that frees. Not a turn behind its own conversation's summary with
+   * no slot file to restore elsewhere: the summary's slot holds the only copy
+   * of its conversation (llama-server's RAM cache keeps a slot's prompt only
+   * when a task overwrites most of it, which a summary extending it does
+   * not), so moving would re-read it all; it waits for the summary.
+   */
   #expire(waiter: Waiter): void {
+    if (this.#behindOwnSummary(waiter) && !this.#keeper.canRestore(waiter.work)) {
+      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      return;
+    }
     waiter.expired = true;
     const target = this.#freeSlot();
     if (target !== undefined) this.#move(waiter, target);
@@ -275,10 +339,21 @@ export class SlotScheduler {
     this.#start(target, waiter);
   }
 
+  #behindOwnSummary(waiter: Waiter): boolean {
+    const { work } = waiter;
+    if (work.kind !== 'turn') return false;
+    const ownSummary = (other: SlotWork | null): boolean => other?.kind === 'summary' && other.key === work.key;
+    const slot = this.#slots.find((candidate) => candidate.queue.includes(waiter));
+    if (slot === undefined) return false;
+    return ownSummary(slot.running) || slot.queue.slice(0, slot.queue.indexOf(waiter)).some((ahead) => ownSummary(ahead.work));
+  }
+
   #leave(waiter: Waiter): void {
     waiter.cancel();
-    const homeless = this.#homeless.indexOf(waiter);
-    if (homeless !== -1) this.#homeless.splice(homeless, 1);
+    for (const list of [this.#homeless, this.#parked]) {
+      const index = list.indexOf(waiter);
+      if (index !== -1) list.splice(index, 1);
+    }
     for (const slot of this.#slots) {
       const index = slot.queue.indexOf(waiter);
       if (index !== -1) slot.queue.splice(index, 1);

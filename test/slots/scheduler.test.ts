@@ -207,6 +207,21 @@ describe('SlotScheduler: summaries', () => {
     expect(next).toBe(summary.slot);
   });
 
+  it('without slot_save, a turn behind its own summary waits for it past waitMs: elsewhere it would re-read the whole conversation', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    let next: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
+    timers.advance(5000);
+    await flush();
+    expect(next).toBeUndefined();
+    summary.release();
+    await flush();
+    expect(next).toBe(summary.slot);
+    expect(slots.stats().moves).toBe(0);
+  });
+
   it('with slot_save saves the slot before the summary, and a turn that moves away restores it', async () => {
     const { slots, actions, timers } = scheduler({ slots: 2, save: true });
     (await slots.acquire(turn('a'))).release();
