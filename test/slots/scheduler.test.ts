@@ -222,6 +222,43 @@ describe('SlotScheduler: summaries', () => {
     expect(slots.stats().moves).toBe(0);
   });
 
+  it("a turn whose conversation's summary still waits for a slot waits for it there, never running beside it", async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    const a = await slots.acquire(turn('a'));
+    const b = await slots.acquire(turn('b'));
+    // x has no home: its summary waits for the first slot that frees, and x's next turn waits for the summary.
+    const summary = slots.acquire({ kind: 'summary', key: 'x' });
+    let next: number | undefined;
+    void slots.acquire(turn('x')).then((lease) => (next = lease.slot));
+    a.release();
+    const running = await summary;
+    timers.advance(5000);
+    b.release();
+    await flush();
+    expect(next).toBeUndefined();
+    running.release();
+    await flush();
+    expect(next).toBe(running.slot);
+  });
+
+  it('gives the slot to the turn that waited for its summary before any other waiting request', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    const c = await slots.acquire(turn('c'));
+    // d has no home and waits past waitMs: it would take the first slot that frees.
+    const order: string[] = [];
+    const d = slots.acquire(turn('d')).then((lease) => (order.push('d'), lease));
+    timers.advance(1000);
+    const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
+    summary.release();
+    await flush();
+    expect(order).toEqual([`a ${summary.slot}`]);
+    c.release();
+    (await d).release();
+    (await next).release();
+  });
+
   it('with slot_save saves the slot before the summary, and a turn that moves away restores it', async () => {
     const { slots, actions, timers } = scheduler({ slots: 2, save: true });
     (await slots.acquire(turn('a'))).release();
