@@ -1,5 +1,6 @@
 import { SlotFiles } from './slot-files.js';
 import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
+import { emptySlot, REAL_TIMERS, type Slot, type SlotLease, type SlotStats, type SlotTimers, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -22,7 +23,11 @@ import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
  * - A suffix summary runs on its conversation's slot, in the slot queue like
  *   a turn (serialized: bench/README.md measures why); with `save` the slot
  *   is saved first, so a turn that moves away restores the conversation
- *   rather than re-reading it. A prepend summary is a guest: it takes a slot
+ *   rather than re-reading it. Without such a file a turn waits for its
+ *   conversation's summary wherever that runs, never beside it (the
+ *   summary's slot holds the only current copy: llama-server's RAM cache
+ *   keeps a slot's prompt only when a task overwrites most of it), and takes
+ *   that slot first when the summary ends. A prepend summary is a guest: it takes a slot
  *   nobody calls home, or evicts the least recently used owner.
  *
  * Pure but for the slot actions (save, restore, erase) and the timers, both
@@ -30,11 +35,7 @@ import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
  */
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
-
-export interface SlotTimers {
-  after(ms: number, run: () => void): () => void;
-  readonly now: number;
-}
+export type { SlotLease, SlotStats, SlotTimers, SlotView } from './slot-state.js';
 
 export interface SlotSchedulerOptions {
   readonly slots: number;
@@ -46,72 +47,6 @@ export interface SlotSchedulerOptions {
   /** Told when saving stops for good (the server refused a save). */
   readonly onSaveRefused?: () => void;
 }
-
-export interface SlotLease {
-  readonly slot: number;
-  /** How long the request waited in its slot queue. */
-  readonly waitedMs: number;
-  /** The request is over (its answer ended or failed): the next of the slot queue goes. Idempotent. */
-  release(): void;
-}
-
-export interface SlotView {
-  readonly slot: number;
-  readonly owner: string | null;
-  readonly inFlight: boolean;
-  readonly queued: number;
-  readonly waits: number;
-  readonly waitMsTotal: number;
-  readonly waitMsMax: number;
-}
-
-export interface SlotStats {
-  readonly slots: SlotView[];
-  readonly evictions: number;
-  readonly moves: number;
-  readonly saves: number;
-  readonly restores: number;
-  readonly saveFailures: number;
-  readonly restoreFailures: number;
-  readonly files: number;
-  readonly filesBytes: number;
-  readonly filesErased: number;
-}
-
-interface Slot {
-  readonly id: number;
-  owner: string | null;
-  /** Whose conversation the slot's KV holds (null: none, or a guest's). */
-  holds: string | null;
-  inFlight: boolean;
-  /** What runs there now (null: nothing). */
-  running: SlotWork | null;
-  readonly queue: Waiter[];
-  lastUsed: number;
-  waits: number;
-  waitMsTotal: number;
-  waitMsMax: number;
-}
-
-interface Waiter {
-  readonly work: SlotWork;
-  readonly seq: number;
-  readonly since: number;
-  expired: boolean;
-  cancel: () => void;
-  readonly grant: (slot: Slot) => void;
-}
-
-const REAL_TIMERS: SlotTimers = {
-  after(ms, run) {
-    const timer = setTimeout(run, ms);
-    timer.unref();
-    return () => clearTimeout(timer);
-  },
-  get now() {
-    return performance.now();
-  },
-};
 
 export class SlotScheduler {
   readonly #slots: Slot[];
@@ -131,7 +66,7 @@ export class SlotScheduler {
     this.#options = options;
     this.#timers = options.timers ?? REAL_TIMERS;
     this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
-    this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, running: null, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
+    this.#slots = Array.from({ length: options.slots }, (_, id) => emptySlot(id));
   }
 
   get slotCount(): number {
