@@ -1,6 +1,6 @@
 import { SlotFiles } from './slot-files.js';
-import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
-import { emptySlot, REAL_TIMERS, type Slot, type SlotLease, type SlotStats, type SlotTimers, type Waiter } from './slot-state.js';
+import { type SlotWork, SlotKeeper } from './slot-keeper.js';
+import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -21,40 +21,27 @@ import { emptySlot, REAL_TIMERS, type Slot, type SlotLease, type SlotStats, type
  *   evicted for the one that asks; with `save` its KV is saved to a file
  *   named by its key before the slot is reused, and restored when it returns.
  * - A suffix summary runs on its conversation's slot, in the slot queue like
- *   a turn (serialized: bench/README.md measures why); with `save` the slot
- *   is saved first, so a turn that moves away restores the conversation
- *   rather than re-reading it. Without such a file a turn waits for its
- *   conversation's summary wherever that runs, never beside it (the
- *   summary's slot holds the only current copy: llama-server's RAM cache
- *   keeps a slot's prompt only when a task overwrites most of it), and takes
- *   that slot first when the summary ends. A prepend summary is a guest: it takes a slot
- *   nobody calls home, or evicts the least recently used owner.
+ *   a turn; with `save` the slot is saved first, so a turn that moves away
+ *   restores it. Without a file, a conversation's summary and turn never run
+ *   side by side (the summary's slot holds the only current copy: the RAM
+ *   cache keeps a slot's prompt only when a task overwrites most of it): a
+ *   turn waits for its running summary and goes first when it ends; a turn
+ *   whose summary has not started goes before it, the summary after it in
+ *   its slot. A prepend summary is a guest: a slot nobody calls home, or
+ *   the least recently used owner's.
  *
  * Pure but for the slot actions (save, restore, erase) and the timers, both
  * injected.
  */
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
-export type { SlotLease, SlotStats, SlotTimers, SlotView } from './slot-state.js';
-
-export interface SlotSchedulerOptions {
-  readonly slots: number;
-  readonly waitMs: number;
-  readonly save: boolean;
-  readonly saveMaxBytes: number;
-  readonly actions: SlotActions;
-  readonly timers?: SlotTimers;
-  /** Told when saving stops for good (the server refused a save). */
-  readonly onSaveRefused?: () => void;
-}
+export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView } from './slot-state.js';
 
 export class SlotScheduler {
   readonly #slots: Slot[];
   readonly #homes = new Map<string, Slot>();
   /** Requests without a home slot, in arrival order: each takes the first slot that frees. */
   readonly #homeless: Waiter[] = [];
-  /** Turns waiting for their conversation's summary to find a slot (they then wait for it there). */
-  readonly #parked: Waiter[] = [];
   readonly #keeper: SlotKeeper;
   readonly #options: SlotSchedulerOptions;
   readonly #timers: SlotTimers;
@@ -84,8 +71,6 @@ export class SlotScheduler {
       const since = this.#timers.now;
       const onAbort = (): void => {
         this.#leave(waiter);
-        // A summary that never ran: the turns that waited for it go as if it had not been asked for.
-        if (work.kind === 'summary') for (const parked of this.#unpark(work.key)) this.#place(parked);
         reject(signal?.reason ?? new Error('aborted'));
       };
       const waiter: Waiter = {
@@ -110,33 +95,28 @@ export class SlotScheduler {
 
   stats(): SlotStats {
     return {
-      slots: this.#slots.map((slot) => ({
-        slot: slot.id,
-        owner: slot.owner,
-        inFlight: slot.inFlight,
-        queued: slot.queue.length,
-        waits: slot.waits,
-        waitMsTotal: slot.waitMsTotal,
-        waitMsMax: slot.waitMsMax,
-      })),
+      slots: this.#slots.map(viewOf),
       ...this.#counts,
       ...this.#keeper.stats(),
     };
   }
 
   /**
-   * Where a new request waits. A turn whose conversation has a summary
-   * running or waiting (and no slot file to restore elsewhere) waits for it
-   * in the summary's slot, wherever that is: the summary's slot will hold
-   * the only current copy of the conversation. Else its home slot's queue;
-   * without a home, a free slot now or the first one that frees.
+   * Where a new request waits. A turn whose conversation's summary runs
+   * (and has no slot file to restore elsewhere) waits for it in the
+   * summary's slot: that slot holds the only current copy of the
+   * conversation. A turn whose summary has not started takes the summary's
+   * place in line (the summary, background work, runs after it, where it
+   * ran). Else its home slot's queue; without a home, a free slot now or
+   * the first one that frees.
    */
   #place(waiter: Waiter): void {
     const { work } = waiter;
     if (work.kind === 'turn' && !this.#keeper.canRestore(work)) {
-      const summary = this.#summaryOf(work.key);
-      if (summary === 'unplaced') return void this.#parked.push(waiter);
-      if (summary !== undefined) return this.#queue(summary, waiter);
+      const running = this.#slots.find((slot) => isSummaryOf(slot.running, work.key));
+      if (running !== undefined) return this.#queue(running, waiter);
+      const summary = this.#waitingOf(work.key).find((other) => other.work.kind === 'summary');
+      if (summary !== undefined) this.#swapPlaces(waiter, summary);
     }
     const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
     if (home === undefined) {
@@ -157,19 +137,44 @@ export class SlotScheduler {
     if (waiter.work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
   }
 
-  /** The slot where `key`'s summary runs or waits, 'unplaced' while it waits for a slot, undefined when it has none. */
-  #summaryOf(key: string): Slot | 'unplaced' | undefined {
-    const isIt = (work: SlotWork | null): boolean => work?.kind === 'summary' && work.key === key;
-    const slot = this.#slots.find((candidate) => isIt(candidate.running) || candidate.queue.some((waiter) => isIt(waiter.work)));
-    if (slot !== undefined) return slot;
-    return this.#homeless.some((waiter) => isIt(waiter.work)) ? 'unplaced' : undefined;
+  /** A new turn takes its waiting summary's place in line, the summary the turn's (at the end). */
+  #swapPlaces(turn: Waiter, summary: Waiter): void {
+    [turn.seq, summary.seq] = [summary.seq, turn.seq];
+    const slot = this.#slots.find((candidate) => candidate.queue.includes(summary));
+    if (slot === undefined) return;
+    slot.queue.splice(slot.queue.indexOf(summary), 1);
+    this.#queue(slot, summary);
   }
 
-  /** The turns parked behind `key`'s unplaced summary, taken out of the parking. */
-  #unpark(key: string): Waiter[] {
-    const parked = this.#parked.filter((waiter) => waiter.work.kind === 'turn' && waiter.work.key === key);
-    for (const waiter of parked) this.#parked.splice(this.#parked.indexOf(waiter), 1);
-    return parked;
+  /** `key`'s requests waiting anywhere (without a home, or in a slot queue). */
+  #waitingOf(key: string): Waiter[] {
+    const ofKey = (waiter: Waiter): boolean => waiter.work.kind !== 'guest' && waiter.work.key === key;
+    return [...this.#homeless, ...this.#slots.flatMap((slot) => slot.queue)].filter(ofKey);
+  }
+
+  /**
+   * A conversation's summary never runs beside its turn: a summary about to
+   * start in `slot` while its conversation's turn runs elsewhere waits
+   * behind that turn instead (`slot` goes to the next). True when redirected.
+   */
+  #redirected(waiter: Waiter, slot: Slot): boolean {
+    const { work } = waiter;
+    if (work.kind !== 'summary') return false;
+    const turn = this.#slots.find((other) => other !== slot && other.running?.kind === 'turn' && other.running.key === work.key);
+    if (turn === undefined) return false;
+    this.#leave(waiter);
+    this.#queue(turn, waiter);
+    if (!slot.inFlight) this.#dispatch(slot);
+    return true;
+  }
+
+  /** Where a request of `key` just started, its other requests waiting elsewhere follow: the slot is about to hold the only current copy. */
+  #gather(key: string, slot: Slot): void {
+    for (const other of this.#waitingOf(key)) {
+      if (slot.queue.includes(other)) continue;
+      this.#leave(other);
+      this.#queue(slot, other);
+    }
   }
 
   /** A free slot for a request without a home: one nobody calls home, else the least recently used owner's. */
@@ -194,13 +199,13 @@ export class SlotScheduler {
   }
 
   #start(slot: Slot, waiter: Waiter): void {
+    if (this.#redirected(waiter, slot)) return;
     slot.inFlight = true;
     slot.running = waiter.work;
     slot.lastUsed = ++this.#tick;
     waiter.grant(slot);
     // The turns that waited for this summary to find a slot wait for it here.
-    // The turns that waited for this summary to find a slot wait for it here.
-    if (waiter.work.kind === 'summary') for (const parked of this.#unpark(waiter.work.key)) this.#queue(slot, parked);
+    if (waiter.work.kind !== 'guest') this.#gather(waiter.work.key, slot);
   }
 
   #lease(slot: Slot, since: number): SlotLease {
@@ -219,8 +224,8 @@ export class SlotScheduler {
         slot.inFlight = false;
         slot.running = null;
         slot.lastUsed = ++this.#tick;
-        // The turn that waited for its conversation's summary goes next: it has waited the whole summary already.
-        const own = ended?.kind === 'summary' ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
+        // The turn held back for its conversation's summary goes next: it has waited the whole summary already.
+        const own = ended?.kind === 'summary' && !this.#keeper.canRestore(ended) ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
         if (own !== undefined) {
           this.#leave(own);
           return this.#start(slot, own);
@@ -266,6 +271,7 @@ export class SlotScheduler {
 
   /** `waiter` runs in `target`, which becomes its conversation's home (a move when it had another). */
   #move(waiter: Waiter, target: Slot): void {
+    if (this.#redirected(waiter, target)) return;
     this.#leave(waiter);
     const key = waiter.work.kind === 'guest' ? null : waiter.work.key;
     const home = key === null ? undefined : this.#homes.get(key);
@@ -274,21 +280,15 @@ export class SlotScheduler {
     this.#start(target, waiter);
   }
 
-  #behindOwnSummary(waiter: Waiter): boolean {
-    const { work } = waiter;
-    if (work.kind !== 'turn') return false;
-    const ownSummary = (other: SlotWork | null): boolean => other?.kind === 'summary' && other.key === work.key;
-    const slot = this.#slots.find((candidate) => candidate.queue.includes(waiter));
-    if (slot === undefined) return false;
-    return ownSummary(slot.running) || slot.queue.slice(0, slot.queue.indexOf(waiter)).some((ahead) => ownSummary(ahead.work));
+  /** Whether `waiter` is a turn queued in the slot where its conversation's summary runs. */
+  #behindOwnSummary({ work }: Waiter): boolean {
+    return work.kind === 'turn' && this.#slots.some((slot) => isSummaryOf(slot.running, work.key) && slot.queue.some((queued) => queued.work === work));
   }
 
   #leave(waiter: Waiter): void {
     waiter.cancel();
-    for (const list of [this.#homeless, this.#parked]) {
-      const index = list.indexOf(waiter);
-      if (index !== -1) list.splice(index, 1);
-    }
+    const homeless = this.#homeless.indexOf(waiter);
+    if (homeless !== -1) this.#homeless.splice(homeless, 1);
     for (const slot of this.#slots) {
       const index = slot.queue.indexOf(waiter);
       if (index !== -1) slot.queue.splice(index, 1);

@@ -1,4 +1,4 @@
-import type { SlotWork } from './slot-keeper.js';
+import type { SlotActions, SlotWork } from './slot-keeper.js';
 
 /**
  * The slot scheduler's state (scheduler.ts): a llama-server slot as the
@@ -60,7 +60,8 @@ export interface Slot {
 
 export interface Waiter {
   readonly work: SlotWork;
-  readonly seq: number;
+  /** Its place in line: a turn takes its own waiting summary's. */
+  seq: number;
   readonly since: number;
   expired: boolean;
   cancel: () => void;
@@ -80,4 +81,23 @@ export const REAL_TIMERS: SlotTimers = {
 
 export function emptySlot(id: number): Slot {
   return { id, owner: null, holds: null, inFlight: false, running: null, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 };
+}
+
+export interface SlotSchedulerOptions {
+  readonly slots: number;
+  readonly waitMs: number;
+  readonly save: boolean;
+  readonly saveMaxBytes: number;
+  readonly actions: SlotActions;
+  readonly timers?: SlotTimers;
+  /** Told when saving stops for good (the server refused a save). */
+  readonly onSaveRefused?: () => void;
+}
+
+export function isSummaryOf(work: SlotWork | null, key: string): boolean {
+  return work?.kind === 'summary' && work.key === key;
+}
+
+export function viewOf(slot: Slot): SlotView {
+  return { slot: slot.id, owner: slot.owner, inFlight: slot.inFlight, queued: slot.queue.length, waits: slot.waits, waitMsTotal: slot.waitMsTotal, waitMsMax: slot.waitMsMax };
 }
