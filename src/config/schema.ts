@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeType, formatPath } from '../issue-words.js';
+import { DEFAULT_READ_TOOLS } from '../transcript/compress/calls.js';
 
 /**
  * The configuration: every key of DESIGN.md § Configuration, each with its
@@ -95,13 +96,15 @@ export const ConfigSchema = z
           .strictObject({
             enabled: z.boolean('expected true or false').default(true),
             /** Tokens a compression must free to be applied: fewer, and the prefix change costs more KV cache than it saves. */
-            clear_at_least: NonNegativeInteger.default(1024),
+            clear_at_least: NonNegativeInteger.default(2048),
             superseded: z.boolean('expected true or false').default(true),
             identical: z.boolean('expected true or false').default(true),
             structure: z.boolean('expected true or false').default(true),
             min_result_chars: NonNegativeInteger.default(400),
             keep_items: NonNegativeInteger.default(3),
             keep_lines: NonNegativeInteger.default(5),
+            /** Tools whose results are file reads (never trimmed by structure), besides calls whose arguments are a path. */
+            read_tools: z.array(z.string().min(1)).default([...DEFAULT_READ_TOOLS]),
             /** Anthropic-style clearing: keep the newest `keep` results per tool (0: off), never those of `exclude_tools`. */
             clear: z
               .strictObject({ keep: NonNegativeInteger.default(0), exclude_tools: z.array(z.string().min(1)).default([]) })

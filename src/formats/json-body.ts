@@ -19,7 +19,7 @@ const FORBIDDEN_KEY_MESSAGE = 'Object contains forbidden prototype property';
  * parsed value only when one is mentioned, so a body without one costs
  * `JSON.parse` and two regular-expression tests.
  */
-function parseBody(text: string): unknown {
+export function parseBody(text: string): unknown {
   // secure-json-parse skips a leading byte order mark; RFC 8259 lets a parser
   // refuse one, and compactor does, since it may forward the raw bytes as they came.
   if (text.charCodeAt(0) === 0xfeff) throw invalidJson();
@@ -90,21 +90,42 @@ export function readJsonObject(raw: unknown, contentType: string | undefined): R
     if (declaredOther) throw new UnsupportedMediaTypeError(contentType);
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
   }
+  let json: unknown = takeParsedAhead(raw);
+  if (json === undefined) json = parseWhole(raw, declaredOther ? contentType : undefined);
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
+  }
+  return json as Record<string, unknown>;
+}
+
+/** The body parsed in one piece, nesting checked; a body of another declared type that was not meant as JSON is refused by its type. */
+function parseWhole(raw: Buffer, otherType: string | undefined): unknown {
   let json: unknown;
   try {
     json = parseBody(raw.toString('utf8'));
   } catch (error) {
-    if (declaredOther && !startsLikeJson(raw)) throw new UnsupportedMediaTypeError(contentType);
+    if (otherType !== undefined && !startsLikeJson(raw)) throw new UnsupportedMediaTypeError(otherType);
     throw error;
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
   }
   // Nesting that deep needs at least one opening bracket per level.
   if (raw.length > MAX_NESTING_DEPTH && nestedDeeperThan(json, MAX_NESTING_DEPTH)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
-  return json as Record<string, unknown>;
+  return json;
+}
+
+/** Bodies parse-ahead.ts parsed (its scan checked their nesting), each taken once by its read. */
+const parsedAhead = new WeakMap<Buffer, Record<string, unknown>>();
+
+export function rememberParsedAhead(raw: Buffer, parsed: Record<string, unknown>): void {
+  parsedAhead.set(raw, parsed);
+}
+
+/** Taken, not read: a request read a second time (sent again after a refusal) is parsed again, since its first parse may have been changed since. */
+function takeParsedAhead(raw: Buffer): Record<string, unknown> | undefined {
+  const parsed = parsedAhead.get(raw);
+  if (parsed !== undefined) parsedAhead.delete(raw);
+  return parsed;
 }
 
 /** Whether a body's first character (after white space) opens a JSON object: it was meant as JSON, whatever its type said. */

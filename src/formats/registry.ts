@@ -18,3 +18,5 @@ export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';
 export type { PairMode, PairOutcome } from './pairs.js';
+/** A large body scanned and parsed in pieces before its read (issue 21 item 2). */
+export { parseAhead } from './parse-ahead.js';
