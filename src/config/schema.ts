@@ -60,8 +60,9 @@ export const ConfigSchema = z
           .prefault({}),
         /**
          * auto: a conversation gets its own llama-server slot when the server reports its slots (/props total_slots); off: llama-server picks.
-         * Off by default: without slot_save, auto reused less of the KV cache than llama-server alone with more conversations than
-         * slots and background summaries (bench/README.md § slots.ts); turn it on with slot_save and --slot-save-path.
+         * Off by default: without slot_save, auto is not within a point of the ideal KV reuse with 8 conversations on 2 slots and
+         * background summaries, and a turn waits for its own summary (bench/README.md § slots.ts); turn it on with slot_save and
+         * --slot-save-path.
          */
         slots: z.enum(['auto', 'off']).default('off'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
@@ -192,6 +193,12 @@ export const ConfigSchema = z
       })
       .prefault({}),
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
+    memory: z
+      .strictObject({
+        /** After a load burst, once no request has started for 2 s, one full collection gives back the heap the burst grew (idle streams never let V8 do it). */
+        reduce_when_idle: z.boolean('expected true or false').default(true),
+      })
+      .prefault({}),
   })
   .superRefine((config, context) => {
     if (config.cache.store === 'redis' && config.cache.redis.url === null) {

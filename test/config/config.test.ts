@@ -282,7 +282,7 @@ describe('loadConfig', () => {
     expect(prefixed).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.key_prefix: must not contain \{ or \}/)] });
   });
 
-  it('upstream.slots is off by default: without slot_save, auto reused less KV than llama-server alone (bench § slots.ts)', () => {
+  it('upstream.slots is off by default: without slot_save, auto is not within a point of the ideal on 8 conversations on 2 slots (bench § slots.ts)', () => {
     expect(defaultConfig().upstream.slots).toBe('off');
     expect(loadConfig({ env: {} })).toMatchObject({ ok: true, config: { upstream: { slots: 'off', slot_save: false } } });
   });
