@@ -17,4 +17,6 @@ export type { ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';
+// Where a body's `messages` list lies in its bytes: the engine proves a known history by them (compaction/epochs/known-prefixes.ts).
+export { findMessagesSpan } from './splice.js';
 export type { PairMode, PairOutcome } from './pairs.js';

@@ -16,6 +16,7 @@ export class ExchangeContext implements ChatContext {
   readonly body: ChatRequestBody;
   readonly raw: Buffer;
   readonly changed: boolean;
+  readonly sourceBytes: Buffer | undefined;
   readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
   /** The mode of this request: the configuration's, or the one its `x-compactor-mode` header chose. */
@@ -30,6 +31,7 @@ export class ExchangeContext implements ChatContext {
     this.maxOutputTokens = read.maxOutputTokens;
     this.raw = raw;
     this.changed = pairs.changed;
+    this.sourceBytes = read.messagesAsParsed === true && !pairs.changed ? raw : undefined;
     this.pairRepairs = pairs.repairs;
     this.#streamRequested = read.stream;
   }

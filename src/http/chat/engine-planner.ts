@@ -67,7 +67,8 @@ class EngineRequest implements CompactionInput {
   #tenant: string | undefined;
 
   constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined, mode: 'compact' | 'observe') {
-    this.request = chatRequestView(context.body, context.maxOutputTokens);
+    const view = chatRequestView(context.body, context.maxOutputTokens);
+    this.request = context.sourceBytes === undefined ? view : { ...view, sourceBytes: context.sourceBytes };
     this.mode = mode;
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
