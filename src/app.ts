@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
+import { capConnections, connectionBoundOf } from './http/connection-cap.js';
 import { answerClientError } from './http/client-error.js';
 import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
 import { ShuttingDownError } from './errors.js';
@@ -209,6 +210,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   );
 
   const app = fastifyOf(config, logger);
+  capConnections(app.server, connectionBoundOf(config.limits.max_connections), logger);
   routeEveryMethod(app);
   inFlight.serve(app.server);
   app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown }));

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
 import { loadConfig, printableConfig } from './config/load.js';
 import { USAGE } from './config/usage.js';
+import { connectionBoundOf } from './http/connection-cap.js';
 import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/start.js';
 import { inspectUpstream } from './upstream/inspect.js';
 
@@ -109,7 +110,8 @@ async function main(): Promise<void> {
   const upstreamUrl = displayUrl(config.upstream.url);
   const store = await app.proxy.describeStore();
   const version = startVersion();
-  app.log.info({ version, mode: config.compaction.mode, store, upstream: upstreamUrl, config: loaded.file ?? '(defaults)' }, startLine({ version, address, config, store, upstream: upstreamUrl }));
+  const connections = connectionBoundOf(config.limits.max_connections).why;
+  app.log.info({ version, mode: config.compaction.mode, store, upstream: upstreamUrl, connections, config: loaded.file ?? '(defaults)' }, startLine({ version, address, config, store, upstream: upstreamUrl }));
   const found = await inspectUpstream(app.proxy.upstream);
   if (pointsAtItself(found)) {
     await app.close();

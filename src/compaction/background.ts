@@ -3,7 +3,7 @@ import type { EpochWriter } from './epoch-writer.js';
 import type { SummaryDecision } from './write-job.js';
 import type { SingleFlight } from './epochs/single-flight.js';
 import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
-import { type CompactionRequest, seenWhole } from './request.js';
+import { type CompactionRequest, keptForLater, seenWhole } from './request.js';
 import type { CompactionLogger } from './ports.js';
 import { type CandidateSizes, type DecisionSettings, decideAhead } from './policy/decide.js';
 import { type Candidate, candidateOf } from './policy/plan.js';
@@ -52,8 +52,10 @@ export class Background {
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (backoff.has(writer.conversationOf(request))) return;
     // The flight is taken at once, so a request crossing the threshold meanwhile waits for it rather than start another.
-    flights.run(seenWhole(request).key, (signal) => this.#prepareAhead(request, current, currentSizes, signal)).catch((error: unknown) => {
-      logger?.warn({ model: request.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
+    // Only what the summary needs is kept while it waits (no closure here may name `request`: it would hold all of it).
+    const kept = keptForLater(request);
+    flights.run(seenWhole(request).key, (signal) => this.#prepareAhead(kept, current, currentSizes, signal)).catch((error: unknown) => {
+      logger?.warn({ model: kept.model, reason: error instanceof Error ? error.message : String(error) }, 'background summary failed');
     });
   }
 

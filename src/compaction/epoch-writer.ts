@@ -11,7 +11,7 @@ import { markedIndexesOf, replacementOf, truncationText } from './policy/replace
 import { summarizedLine, truncatedLine } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { QueuePlace } from './semaphore.js';
+import { QueuePlace } from './queue-place.js';
 import { SummaryQueue, NotRun, STALE_LIMIT } from './summary-queue.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
@@ -181,7 +181,9 @@ export class EpochWriter {
           logger?.info({ model: request.model, waitedMs: now() - started, limit: result.dropped }, line);
           return { kind: 'dropped' };
         }
-        throw new SummaryError(`${line} (${this.#summaryCalls.waiting} summaries waiting)`, 0);
+        // A refusal for fairness says nothing of the upstream: no back-off, no failed summary call (the drop is counted).
+        logger?.info({ model: request.model, limit: result.dropped }, line);
+        return { kind: 'failed', failure: `${line} (${this.#summaryCalls.waiting} summaries waiting)`, timedOut: false };
       }
       backoff.forget(job.conversation);
       return { kind: 'written', result, callStarted };

@@ -85,3 +85,18 @@ export function seenWhole(request: Pick<CompactionRequest, 'hashes' | 'messages'
   const seenLength = request.messages.length;
   return { seenLength, key: request.hashes[seenLength]! };
 }
+
+/**
+ * The request as a background summary keeps it while it waits for a slot
+ * (up to `summary.max_queued_background` of them): without the body's own
+ * `messages`, which no summary call reads (it sends the candidate), and
+ * which hold the client's originals of every oversized result pruned away.
+ * What the call needs stays: the candidate's messages, the hashes, the
+ * body's other fields (tools, sampling: the same prompt as the client's),
+ * the headers.
+ */
+export function keptForLater(request: CompactionRequest): CompactionRequest {
+  if (!('messages' in request.body)) return request;
+  const { messages: _sent, ...body } = request.body;
+  return { ...request, body };
+}

@@ -1,4 +1,4 @@
-import { QueuePlace } from './semaphore.js';
+import { QueuePlace } from './queue-place.js';
 
 /**
  * The summary calls, shared fairly between tenants (issue 21 items 3 and 5):

@@ -30,6 +30,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
   COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
   COMPACTOR_MAX_MESSAGES: { path: ['compaction', 'max_messages'], kind: 'integer' },
+  COMPACTOR_MAX_CONNECTIONS: { path: ['limits', 'max_connections'], kind: 'integer' },
   COMPACTOR_COMPRESS: { path: ['compaction', 'compress', 'enabled'], kind: 'boolean' },
   COMPACTOR_MODE: { path: ['compaction', 'mode'] },
   COMPACTOR_SUMMARY_MODEL: { path: ['compaction', 'summary', 'model'] },

@@ -21,11 +21,11 @@ const RedisUrl = z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or r
 // `__proto__` as a map key would set the prototype of the parsed record.
 const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constructor', 'not allowed as a key');
 
-const AUTO_OR_TOKENS = 'expected "auto" or a positive integer';
+const AUTO_OR_POSITIVE = 'expected "auto" or a positive integer';
 
 const ModelSchema = z.strictObject({
   context_window: z
-    .union([z.literal('auto'), z.int(AUTO_OR_TOKENS).positive(AUTO_OR_TOKENS)], { error: AUTO_OR_TOKENS })
+    .union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE })
     .default('auto'),
   reserve_output_tokens: NonNegativeInteger.default(1024),
 });
@@ -181,6 +181,11 @@ export const ConfigSchema = z
         max_draining: PositiveInteger.default(64),
         /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */
         drain_min_bytes_per_s: PositiveInteger.default(32_768),
+        /**
+         * Client connections at once (each holds a descriptor, and one being answered another upstream); past it the one
+         * served least recently and not being answered is closed. auto: half of the open-file limit, less 64.
+         */
+        max_connections: z.union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE }).default('auto'),
       })
       .prefault({}),
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),

@@ -2,8 +2,9 @@ import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 
 /**
  * The operator is told of a loop once per origin: where the looped request
- * came from (the peer address) and the path it took (its whole `Via`). Once per process let one client, by sending a forged `Via`, use up the
- * warning so a real loop later was never logged. Remembered origins are
+ * came from (the peer address) and the path it took (its whole `Via`), so
+ * one loop repeating does not hide another (a second upstream, a summary
+ * server) found later. Remembered origins are
  * bounded: past the bound they are forgotten, so a flood of distinct origins
  * costs at most one line each.
  */

@@ -35,15 +35,16 @@ export function addRequestHooks(app: FastifyInstance, options: RequestHookOption
     if (record.kind === 'ops') return done();
     // Answering here without calling done() ends the request (Fastify's documented way to respond from a hook).
     if (inFlight.draining) return void sendError(reply, new ShuttingDownError(retryAfterSeconds));
+    // Before the key check: only this process puts its own mark in a Via (no client knows it), and a
+    // self-loop carries upstream.api_key, which need not be among auth.keys. Any other Via is a client's words.
+    if (cameThroughHere(request.headers.via)) {
+      warnLoop(request, request.log);
+      return void sendError(reply, new LoopDetectedError());
+    }
     if (keyCheck !== undefined) {
       const result = keyCheck(request.headers.authorization);
       if (!result.ok) return void sendError(reply, new UnauthorizedError());
       record.tenant = result.tenant;
-    }
-    // After the key check: a forged Via from a client without a key gets its 401, and warns of nothing.
-    if (cameThroughHere(request.headers.via)) {
-      warnLoop(request, request.log);
-      return void sendError(reply, new LoopDetectedError());
     }
     done();
   });

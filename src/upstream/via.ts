@@ -6,11 +6,13 @@ import { randomBytes } from 'node:crypto';
  * this very process: an upstream URL pointing back at compactor (its own
  * port, or a chain that loops) made 33k requests and 665 MB in 11 s before;
  * the second pass now gets a 508. The name is random per process, so two
- * compactors chained on purpose still pass each other's requests.
+ * compactors chained on purpose still pass each other's requests, and long
+ * enough (128 bits, shown to no client) that a client cannot forge a loop:
+ * a `Via` carrying it is a loop whatever key the request carries.
  */
 
 /** This process's pseudonym in `Via`. */
-export const VIA_NAME = `compactor-${randomBytes(4).toString('hex')}`;
+export const VIA_NAME = `compactor-${randomBytes(16).toString('hex')}`;
 
 const OWN_ENTRY = `1.1 ${VIA_NAME}`;
 

@@ -103,6 +103,32 @@ describe('issue 21 item 5: summaries shared fairly across tenants', () => {
   });
 });
 
+describe('a summary refused for fairness is no failure of the upstream', () => {
+  it('a crossing refused by compaction.summary.max_queued_per_tenant starts no back-off: the same conversation summarizes at its next request', async () => {
+    const summarizer = new GatedSummarizer();
+    const { compactor } = compactorWith({ compaction: { summary: { max_queued_per_tenant: 1 }, on_summary_failure: 'error' } }, { summarizer });
+    const signal = new AbortController().signal;
+    const crossing = (number: number) => compactor.compact({ request: chatRequestView({ model: 'm', messages: historyOf('A', number, CROSSING_TURNS) }), tenant: 'tenant-A', signal });
+    const running = crossing(0);
+    await vi.waitFor(() => expect(summarizer.inFlight).toBe(1));
+    const queued = crossing(1);
+    await vi.waitFor(() => expect(compactor.queuedSummaries).toBe(1));
+    await expect(crossing(2)).rejects.toThrow('compaction.summary.max_queued_per_tenant');
+    for (let spin = 0; spin < 200 && !(summarizer.inFlight === 0 && compactor.queuedSummaries === 0 && summarizer.finished >= 2); spin++) {
+      summarizer.finishOne();
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await Promise.all([running, queued]);
+    const callsBefore = summarizer.bodies.length;
+    // The refused conversation again, a moment later: its summary is called, not held back by a minute's back-off.
+    const again = crossing(2);
+    await vi.waitFor(() => expect(summarizer.inFlight).toBe(1));
+    summarizer.finishOne();
+    expect((await again).report ?? '').toMatch(/^summarized/);
+    expect(summarizer.bodies.length).toBeGreaterThan(callsBefore);
+  });
+});
+
 describe('issue 21 item 3: the background summary queue is bounded', () => {
   it('2,500 soft-zone conversations of one tenant while the slot is busy queue at most the bound; the stalest are dropped and counted', async () => {
     const summarizer = new GatedSummarizer();

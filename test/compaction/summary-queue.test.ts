@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { BACKGROUND_LIMIT, SummaryQueue, NotRun, PER_TENANT_LIMIT } from '../../src/compaction/summary-queue.js';
-import { QueuePlace } from '../../src/compaction/semaphore.js';
+import { BACKGROUND_LIMIT, SummaryQueue, NotRun, PER_TENANT_LIMIT, STALE_LIMIT } from '../../src/compaction/summary-queue.js';
+import { QueuePlace } from '../../src/compaction/queue-place.js';
+import { manualClock } from '../support/manual-clock.js';
 
 /** SummaryQueue' order and bounds, one summary at a time, work that finishes when the test says (issue 21 items 3 and 5). */
 
@@ -67,5 +68,43 @@ describe('SummaryQueue', () => {
     expect(slots.waiting).toBe(2);
     for (let step = 0; step < 3; step++) await openNext();
     expect(await Promise.all([running, second, third])).toEqual(['running', 'B-bg', 'C-bg']);
+  });
+
+  it('a promoted background summary goes before the background ones; a background one that waited too long is dropped, a promoted one never', async () => {
+    const clock = manualClock();
+    const drops: string[] = [];
+    const slots = new SummaryQueue({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 10, backgroundMaxWaitMs: 1000, now: clock.now, onDrop: (limit) => drops.push(limit) });
+    const { work, openNext } = gate();
+    const log: string[] = [];
+    const running = slots.use('A', work('running', log));
+    const stale = slots.use('A', work('A-stale', log), new QueuePlace('background'));
+    const promoted = new QueuePlace('background');
+    const kept = slots.use('A', work('A-promoted', log), promoted);
+    const later = slots.use('A', work('A-later', log), new QueuePlace('background'));
+    promoted.promote();
+    clock.advance(1001);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await openNext();
+    expect(log).toEqual(['running']);
+    await openNext();
+    expect(log).toEqual(['running', 'A-promoted']);
+    expect(await stale).toEqual(new NotRun(STALE_LIMIT));
+    expect(await later).toEqual(new NotRun(STALE_LIMIT));
+    await Promise.all([running, kept]);
+    expect(drops).toEqual([STALE_LIMIT, STALE_LIMIT]);
+    expect(slots.waiting).toBe(0);
+  });
+
+  it('gives its place back when the work throws, and passes the error on', async () => {
+    const slots = new SummaryQueue({ limit: 1, maxQueuedPerTenant: 10, maxQueuedBackground: 10 });
+    let fail!: (error: Error) => void;
+    const failing = slots.use('A', () => new Promise<never>((_, reject) => (fail = reject)));
+    const waiting = slots.use('B', async () => 'waited');
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    fail(new Error('upstream answered 500'));
+    await expect(failing).rejects.toThrow('upstream answered 500');
+    await expect(waiting).resolves.toBe('waited');
+    await expect(slots.use('A', () => { throw new Error('thrown before any promise'); })).rejects.toThrow('thrown before any promise');
+    await expect(slots.use('A', async () => 'next')).resolves.toBe('next');
   });
 });

@@ -17,9 +17,17 @@ export interface MainProcess {
   readonly exit: Promise<number | null>;
 }
 
-export function startMain(args: string[], env: Record<string, string>): MainProcess {
-  // Ended when the test file ends, also when a test fails before stopping it.
-  const child = spawnOwned(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args], {
+export interface MainOptions {
+  /** The process's open-file limit (`ulimit -n`, soft and hard: Node cannot raise it). */
+  readonly openFiles?: number;
+}
+
+export function startMain(args: string[], env: Record<string, string>, options: MainOptions = {}): MainProcess {
+  const command = [process.execPath, '--import', 'tsx', join(ROOT, 'src/main.ts'), ...args];
+  const spawned: [string, string[]] =
+    options.openFiles === undefined ? [command[0]!, command.slice(1)] : ['bash', ['-c', `ulimit -n ${options.openFiles} && exec "$@"`, 'bash', ...command]];
+  // Ended when the test file ends, also when a test fails before stopping it (exec: the child is node itself).
+  const child = spawnOwned(spawned[0], spawned[1], {
     cwd: ROOT,
     env: { ...process.env, ...env },
   });

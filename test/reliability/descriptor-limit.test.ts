@@ -1,0 +1,87 @@
+import { connect, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeUpstream } from '../support/fake-upstream.js';
+import { startMain } from '../support/main-process.js';
+
+/**
+ * Issue 21 item 4, end to end: 1,500 connections each announcing a 40 MiB
+ * body and trickling a byte every 5 s were all held (one descriptor each)
+ * until, under `ulimit -n 1024`, a normal request's upstream connect found no
+ * descriptor and got a 502. The same at a smaller scale: compactor as a
+ * process under `ulimit -n 256`, more slow connections than that, then a
+ * normal request must be answered by the upstream.
+ */
+
+const OPEN_FILES = 256;
+const HOSTILE = 300;
+const OVERSIZED = 40 * 1024 * 1024;
+
+let held: Socket[] = [];
+let upstream: FakeUpstream | undefined;
+afterEach(async () => {
+  for (const socket of held) socket.destroy();
+  held = [];
+  await upstream?.close();
+});
+
+/** `count` connections that each send `opening`, then one byte of `trickle` every `everyMs`, and never finish. */
+async function slowClients(url: string, count: number, opening: string, everyMs: number): Promise<Socket[]> {
+  const { hostname, port } = new URL(url);
+  const open = (): Promise<Socket> =>
+    new Promise((resolve) => {
+      const socket = connect({ host: hostname, port: Number(port) }, () => resolve(socket));
+      socket.on('error', () => resolve(socket));
+      socket.on('data', () => undefined);
+      socket.once('connect', () => socket.write(opening));
+      const timer = setInterval(() => (socket.destroyed ? clearInterval(timer) : socket.write('x')), everyMs);
+      timer.unref();
+      socket.once('close', () => clearInterval(timer));
+    });
+  const sockets: Socket[] = [];
+  for (let batch = 0; batch < count; batch += 50) sockets.push(...(await Promise.all(Array.from({ length: Math.min(50, count - batch) }, open))));
+  return sockets;
+}
+
+/** A normal request's status, or what went wrong. */
+async function normalRequest(url: string, path: string, init: RequestInit = {}): Promise<number | string> {
+  try {
+    const answer = await fetch(`${url}${path}`, { ...init, signal: AbortSignal.timeout(10_000) });
+    await answer.arrayBuffer();
+    return answer.status;
+  } catch (error) {
+    return String((error as { cause?: unknown }).cause ?? error);
+  }
+}
+
+const CHAT = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) };
+
+// The oversized ones are answered 413 at once and closed (past limits.max_draining, or when their drain is too slow);
+// the others would be held for Node's headersTimeout (60 s) or compactor's requestTimeout (300 s): limits.max_connections closes them.
+const cases: Array<[string, string]> = [
+  ['each announcing a 40 MiB body (over limits.body_bytes) and trickling it', `POST /v1/chat/completions HTTP/1.1\r\nHost: compactor\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED}\r\n\r\nx`],
+  ['each sending its headers a byte at a time, never ending them', 'POST /v1/chat/completions HTTP/1.1\r\nHost: compactor\r\nX-Slow: '],
+  ['each announcing a small body and trickling it, never ending it', 'POST /v1/chat/completions HTTP/1.1\r\nHost: compactor\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{'],
+  ['each opened and silent', ''],
+];
+
+describe(`issue 21 item 4: ${HOSTILE} slow connections under ulimit -n ${OPEN_FILES}`, () => {
+  it.each(cases)('%s: a normal request is still answered by the upstream (200, not a 502 or a refused connection)', async (_name, opening) => {
+    upstream = await FakeUpstream.start();
+    const main = startMain(['--host', '127.0.0.1', '--port', '0'], { COMPACTOR_UPSTREAM_URL: upstream.url, COMPACTOR_CONFIG: '', COMPACTOR_COMPACTION: 'false' }, { openFiles: OPEN_FILES });
+    const url = await main.url;
+    try {
+      held = await slowClients(url, HOSTILE, opening, 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const before = upstream.requestsTo('/v1/models').length;
+      expect(await normalRequest(url, '/v1/models')).toBe(200);
+      expect(upstream.requestsTo('/v1/models').length).toBe(before + 1);
+      expect(await normalRequest(url, '/v1/chat/completions', CHAT)).toBe(200);
+      // The bound chosen from the descriptor limit is in the start line, and its closings are said naming it.
+      expect(main.output()).toContain('limits.max_connections 96 (auto: open-file limit 256)');
+      if (!opening.includes(`Content-Length: ${OVERSIZED}`)) expect(main.output()).toContain('connections over limits.max_connections (96)');
+    } finally {
+      main.child.kill('SIGKILL');
+      await main.exit;
+    }
+  }, 60_000);
+});
