@@ -12,6 +12,8 @@
  * threshold and the threshold (hashed, looked up, forwarded; a background
  * summary starts after the answer). Each figure is also given for the floor
  * measured in the same run: the same body sent straight to the upstream.
+ * Each shape is posted once before its counted rounds: the first large body
+ * also pays one-time costs (lazy module loading, JIT, heap growth).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
@@ -144,6 +146,8 @@ async function largestBodies(compactor: string, upstream: string): Promise<void>
     const parses: number[] = [];
     let worstHealth = 0;
     let last = { ms: 0, status: 0, report: '' };
+    // One round first, not counted: the first large body also pays one-time costs (lazy module loading, JIT, heap growth).
+    await post(compactor, path, body);
     for (let round = 0; round < ROUNDS; round++) {
       floors.push((await post(upstream, '/v1/chat/completions', body)).ms);
       parses.push(parseFloor(body));
@@ -168,12 +172,9 @@ async function smallUnderLarge(compactor: string): Promise<void> {
   const alone = await run();
   const large = agentBody(BYTES, ITEMS);
   let flooding = true;
-  let sent = 0;
+  const largeTimes: number[] = [];
   const flood = (async () => {
-    while (flooding) {
-      await post(compactor, '/v1/chat/completions', large);
-      sent++;
-    }
+    while (flooding) largeTimes.push((await post(compactor, '/v1/chat/completions', large)).ms);
   })();
   const underLoad = await run();
   flooding = false;
@@ -181,7 +182,7 @@ async function smallUnderLarge(compactor: string): Promise<void> {
   console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max |`);
   console.log('|---|---|---|---|');
   console.log(`| alone | ${median(alone).toFixed(1)} ms | ${percentile(alone, 99).toFixed(1)} ms | ${Math.max(...alone).toFixed(1)} ms |`);
-  console.log(`| while ${sent} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms |`);
+  console.log(`| while ${largeTimes.length} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back (each answered in ${median(largeTimes).toFixed(0)} ms, median) | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms |`);
 }
 
 async function main(): Promise<void> {

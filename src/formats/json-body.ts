@@ -11,17 +11,29 @@ import { isJsonMediaType, mediaTypeOf } from '../upstream/media-type.js';
 /**
  * Parses the body. A leading byte order mark is refused: RFC 8259 lets a
  * parser refuse one, and compactor does, since it may forward the raw bytes
- * as they came. Keys that pollute prototypes are refused by the walk of
- * {@link checkedTree}, which every body goes through.
+ * as they came. Keys that pollute prototypes are refused, found by the
+ * walk of {@link checkedTree} (parse-ahead.ts parses a large body's slices
+ * with this, and checks their nesting by its own scan).
  */
-function parseBody(text: string): unknown {
+export function parseBody(text: string): unknown {
+  return parseChecked(text, Number.POSITIVE_INFINITY).json;
+}
+
+/** The body parsed, prototype keys refused; `tooDeep` when it nests deeper than `limit` (refused by the caller, after its own checks). */
+function parseChecked(text: string, limit: number): { json: unknown; tooDeep: boolean } {
   if (text.charCodeAt(0) === 0xfeff) throw invalidJson();
+  let json: unknown;
   try {
-    return JSON.parse(text);
+    json = JSON.parse(text);
   } catch {
     // The parser's message quotes the body, so it is not passed on (nor logged).
     throw invalidJson();
   }
+  const fault = checkedTree(json, limit);
+  if (fault === 'forbidden key') {
+    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")' });
+  }
+  return { json, tooDeep: fault === 'too deep' };
 }
 
 function invalidJson(): InvalidRequestError {
@@ -100,22 +112,41 @@ export function readJsonObject(raw: unknown, contentType: string | undefined): R
     if (declaredOther) throw new UnsupportedMediaTypeError(contentType);
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
   }
-  let json: unknown;
-  try {
-    json = parseBody(raw.toString('utf8'));
-  } catch (error) {
-    if (declaredOther && !startsLikeJson(raw)) throw new UnsupportedMediaTypeError(contentType);
-    throw error;
-  }
-  const fault = checkedTree(json, MAX_NESTING_DEPTH);
-  if (fault === 'forbidden key') {
-    throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")' });
-  }
+  let json: unknown = takeParsedAhead(raw);
+  if (json === undefined) json = parseWhole(raw, declaredOther ? contentType : undefined);
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
   }
-  if (fault === 'too deep') throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   return json as Record<string, unknown>;
+}
+
+/** The body parsed in one piece, nesting checked; a body of another declared type that was not meant as JSON is refused by its type. */
+function parseWhole(raw: Buffer, otherType: string | undefined): unknown {
+  let parsed: { json: unknown; tooDeep: boolean };
+  try {
+    parsed = parseChecked(raw.toString('utf8'), MAX_NESTING_DEPTH);
+  } catch (error) {
+    if (otherType !== undefined && !startsLikeJson(raw)) throw new UnsupportedMediaTypeError(otherType);
+    throw error;
+  }
+  if (parsed.tooDeep && typeof parsed.json === 'object' && parsed.json !== null && !Array.isArray(parsed.json)) {
+    throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
+  }
+  return parsed.json;
+}
+
+/** Bodies parse-ahead.ts parsed (its scan checked their nesting), each taken once by its read. */
+const parsedAhead = new WeakMap<Buffer, Record<string, unknown>>();
+
+export function rememberParsedAhead(raw: Buffer, parsed: Record<string, unknown>): void {
+  parsedAhead.set(raw, parsed);
+}
+
+/** Taken, not read: a request read a second time (sent again after a refusal) is parsed again, since its first parse may have been changed since. */
+function takeParsedAhead(raw: Buffer): Record<string, unknown> | undefined {
+  const parsed = parsedAhead.get(raw);
+  if (parsed !== undefined) parsedAhead.delete(raw);
+  return parsed;
 }
 
 /** Whether a body's first character (after white space) opens a JSON object: it was meant as JSON, whatever its type said. */

@@ -36,6 +36,8 @@ export interface WireFormat {
   /** The paths it is served at. */
   readonly urls: readonly string[];
   readonly streamEnd: StreamEnd;
+  /** The top-level key of the conversation list (`messages`; `input` for the Responses API): a large body is parsed ahead by its elements (parse-ahead.ts). */
+  readonly listKey: string;
   /**
    * `observe`: pairs are checked and reported, never repaired or refused (observe mode).
    * `maxItems` (`limits.max_items`): more messages, tool calls and content parts than this are refused with a 413.

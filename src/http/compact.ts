@@ -6,7 +6,7 @@ import { CHAT_FORMAT, type ChatRequestBody, chatRequestView } from '../formats/r
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from './chat/engine-planner.js';
-import { readExchange } from './chat/read.js';
+import { readAhead, readExchange } from './chat/read.js';
 import { headerText } from './headers.js';
 import { sendError } from './request-record.js';
 
@@ -50,7 +50,9 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
-  const read = readExchange({ format: CHAT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items }, request.body, request.headers['content-type']).request;
+  const settings = { format: CHAT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items };
+  await readAhead(settings, request.body);
+  const read = readExchange(settings, request.body, request.headers['content-type']).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.

@@ -236,7 +236,10 @@ export class Metrics implements CompactionObserver {
   }
 
   pairRepairs(repairs: readonly PairProblem[]): void {
-    for (const repair of repairs) this.#pairRepairs.inc({ kind: repair.kind });
+    // Counted by kind first: one request may repair tens of thousands of pairs, and each inc() looks its labels up.
+    const byKind = new Map<PairProblem['kind'], number>();
+    for (const repair of repairs) byKind.set(repair.kind, (byKind.get(repair.kind) ?? 0) + 1);
+    for (const [kind, count] of byKind) this.#pairRepairs.inc({ kind }, count);
   }
 
   streamOpened(): void {

@@ -10,6 +10,7 @@ import { checkPlanningItems } from '../planning-cap.js';
 export const CHAT_FORMAT: WireFormat = {
   urls: ['/v1/chat/completions', '/chat/completions'],
   streamEnd: CHAT_STREAM_END,
+  listKey: 'messages',
   read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const parsed = readChatRequest(raw, contentType);
     checkPlanningItems(parsed.messages, maxItems);

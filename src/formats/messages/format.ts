@@ -13,6 +13,7 @@ import { checkPlanningItems } from '../planning-cap.js';
 export const MESSAGES_FORMAT: WireFormat = {
   urls: ['/v1/messages'],
   streamEnd: MESSAGES_STREAM_END,
+  listKey: 'messages',
   read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkMessagesBody(body);

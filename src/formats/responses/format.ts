@@ -13,6 +13,7 @@ import { checkPlanningItems } from '../planning-cap.js';
 export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
   streamEnd: RESPONSES_STREAM_END,
+  listKey: 'input',
   read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const body = readJsonObject(raw, contentType);
     checkResponsesBody(body);

@@ -5,7 +5,7 @@ import { targetPath } from '../request-record.js';
 import { AnswerWriter } from './answer.js';
 import { ExchangeContext } from './context.js';
 import { type Planned, planExchange } from './plan.js';
-import { readSettingsFor, readExchange } from './read.js';
+import { readAhead, readSettingsFor, readExchange } from './read.js';
 import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
@@ -56,7 +56,9 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
 async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const { request, record, route } = answer;
   const choice = requestModeOf(request.headers, route.options.config);
-  const read = readExchange(readSettingsFor(route.read, choice.mode, route.options.config.pairs), request.body, request.headers['content-type']);
+  const settings = readSettingsFor(route.read, choice.mode, route.options.config.pairs);
+  await readAhead(settings, request.body);
+  const read = readExchange(settings, request.body, request.headers['content-type']);
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;

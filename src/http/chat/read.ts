@@ -1,4 +1,5 @@
-import type { PairMode, ReadRequest, WireFormat } from '../../formats/registry.js';
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
+import { type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
 
 /**
  * The first step of a chat exchange, pure: the client's bytes read once by
@@ -21,6 +22,15 @@ export interface ReadSettings {
   readonly observing: boolean;
   /** `limits.max_items`: the planning work a request may cost. */
   readonly maxItems: number;
+}
+
+/**
+ * Before the read, a large body is scanned and parsed a piece at a time,
+ * the event loop turning between pieces (src/formats/parse-ahead.ts): past
+ * `limits.max_items` it is refused before any parse.
+ */
+export function readAhead(settings: ReadSettings, body: unknown): Promise<void> {
+  return parseAhead(body, settings.format.listKey, settings.maxItems, nextTurnOfTheEventLoop);
 }
 
 export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): ExchangeRead {

@@ -1,0 +1,225 @@
+import { TooManyItemsError } from '../errors.js';
+
+/**
+ * A large body's bytes scanned before anything parses them (issue 21 item 2),
+ * a slice at a time so the event loop runs between slices: it counts the
+ * planning items (the elements of the top-level conversation list, and of
+ * each element's `content` and `tool_calls` lists, as planning-cap.ts counts
+ * them after a parse) and refuses past `limits.max_items` before
+ * `JSON.parse` ever sees the body; and it finds where each element of the
+ * conversation list lies, so parse-ahead.ts parses them one by one.
+ *
+ * It reads bytes as splice.ts does (every byte JSON's structure depends on
+ * is ASCII, never part of a UTF-8 sequence) and validates nothing beyond the
+ * brackets: whatever it cannot follow, the whole-body parse refuses in its
+ * own words later.
+ */
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+/** Deeper than this, the scan stops following (parse-ahead.ts leaves the body to the whole-body parse, which refuses it). */
+const DEPTH_FOLLOWED = 1024;
+
+/** What the scan found. */
+export interface BodyScan {
+  /** Whether the brackets matched and the body is one object: otherwise nothing else here holds. */
+  readonly followed: boolean;
+  /** The deepest nesting met (the root object is 1). */
+  readonly depth: number;
+  /** The value of the last top-level `listKey` when it is a list: from its `[` to just past its `]`. */
+  readonly list: { readonly start: number; readonly end: number } | undefined;
+  /** The positions of the list's top-level commas: its elements lie between `[`, these, and `]`. */
+  readonly commas: readonly number[];
+  /** The planning items counted (planning-cap.ts). */
+  readonly items: number;
+}
+
+/** The position just past the string whose opening quote is at `position` (the body's length when it never closes). */
+function skipString(bytes: Buffer, position: number): number {
+  let quote = bytes.indexOf(QUOTE, position + 1);
+  for (;;) {
+    if (quote === -1) return bytes.length;
+    let backslashes = 0;
+    while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+    quote = bytes.indexOf(QUOTE, quote + 1);
+  }
+}
+
+/** Whether the key string at `start`…`end` (quotes included) is `quoted`, however it is escaped. */
+function keyIs(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
+  if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
+  if (end - start < quoted.length || !bytes.subarray(start, end).includes(BACKSLASH)) return false;
+  try {
+    return JSON.parse(bytes.toString('utf8', start, end)) === quoted.toString('utf8', 1, quoted.length - 1);
+  } catch {
+    return false;
+  }
+}
+
+const COUNTED_KEYS = [Buffer.from('"content"'), Buffer.from('"tool_calls"')];
+
+/** The scan's state between slices. Depths: the root object's members are at depth 1, the list's elements at 2. */
+class Scanner {
+  position = 0;
+  depth = 0;
+  deepest = 0;
+  followed = true;
+  items = 0;
+  list: { start: number; end: number } | undefined;
+  commas: number[] = [];
+  readonly #open = new Uint8Array(DEPTH_FOLLOWED + 1);
+  /** The last key read at depth 1 was `listKey`; at depth 3 (in an element of the list), a counted one. */
+  #keyIsList = false;
+  #keyIsCounted = false;
+  #expectKey = false;
+  /** A value is due (after `[`, `:` or a list's `,`): the next byte that is not white space starts one. */
+  #awaiting = false;
+  /** Whether the list now open at depth 2 is the conversation, and the depth of a counted list open in one of its elements (0: none). */
+  #inList = false;
+  #countedDepth = 0;
+
+  constructor(
+    readonly bytes: Buffer,
+    readonly quotedKey: Buffer,
+    readonly maxItems: number,
+  ) {}
+
+  get done(): boolean {
+    return !this.followed || this.position >= this.bytes.length;
+  }
+
+  /** Scans up to `stop` (or a little past, to the end of a string). */
+  advance(stop: number): void {
+    const { bytes } = this;
+    const end = Math.min(stop, bytes.length);
+    while (this.followed && this.position < end) {
+      const byte = bytes[this.position]!;
+      if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) {
+        this.position++;
+        continue;
+      }
+      if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) this.close(byte);
+      else if (byte === COMMA) this.comma();
+      else if (byte === COLON) {
+        this.#awaiting = true;
+        this.position++;
+      }
+      else if (byte === QUOTE && this.#expectKey) this.key();
+      else this.value(byte);
+    }
+  }
+
+  private key(): void {
+    const start = this.position;
+    this.position = skipString(this.bytes, start);
+    this.#expectKey = false;
+    if (this.depth === 1) this.#keyIsList = keyIs(this.bytes, start, this.position, this.quotedKey);
+    else if (this.depth === 3 && this.#inList) this.#keyIsCounted = COUNTED_KEYS.some((quoted) => keyIs(this.bytes, start, this.position, quoted));
+  }
+
+  private value(byte: number): void {
+    if (!this.#awaiting && this.depth > 0) {
+      // A byte inside a number or a literal (or not JSON at all, which the parse refuses).
+      this.position++;
+      return;
+    }
+    this.#awaiting = false;
+    if (this.depth === 0 && byte !== OPEN_BRACE) this.followed = false;
+    // A later `listKey` that is not a list is the one JSON.parse keeps: there is no list to parse in pieces.
+    if (this.depth === 1 && this.#keyIsList && byte !== OPEN_BRACKET) this.forgetList();
+    if (this.#open[this.depth] === OPEN_BRACKET) this.element();
+    if (byte === QUOTE) this.position = skipString(this.bytes, this.position);
+    else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) this.open(byte);
+    else this.position++;
+  }
+
+  /** A value starts in a list: an item when the list is the conversation or a counted list of one of its elements. */
+  private element(): void {
+    if ((this.depth === 2 && this.#inList) || (this.#countedDepth !== 0 && this.depth === this.#countedDepth)) {
+      if (++this.items > this.maxItems) throw new TooManyItemsError(this.maxItems);
+    }
+  }
+
+  private open(byte: number): void {
+    if (this.depth === DEPTH_FOLLOWED) {
+      this.followed = false;
+      return;
+    }
+    const opened = this.depth + 1;
+    if (byte === OPEN_BRACKET && opened === 2 && this.#keyIsList) this.startList();
+    if (byte === OPEN_BRACKET && opened === 4 && this.#inList && this.#keyIsCounted) this.#countedDepth = 4;
+    this.depth = opened;
+    this.deepest = Math.max(this.deepest, opened);
+    this.#open[opened] = byte;
+    this.#expectKey = byte === OPEN_BRACE;
+    this.#awaiting = byte === OPEN_BRACKET;
+    this.position++;
+  }
+
+  private startList(): void {
+    // A later `listKey` replaces an earlier one, as JSON.parse keeps the last.
+    this.items = 0;
+    this.commas = [];
+    this.list = { start: this.position, end: this.position };
+    this.#inList = true;
+  }
+
+  private forgetList(): void {
+    this.items = 0;
+    this.commas = [];
+    this.list = undefined;
+  }
+
+  private close(byte: number): void {
+    const opened = this.#open[this.depth];
+    if (this.depth === 0 || (byte === CLOSE_BRACE ? opened !== OPEN_BRACE : opened !== OPEN_BRACKET)) {
+      this.followed = false;
+      return;
+    }
+    if (this.depth === 2 && this.#inList) {
+      this.list = { start: this.list!.start, end: this.position + 1 };
+      this.#inList = false;
+    }
+    if (this.depth === this.#countedDepth) this.#countedDepth = 0;
+    if (this.depth === 3) this.#keyIsCounted = false;
+    this.depth--;
+    this.#awaiting = false;
+    this.#expectKey = false;
+    this.position++;
+  }
+
+  private comma(): void {
+    if (this.depth === 2 && this.#inList) this.commas.push(this.position);
+    const inObject = this.#open[this.depth] === OPEN_BRACE;
+    this.#expectKey = inObject;
+    this.#awaiting = !inObject;
+    this.position++;
+  }
+}
+
+/** How many bytes are scanned between two turns of the event loop. */
+export const SCAN_SLICE_BYTES = 1024 * 1024;
+
+/**
+ * Scans `bytes` a slice at a time, calling `pause` between slices (the
+ * caller's turn of the event loop); throws a {@link TooManyItemsError} as
+ * soon as the items counted pass `maxItems`.
+ */
+export async function scanBody(bytes: Buffer, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<BodyScan> {
+  const scanner = new Scanner(bytes, Buffer.from(JSON.stringify(listKey)), maxItems);
+  for (;;) {
+    scanner.advance(scanner.position + SCAN_SLICE_BYTES);
+    if (scanner.done) break;
+    await pause();
+  }
+  const followed = scanner.followed && scanner.depth === 0;
+  return { followed, depth: scanner.deepest, list: scanner.list, commas: scanner.commas, items: scanner.items };
+}
