@@ -10,12 +10,14 @@
  *   npx tsx bench/epoch-memory.ts                        (20,000 conversations)
  *   npx tsx bench/epoch-memory.ts --conversations=2000   (a smoke run)
  *   npx tsx bench/epoch-memory.ts --max-bytes=67108864
+ *   npx tsx bench/epoch-memory.ts --node-flags="--max-semi-space-size=2"   (compactor started with these)
  *
  * RSS and heap are read by the compactor process itself after two full
  * collections (bench/servers/compactor.ts, `--expose-gc`), and the store's
  * own figure from /metrics (`compactor_epoch_cache_bytes`).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Pool } from 'undici';
 
@@ -26,6 +28,7 @@ const CONCURRENCY = 16;
 // Summary notes of a real size (issue 27 measured 10–25 KB of JSON notes per epoch).
 const notesBytes = Number(option('notes-bytes', '12000'));
 const BUILD = `node_modules/.cache/compactor-bench-${basename(process.cwd())}`;
+const nodeFlags = option('node-flags', '').split(' ').filter((flag) => flag !== '');
 
 const children: ChildProcess[] = [];
 process.on('exit', () => {
@@ -33,7 +36,8 @@ process.on('exit', () => {
 });
 
 async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn(process.execPath, ['--expose-gc', `${BUILD}/${script}`, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
+  const flags = script.endsWith('compactor.js') ? nodeFlags : [];
+  const child = spawn(process.execPath, ['--expose-gc', ...flags, `${BUILD}/${script}`, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
   children.push(child);
   const port = await new Promise<number>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
@@ -121,7 +125,7 @@ const rows = [
   await run(`max_entries 100000, max_bytes ${mebibytes}`, { max_entries: 100_000, max_bytes: maxBytes }),
   await run('max_entries 100000, max_bytes 8 GiB (entries only, as before)', { max_entries: 100_000, max_bytes: 8 * 1024 ** 3 }),
 ];
-console.log(`Epoch memory, Node ${process.version}, 12 KB shared system prompt + ~37 KB history per conversation, notes of ${notesBytes} bytes, ${CONCURRENCY} at a time:`);
+console.log(`Epoch memory, Node ${process.version}${nodeFlags.length === 0 ? '' : ` (${nodeFlags.join(' ')})`}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}, 12 KB shared system prompt + ~37 KB history per conversation, notes of ${notesBytes} bytes, ${CONCURRENCY} at a time:`);
 console.log('');
 console.log('| cache | conversations | epochs held | store MiB (its own figure) | RSS MiB before → after | heap used MiB before → after | heap total MiB after | external MiB after | seconds |');
 console.log('|---|---|---|---|---|---|---|---|---|');

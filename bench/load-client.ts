@@ -32,6 +32,8 @@ export interface LoadJob {
   readonly body: string;
   /** Requests per second offered in all (a fixed load); as many as answered when absent. */
   readonly rate?: number;
+  /** Stop after this many requests instead of after `seconds` (the same work for every proxy, however fast). */
+  readonly amount?: number;
 }
 
 export interface LoadResult {

@@ -8,6 +8,8 @@
  *   npx tsx bench/side-by-side.ts --base=3f8ec83             (that commit against the working tree)
  *   npx tsx bench/side-by-side.ts --base=HEAD~1 --rate=3000 --rounds=4 --seconds=5
  *   npx tsx bench/side-by-side.ts --base=HEAD --config='{"compaction":{"max_messages":8}}'
+ *   npx tsx bench/side-by-side.ts --base=HEAD --config-b='{"dashboard":{"enabled":false}}'   (one build, two configurations)
+ *   npx tsx bench/side-by-side.ts --base=HEAD --node-flags-b="--max-semi-space-size=2"     (the working tree run with Node flags)
  *
  * A git revision is checked out in a temporary worktree and compiled beside
  * the working tree's build (node_modules/.cache/compactor-REV). The request
@@ -30,6 +32,9 @@ const seconds = Number(option('seconds', '5'));
 const config = option('config', '{"compaction":{"enabled":true},"log":{"level":"info"}}');
 const agentSized = option('body', '2k') === '200k';
 const body = agentSized ? agentBody('bench', false, 200_000) : chatBody('bench', false);
+// The working tree's configuration, when it differs from the base's: a setting measured against the same code without it.
+const configB = option('config-b', config);
+const nodeFlagsB = option('node-flags-b', '').split(' ').filter((flag) => flag !== '');
 
 const ROOT = resolve(import.meta.dirname, '..');
 const LOAD_CPU = '0';
@@ -65,8 +70,8 @@ function build(revision: string | null): string {
   return out;
 }
 
-async function start(cpu: string, script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn('taskset', ['-c', cpu, process.execPath, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
+async function start(cpu: string, script: string, args: string[], nodeFlags: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
+  const child = spawn('taskset', ['-c', cpu, process.execPath, ...nodeFlags, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
   children.push(child);
   const port = await new Promise<number>((resolvePort, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
@@ -91,15 +96,18 @@ function cpuMicros(pid: number): number {
 
 const baseBuild = build(base);
 const currentBuild = build(null);
-const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], agentSized ? { N_CTX: '262144' } : {});
+const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
 const sides = [
   { name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
-  { name: 'working tree', ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
+  {
+    name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB].join(', '),
+    ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB)),
+  },
 ];
 await Promise.all(sides.map((side) => load(currentBuild, side.origin, 2)));
 await sleep(1000);
 
-console.log(`Side by side on CPU ${PROXY_CPU}, ${agentSized ? '200 KB agent' : '2 KB chat'} body, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}, Node ${process.version}:`);
+console.log(`Side by side on CPU ${PROXY_CPU}, ${agentSized ? '200 KB agent' : '2 KB chat'} body, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}${configB === config ? '' : ` (working tree: ${configB})`}, Node ${process.version}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}:`);
 console.log('');
 console.log(`| round | ${sides.map((side) => `${side.name} µs CPU / request`).join(' | ')} | ratio |`);
 console.log('|---|---|---|---|');

@@ -28,6 +28,7 @@ const result = await autocannon({
   connections: job.connections,
   duration: job.seconds,
   ...(job.rate === undefined ? {} : { overallRate: job.rate }),
+  ...(job.amount === undefined ? {} : { amount: job.amount }),
 });
 const answer: LoadResult = { average: result.requests.average, total: result.requests.total, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts };
 process.stdout.write(`${JSON.stringify(answer)}\n`);

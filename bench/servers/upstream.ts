@@ -9,7 +9,8 @@
  *   shape), or with `"stream": true` an SSE answer of `STREAM_CHUNKS` events
  *   `STREAM_INTERVAL_MS` apart (the first at once), then `[DONE]`; with
  *   `"model": "bench-stall"` the headers and one event, then nothing until
- *   the client goes away (an idle stream).
+ *   the client goes away (an idle stream); with `STALL_CHUNK_MS`, one more
+ *   token event that often meanwhile (a model thinking slowly).
  * - `GET /props`: a context window of `N_CTX` tokens; `GET /health`: ok.
  *
  * `ANSWER_BYTES` makes every non-streamed answer that long (summary notes of a real size).
@@ -22,6 +23,7 @@ const port = Number(process.argv[2] ?? 0);
 const STREAM_CHUNKS = Number(process.env['STREAM_CHUNKS'] ?? 32);
 const STREAM_INTERVAL_MS = Number(process.env['STREAM_INTERVAL_MS'] ?? 10);
 const N_CTX = Number(process.env['N_CTX'] ?? 32_768);
+const STALL_CHUNK_MS = Number(process.env['STALL_CHUNK_MS'] ?? 0);
 
 const STREAM = /"stream"\s*:\s*true/;
 const STALL = /"model"\s*:\s*"bench-stall"/;
@@ -58,7 +60,12 @@ function sendJson(response: ServerResponse, status: number, body: Buffer): void 
 function stream(response: ServerResponse, stall: boolean): void {
   response.writeHead(200, { 'content-type': 'text/event-stream', 'x-accel-buffering': 'no' });
   response.write(ROLE_EVENT);
-  if (stall) return;
+  if (stall) {
+    if (STALL_CHUNK_MS <= 0) return;
+    const trickle = setInterval(() => response.write(TOKEN_EVENT), STALL_CHUNK_MS);
+    response.once('close', () => clearInterval(trickle));
+    return;
+  }
   let sent = 1;
   const timer = setInterval(() => {
     if (sent < STREAM_CHUNKS - 1) {

@@ -179,7 +179,7 @@ export class CompactionEngine {
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
-    const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.request.sourceBytes);
+    const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
     if (mode === 'observe') return told(await observeOnce({ store: this.#storeOf(request), ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));

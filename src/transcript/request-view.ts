@@ -35,13 +35,6 @@ export interface RequestView {
    * those calls and never reads the client's answer settings from it.
    */
   readonly chatBody: Readonly<Record<string, unknown>>;
-  /**
-   * The client's body, when `messages` is exactly what its top-level
-   * `messages` parses to (a chat completions body whose pairs needed no
-   * repair): the engine proves a history repeats an earlier request's by its
-   * bytes rather than hash it again (src/compaction/epochs/known-prefixes.ts).
-   */
-  readonly sourceBytes?: Buffer | undefined;
 }
 
 function positiveNumber(value: unknown): number {

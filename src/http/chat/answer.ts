@@ -19,6 +19,8 @@ import type { ChatRoute } from './route.js';
  * the exchange's abort (the client left, or the shutdown ended it).
  */
 
+const NO_BYTES = Buffer.alloc(0);
+
 /** Shared by every early answer: writeHead reads it, never changes it. */
 const EARLY_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream', ...SSE_RESPONSE_HEADERS };
 
@@ -44,6 +46,20 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
     this.route = route;
     this.record.closeListener = this;
     route.options.shutdown?.onEnd(this);
+  }
+
+  /** The bytes the client sent (Fastify's `request.body`); empty once forgotten. */
+  get clientBytes(): Buffer {
+    return (this.request.body as Buffer | undefined) ?? NO_BYTES;
+  }
+
+  /**
+   * Lets go of the client's bytes once the request was forwarded: the
+   * upstream has them (undici keeps what it sent until the answer ends, so
+   * what is freed is the client's body when compactor sent another one).
+   */
+  forgetClientBytes(): void {
+    this.request.body = undefined;
   }
 
   /** The shutdown's grace period ran out. */

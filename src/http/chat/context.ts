@@ -10,30 +10,40 @@ import type { ChatContext } from './planner.js';
  * the exchange (`signal`, `headers`, `log`, `tenant`, `progress`) are
  * getters and methods on the prototype, read only when the planner asks:
  * no closure or accessor per request, and the `AbortSignal` is made only
- * when read (see ExchangeAbort).
+ * when read (see ExchangeAbort). The client's bytes (`raw`) are the
+ * request's: once the request was forwarded they are let go of
+ * (`AnswerWriter.forgetClientBytes`), so a stream that idles for minutes does
+ * not hold a body the upstream already has.
  */
 export class ExchangeContext implements ChatContext {
   readonly body: ChatRequestBody;
-  readonly raw: Buffer;
   readonly changed: boolean;
-  readonly sourceBytes: Buffer | undefined;
   readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
   /** The mode of this request: the configuration's, or the one its `x-compactor-mode` header chose. */
   mode: RequestMode = 'compact';
   readonly #answer: AnswerWriter;
   readonly #streamRequested: boolean;
+  readonly #messagesAsParsed: boolean;
 
-  constructor(answer: AnswerWriter, read: ReadRequest, raw: Buffer) {
+  constructor(answer: AnswerWriter, read: ReadRequest) {
     const { pairs } = read;
     this.#answer = answer;
     this.body = pairs.body;
     this.maxOutputTokens = read.maxOutputTokens;
-    this.raw = raw;
     this.changed = pairs.changed;
-    this.sourceBytes = read.messagesAsParsed === true && !pairs.changed ? raw : undefined;
+    this.#messagesAsParsed = read.messagesAsParsed === true && !pairs.changed;
     this.pairRepairs = pairs.repairs;
     this.#streamRequested = read.stream;
+  }
+
+  get raw(): Buffer {
+    return this.#answer.clientBytes;
+  }
+
+  /** `raw` while `body.messages` is exactly what it parses to (no pair repaired); a getter, so nothing holds the bytes past the forward. */
+  get sourceBytes(): Buffer | undefined {
+    return this.#messagesAsParsed ? this.raw : undefined;
   }
 
   get tenant(): string {

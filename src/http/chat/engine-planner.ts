@@ -67,8 +67,7 @@ class EngineRequest implements CompactionInput {
   #tenant: string | undefined;
 
   constructor(context: ChatContext, onProgress: (line: string) => void, upstreamHeaders: CallHeaders | undefined, mode: 'compact' | 'observe') {
-    const view = chatRequestView(context.body, context.maxOutputTokens);
-    this.request = context.sourceBytes === undefined ? view : { ...view, sourceBytes: context.sourceBytes };
+    this.request = chatRequestView(context.body, context.maxOutputTokens);
     this.mode = mode;
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
@@ -77,6 +76,11 @@ class EngineRequest implements CompactionInput {
 
   get signal(): AbortSignal {
     return this.#context.signal;
+  }
+
+  /** Read while planning only: the request keeps no reference to the client's bytes, which are let go of once forwarded. */
+  get sourceBytes(): Buffer | undefined {
+    return this.#context.sourceBytes;
   }
 
   get tenant(): string {

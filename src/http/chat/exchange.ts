@@ -49,6 +49,8 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
     if (again === null) return;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
+  // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them.
+  answer.forgetClientBytes();
   await respond(answer, upstreamAnswer, planned);
 }
 
@@ -62,7 +64,7 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
-  const context = new ExchangeContext(answer, read.request, read.raw);
+  const context = new ExchangeContext(answer, read.request);
   context.mode = choice.mode;
   // A refused or failed request is counted on its conversation (the dashboard), once it was read.
   record.chat = context;

@@ -15,13 +15,17 @@ import type { Timings, Usage } from '../../upstream/usage.js';
 export interface ChatContext {
   /** The request after pair handling (the parsed client body when pairs changed nothing). */
   readonly body: ChatRequestBody;
-  /** The bytes the client sent; forwarded as they are when nothing changes the body. */
+  /**
+   * The bytes the client sent; forwarded as they are when nothing changes the
+   * body. Read them while planning: once the request was forwarded they are
+   * let go of (empty), so a long stream does not hold them.
+   */
   readonly raw: Buffer;
   /** The client's limit on the answer, read from its own API's field (`max_tokens`, `max_completion_tokens`, `max_output_tokens`). */
   readonly maxOutputTokens: OutputLimit | undefined;
   /** Whether pair handling changed `body` (repairs were made). */
   readonly changed: boolean;
-  /** `raw`, when `body.messages` is exactly what its top-level `messages` parses to (RequestView.sourceBytes). */
+  /** `raw`, when `body.messages` is exactly what its top-level `messages` parses to (CompactionInput.sourceBytes). */
   readonly sourceBytes?: Buffer | undefined;
   /** The repairs made (mode `repair`); empty otherwise. */
   readonly pairRepairs: readonly PairProblem[];
