@@ -69,6 +69,11 @@ function toolResult(conversation: number, turn: number): string {
   return `conversation ${conversation}, turn ${turn}: `.padEnd(1200, `${conversation}${turn} output line `);
 }
 
+/** A conversation's tasks (its turns and summaries): those whose first turn in the prompt is its own (after an epoch its first turns are summarized away). */
+function tasksOf(llama: SlotLlama, conversation: number): SlotLlama['tasks'] {
+  return llama.tasks.filter((task) => /conversation (\d+), turn \d+:/.exec(task.prompt)?.[1] === String(conversation));
+}
+
 /** Each conversation's prompts, replayed on a one-slot model of its own: the reuse of a slot never shared. */
 function idealReuse(llama: SlotLlama, conversations: number): number {
   let reused = 0;
@@ -80,8 +85,7 @@ function idealReuse(llama: SlotLlama, conversations: number): number {
     alone.end(0, '');
     alone.counters.promptTokens = 0;
     alone.counters.reusedTokens = 0;
-    const marker = `conversation ${conversation}, turn 1:`;
-    for (const task of llama.tasks.filter((entry) => entry.prompt.includes(marker))) {
+    for (const task of tasksOf(llama, conversation)) {
       alone.begin(0, task.prompt);
       alone.end(0, `Answer of ${GENERATED} tokens. `.padEnd(GENERATED * 4, '.'));
     }
@@ -89,6 +93,45 @@ function idealReuse(llama: SlotLlama, conversations: number): number {
     total += alone.counters.promptTokens;
   }
   return reused / total;
+}
+
+/**
+ * DIAG=1: where each run lost reuse against the ideal, task by task. A task's
+ * ideal is what its conversation's own slot would have held; what it lost is
+ * blamed on where the longest copy of its prompt was when it started: in a
+ * busy slot (its summary or another conversation ran there), in another
+ * idle slot (it went to the wrong one), or nowhere (evicted and not kept by
+ * the RAM cache).
+ */
+function diagnose(llama: SlotLlama, conversations: number, label: string): void {
+  const lost = { busy: 0, idle: 0, nowhere: 0, gained: 0 };
+  const byKind = { turn: 0, summary: 0 };
+  const lines: string[] = [];
+  for (let conversation = 0; conversation < conversations; conversation++) {
+    const alone = new SlotModel({ slots: 1, cacheRamTokens: 0 });
+    alone.begin(0, `<|im_start|>system\n${SYSTEM}<|im_end|>\n`);
+    alone.end(0, '');
+    let index = 0;
+    for (const task of tasksOf(llama, conversation)) {
+      const ideal = alone.begin(0, task.prompt).cacheN;
+      alone.end(0, `Answer of ${GENERATED} tokens. `.padEnd(GENERATED * 4, '.'));
+      index++;
+      const loss = ideal - task.cacheN;
+      if (process.env['DIAG'] === '3') lines.push(`  c${conversation} #${index}${task.summary ? ' summary' : ''} slot ${task.slot} at ${task.startedAt.toFixed(0)} queued ${task.queuedMs.toFixed(0)}: cache ${task.cacheN} of ideal ${ideal} prompt ${task.cacheN + task.promptN} (own ${task.copies.own}, idle ${task.copies.idle}, busy ${task.copies.busy}, ram ${task.copies.ram})`);
+      if (loss <= 0) {
+        lost.gained -= loss;
+        continue;
+      }
+      const { own, idle, busy, ram } = task.copies;
+      const best = Math.max(own, ram);
+      const where = busy > best && busy >= idle ? 'busy' : idle > best ? 'idle' : 'nowhere';
+      lost[where] += loss;
+      byKind[task.summary ? 'summary' : 'turn'] += loss;
+      if (process.env['DIAG'] === '2') lines.push(`  c${conversation} #${index}${task.summary ? ' summary' : ''} slot ${task.slot}${task.pinned === null ? '' : ' (pinned)'} at ${task.startedAt.toFixed(0)}: cache ${task.cacheN} of ideal ${ideal} (own ${own}, idle ${idle}, busy ${busy}, ram ${ram}) → ${where}`);
+    }
+  }
+  console.log(`${label}: lost vs ideal ${lost.busy} in a busy slot, ${lost.idle} in another idle slot, ${lost.nowhere} nowhere (turns ${byKind.turn}, summaries ${byKind.summary}); gained ${lost.gained}`);
+  for (const line of lines) console.log(line);
 }
 
 type Mode = 'off' | 'auto' | 'auto+save';
@@ -114,6 +157,7 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   const compaction = SUMMARIES ? { enabled: true, summary: { concurrency: scenario.slots } } : { enabled: false };
   const proxy = await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
   const latencies: number[] = [];
+  const slowest: Array<{ ms: number; what: string }> = [];
   let failed = 0;
   const started = performance.now();
   await Promise.all(
@@ -129,6 +173,7 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
         });
         const answer = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
         latencies.push(performance.now() - sentAt);
+        slowest.push({ ms: performance.now() - sentAt, what: `c${conversation} t${turn} at ${sentAt.toFixed(0)}` });
         if (response.status !== 200) failed++;
         history = [...history, { role: 'assistant', content: answer.choices?.[0]?.message.content ?? '' }];
       }
@@ -142,6 +187,10 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   await proxy.close();
   await upstream.close();
   const { counters } = llama.model;
+  if (process.env['DIAG'] !== undefined) {
+    diagnose(llama, scenario.conversations, `${scenario.conversations} on ${scenario.slots} ram ${scenario.ram ? 'on' : '0'} ${mode}`);
+    console.log(`  slowest turns: ${slowest.sort((a, b) => b.ms - a.ms).slice(0, 8).map((entry) => `${entry.what} ${entry.ms.toFixed(0)} ms`).join(', ')}`);
+  }
   return {
     scenario,
     mode,

@@ -49,6 +49,9 @@ export class Background {
     const { flights, writer, backoff, logger } = this.#options;
     // The lookup's pending epoch lies beyond the epoch in use (the lookup dropped stale ones).
     if (pending !== null || this.runningFor(request.hashes) !== undefined) return;
+    // The epoch in use was made from this very history (a compression, or a pending summary applied with its kept results
+    // compressed): an epoch prepared now would be stored under its key, in its place. The next request prepares one.
+    if (current.epoch?.key === seenWhole(request).key) return;
     // Within a failure's back-off there is nothing to try: each request of the conversation counted a failed compaction here.
     if (backoff.has(writer.conversationOf(request))) return;
     // The flight is taken at once, so a request crossing the threshold meanwhile waits for it rather than start another.

@@ -22,6 +22,7 @@ import { oversizedCount, withOversizedStep } from './policy/oversized-step.js';
 import { forcedSettings } from './policy/observe-mode.js';
 import { observeOnce } from './observe-pass.js';
 import { modelFreeEpoch } from './policy/replacement.js';
+import { appliedPending } from './policy/applied-pending.js';
 import { isNear, sizesOf } from './policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { Background } from './background.js';
@@ -260,7 +261,7 @@ export class CompactionEngine {
         return compactedOf(input, { messages: forwarded, report: reused, estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate, afterResponse: background, epoch: candidate.epoch === null ? 'none' : 'reused' });
       }
       case 'apply-pending':
-        await store.save({ ...decision.epoch, pending: false });
+        await store.save(appliedPending(decision.epoch, request, this.#settings, step.ratio));
         return undefined;
       case 'wait':
         input.onProgress?.(`compacting (waiting for the summary already running)`);

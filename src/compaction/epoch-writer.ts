@@ -6,9 +6,9 @@ import type { SummaryBackoff } from './backoff.js';
 import type { Epoch, EpochStore } from './types.js';
 import { leased } from './epochs/lease.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
-import { type Candidate, trustedMarks } from './policy/plan.js';
+import { type Candidate, type PrunedKept, trustedMarks } from './policy/plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './policy/replacement.js';
-import { summarizedLine, truncatedLine } from './policy/report.js';
+import { summarizedLine, truncatedLine, withCompressed } from './policy/report.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { QueuePlace } from './queue-place.js';
@@ -208,7 +208,7 @@ export class EpochWriter {
     const { pending } = job.options;
     const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
     const after = job.sizeOfMessages([...replacement, ...job.rest], true);
-    const report = summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started });
+    const report = withCompressed(summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started }), keptCompressed(plan));
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
     const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
@@ -239,7 +239,7 @@ export class EpochWriter {
       case 'truncate': {
         const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, truncationText(counts.old, plan.tier, job.earlierNotes), 'truncated');
         const after = job.sizeOfMessages([...replacement, ...job.rest], true);
-        const report = truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure });
+        const report = withCompressed(truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure }), keptCompressed(plan));
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
@@ -259,6 +259,11 @@ export class EpochWriter {
     await this.#storeOf(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
     return epoch;
   }
+}
+
+/** The kept results a summary plan compressed, for its report line. */
+function keptCompressed(plan: SummaryDecision['plan']): NonNullable<PrunedKept['compressed']> | undefined {
+  return plan.tier === 'summary' ? plan.prunedKept?.compressed : undefined;
 }
 
 function progressLine(progress: SummaryProgress): string {

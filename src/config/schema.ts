@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeType, formatPath } from '../issue-words.js';
+import { DEFAULT_READ_TOOLS } from '../transcript/compress/calls.js';
 
 /**
  * The configuration: every key of DESIGN.md § Configuration, each with its
@@ -59,8 +60,9 @@ export const ConfigSchema = z
           .prefault({}),
         /**
          * auto: a conversation gets its own llama-server slot when the server reports its slots (/props total_slots); off: llama-server picks.
-         * Off by default: without slot_save, auto reused less of the KV cache than llama-server alone with more conversations than
-         * slots and background summaries (bench/README.md § slots.ts); turn it on with slot_save and --slot-save-path.
+         * Off by default: without slot_save, auto is not within a point of the ideal KV reuse with 8 conversations on 2 slots and
+         * background summaries, and a turn waits for its own summary (bench/README.md § slots.ts); turn it on with slot_save and
+         * --slot-save-path.
          */
         slots: z.enum(['auto', 'off']).default('off'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
@@ -94,13 +96,15 @@ export const ConfigSchema = z
           .strictObject({
             enabled: z.boolean('expected true or false').default(true),
             /** Tokens a compression must free to be applied: fewer, and the prefix change costs more KV cache than it saves. */
-            clear_at_least: NonNegativeInteger.default(1024),
+            clear_at_least: NonNegativeInteger.default(2048),
             superseded: z.boolean('expected true or false').default(true),
             identical: z.boolean('expected true or false').default(true),
             structure: z.boolean('expected true or false').default(true),
             min_result_chars: NonNegativeInteger.default(400),
             keep_items: NonNegativeInteger.default(3),
             keep_lines: NonNegativeInteger.default(5),
+            /** Tools whose results are file reads (never trimmed by structure), besides calls whose arguments are a path. */
+            read_tools: z.array(z.string().min(1)).default([...DEFAULT_READ_TOOLS]),
             /** Anthropic-style clearing: keep the newest `keep` results per tool (0: off), never those of `exclude_tools`. */
             clear: z
               .strictObject({ keep: NonNegativeInteger.default(0), exclude_tools: z.array(z.string().min(1)).default([]) })

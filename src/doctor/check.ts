@@ -41,6 +41,8 @@ export interface DoctorContext {
   inspection(): Promise<UpstreamInspection>;
   /** The served models with their windows; empty when the upstream is not ready. */
   models(): Promise<readonly PlannedModel[]>;
+  /** A JSON GET of the upstream whose error statuses come back as replies. */
+  get(path: string): Promise<{ readonly status: number; readonly body: unknown }>;
   /** A JSON call to the upstream whose error statuses come back as replies. */
   post(path: string, body: unknown, timeoutMs?: number): Promise<{ readonly status: number; readonly body: unknown }>;
   /** A non-streamed chat completion (a tiny one), or the error it failed with. */

@@ -53,6 +53,13 @@ export function doctorContext(config: Config, file: string | null, options: { no
     models,
     store,
     now: options.now ?? (() => performance.now()),
+    async get(path) {
+      try {
+        return await json.getJson(path);
+      } catch {
+        return { status: 0, body: undefined };
+      }
+    },
     async post(path, body) {
       try {
         return await json.postJson(path, body);

@@ -1,5 +1,6 @@
 import { SlotFiles } from './slot-files.js';
-import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
+import { type SlotWork, SlotKeeper } from './slot-keeper.js';
+import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -20,96 +21,21 @@ import { type SlotActions, type SlotWork, SlotKeeper } from './slot-keeper.js';
  *   evicted for the one that asks; with `save` its KV is saved to a file
  *   named by its key before the slot is reused, and restored when it returns.
  * - A suffix summary runs on its conversation's slot, in the slot queue like
- *   a turn (serialized: bench/README.md measures why); with `save` the slot
- *   is saved first, so a turn that moves away restores the conversation
- *   rather than re-reading it. A prepend summary is a guest: it takes a slot
- *   nobody calls home, or evicts the least recently used owner.
+ *   a turn; with `save` the slot is saved first, so a turn that moves away
+ *   restores it. Without a file, a conversation's summary and turn never run
+ *   side by side (the summary's slot holds the only current copy: the RAM
+ *   cache keeps a slot's prompt only when a task overwrites most of it): a
+ *   turn waits for its running summary and goes first when it ends; a turn
+ *   whose summary has not started goes before it, the summary after it in
+ *   its slot. A prepend summary is a guest: a slot nobody calls home, or
+ *   the least recently used owner's.
  *
  * Pure but for the slot actions (save, restore, erase) and the timers, both
  * injected.
  */
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
-
-export interface SlotTimers {
-  after(ms: number, run: () => void): () => void;
-  readonly now: number;
-}
-
-export interface SlotSchedulerOptions {
-  readonly slots: number;
-  readonly waitMs: number;
-  readonly save: boolean;
-  readonly saveMaxBytes: number;
-  readonly actions: SlotActions;
-  readonly timers?: SlotTimers;
-  /** Told when saving stops for good (the server refused a save). */
-  readonly onSaveRefused?: () => void;
-}
-
-export interface SlotLease {
-  readonly slot: number;
-  /** How long the request waited in its slot queue. */
-  readonly waitedMs: number;
-  /** The request is over (its answer ended or failed): the next of the slot queue goes. Idempotent. */
-  release(): void;
-}
-
-export interface SlotView {
-  readonly slot: number;
-  readonly owner: string | null;
-  readonly inFlight: boolean;
-  readonly queued: number;
-  readonly waits: number;
-  readonly waitMsTotal: number;
-  readonly waitMsMax: number;
-}
-
-export interface SlotStats {
-  readonly slots: SlotView[];
-  readonly evictions: number;
-  readonly moves: number;
-  readonly saves: number;
-  readonly restores: number;
-  readonly saveFailures: number;
-  readonly restoreFailures: number;
-  readonly files: number;
-  readonly filesBytes: number;
-  readonly filesErased: number;
-}
-
-interface Slot {
-  readonly id: number;
-  owner: string | null;
-  /** Whose conversation the slot's KV holds (null: none, or a guest's). */
-  holds: string | null;
-  inFlight: boolean;
-  readonly queue: Waiter[];
-  lastUsed: number;
-  waits: number;
-  waitMsTotal: number;
-  waitMsMax: number;
-}
-
-interface Waiter {
-  readonly work: SlotWork;
-  readonly seq: number;
-  readonly since: number;
-  expired: boolean;
-  cancel: () => void;
-  readonly grant: (slot: Slot) => void;
-}
-
-const REAL_TIMERS: SlotTimers = {
-  after(ms, run) {
-    const timer = setTimeout(run, ms);
-    timer.unref();
-    return () => clearTimeout(timer);
-  },
-  get now() {
-    return performance.now();
-  },
-};
+export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView } from './slot-state.js';
 
 export class SlotScheduler {
   readonly #slots: Slot[];
@@ -127,7 +53,7 @@ export class SlotScheduler {
     this.#options = options;
     this.#timers = options.timers ?? REAL_TIMERS;
     this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
-    this.#slots = Array.from({ length: options.slots }, (_, id) => ({ id, owner: null, holds: null, inFlight: false, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 }));
+    this.#slots = Array.from({ length: options.slots }, (_, id) => emptySlot(id));
   }
 
   get slotCount(): number {
@@ -141,7 +67,6 @@ export class SlotScheduler {
   /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
   acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
     signal?.throwIfAborted();
-    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
     return new Promise<SlotLease>((resolve, reject) => {
       const since = this.#timers.now;
       const onAbort = (): void => {
@@ -163,37 +88,93 @@ export class SlotScheduler {
           );
         },
       };
-      if (home === undefined) {
-        // No home (a new or evicted conversation, a guest): a free slot now, else the first one that frees.
-        const free = this.#freeSlot();
-        if (free !== undefined) return this.#move(waiter, free);
-        this.#homeless.push(waiter);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
-        return;
-      }
-      if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
-      home.queue.push(waiter);
       signal?.addEventListener('abort', onAbort, { once: true });
-      // A summary stays in its conversation's slot however long it waits: elsewhere it would re-read the whole history.
-      if (work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      this.#place(waiter);
     });
   }
 
   stats(): SlotStats {
     return {
-      slots: this.#slots.map((slot) => ({
-        slot: slot.id,
-        owner: slot.owner,
-        inFlight: slot.inFlight,
-        queued: slot.queue.length,
-        waits: slot.waits,
-        waitMsTotal: slot.waitMsTotal,
-        waitMsMax: slot.waitMsMax,
-      })),
+      slots: this.#slots.map(viewOf),
       ...this.#counts,
       ...this.#keeper.stats(),
     };
+  }
+
+  /**
+   * Where a new request waits. A turn whose conversation's summary runs
+   * (and has no slot file to restore elsewhere) waits for it in the
+   * summary's slot: that slot holds the only current copy of the
+   * conversation. A turn whose summary has not started takes the summary's
+   * place in line (the summary, background work, runs after it, where it
+   * ran). Else its home slot's queue; without a home, a free slot now or
+   * the first one that frees.
+   */
+  #place(waiter: Waiter): void {
+    const { work } = waiter;
+    if (work.kind === 'turn' && !this.#keeper.canRestore(work)) {
+      const running = this.#slots.find((slot) => isSummaryOf(slot.running, work.key));
+      if (running !== undefined) return this.#queue(running, waiter);
+      const summary = this.#waitingOf(work.key).find((other) => other.work.kind === 'summary');
+      if (summary !== undefined) this.#swapPlaces(waiter, summary);
+    }
+    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
+    if (home === undefined) {
+      const free = this.#freeSlot();
+      if (free !== undefined) return this.#move(waiter, free);
+      this.#homeless.push(waiter);
+      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      return;
+    }
+    if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
+    this.#queue(home, waiter);
+  }
+
+  /** `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go elsewhere, but a summary stays (elsewhere it would re-read the whole history). */
+  #queue(slot: Slot, waiter: Waiter): void {
+    const after = slot.queue.findIndex((other) => other.seq > waiter.seq);
+    slot.queue.splice(after === -1 ? slot.queue.length : after, 0, waiter);
+    if (waiter.work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+  }
+
+  /** A new turn takes its waiting summary's place in line, the summary the turn's (at the end). */
+  #swapPlaces(turn: Waiter, summary: Waiter): void {
+    [turn.seq, summary.seq] = [summary.seq, turn.seq];
+    const slot = this.#slots.find((candidate) => candidate.queue.includes(summary));
+    if (slot === undefined) return;
+    slot.queue.splice(slot.queue.indexOf(summary), 1);
+    this.#queue(slot, summary);
+  }
+
+  /** `key`'s requests waiting anywhere (without a home, or in a slot queue). */
+  #waitingOf(key: string): Waiter[] {
+    const ofKey = (waiter: Waiter): boolean => waiter.work.kind !== 'guest' && waiter.work.key === key;
+    return [...this.#homeless, ...this.#slots.flatMap((slot) => slot.queue)].filter(ofKey);
+  }
+
+  /**
+   * A conversation's summary never runs beside its turn: a summary about to
+   * start in `slot` while its conversation's turn runs elsewhere waits
+   * behind that turn instead (`slot` goes to the next). True when redirected.
+   */
+  #redirected(waiter: Waiter, slot: Slot): boolean {
+    const { work } = waiter;
+    if (work.kind !== 'summary') return false;
+    const turn = this.#slots.find((other) => other !== slot && other.running?.kind === 'turn' && other.running.key === work.key);
+    if (turn === undefined) return false;
+    this.#leave(waiter);
+    this.#queue(turn, waiter);
+    if (!slot.inFlight) this.#dispatch(slot);
+    return true;
+  }
+
+  /** Where a request of `key` just started, its other requests waiting elsewhere follow: the slot is about to hold the only current copy. */
+  #gather(key: string, slot: Slot): void {
+    for (const other of this.#waitingOf(key)) {
+      if (slot.queue.includes(other)) continue;
+      this.#leave(other);
+      this.#queue(slot, other);
+    }
   }
 
   /** A free slot for a request without a home: one nobody calls home, else the least recently used owner's. */
@@ -218,9 +199,13 @@ export class SlotScheduler {
   }
 
   #start(slot: Slot, waiter: Waiter): void {
+    if (this.#redirected(waiter, slot)) return;
     slot.inFlight = true;
+    slot.running = waiter.work;
     slot.lastUsed = ++this.#tick;
     waiter.grant(slot);
+    // The turns that waited for this summary to find a slot wait for it here.
+    if (waiter.work.kind !== 'guest') this.#gather(waiter.work.key, slot);
   }
 
   #lease(slot: Slot, since: number): SlotLease {
@@ -235,8 +220,16 @@ export class SlotScheduler {
       release: () => {
         if (released) return;
         released = true;
+        const ended = slot.running;
         slot.inFlight = false;
+        slot.running = null;
         slot.lastUsed = ++this.#tick;
+        // The turn held back for its conversation's summary goes next: it has waited the whole summary already.
+        const own = ended?.kind === 'summary' && !this.#keeper.canRestore(ended) ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
+        if (own !== undefined) {
+          this.#leave(own);
+          return this.#start(slot, own);
+        }
         this.#dispatch(slot);
       },
     };
@@ -258,8 +251,19 @@ export class SlotScheduler {
     if (first !== undefined) this.#move(first, slot);
   }
 
-  /** A request waited `waitMs`: it takes a free slot if there is one, else the first that frees. */
+  /**
+   * A request waited `waitMs`: it takes a free slot if there is one, else the
+   * first that frees. Not a turn behind its own conversation's summary with
+   * no slot file to restore elsewhere: the summary's slot holds the only copy
+   * of its conversation (llama-server's RAM cache keeps a slot's prompt only
+   * when a task overwrites most of it, which a summary extending it does
+   * not), so moving would re-read it all; it waits for the summary.
+   */
   #expire(waiter: Waiter): void {
+    if (this.#behindOwnSummary(waiter) && !this.#keeper.canRestore(waiter.work)) {
+      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      return;
+    }
     waiter.expired = true;
     const target = this.#freeSlot();
     if (target !== undefined) this.#move(waiter, target);
@@ -267,12 +271,18 @@ export class SlotScheduler {
 
   /** `waiter` runs in `target`, which becomes its conversation's home (a move when it had another). */
   #move(waiter: Waiter, target: Slot): void {
+    if (this.#redirected(waiter, target)) return;
     this.#leave(waiter);
     const key = waiter.work.kind === 'guest' ? null : waiter.work.key;
     const home = key === null ? undefined : this.#homes.get(key);
     if (home !== undefined && home !== target) this.#counts.moves++;
     this.#rehome(target, key);
     this.#start(target, waiter);
+  }
+
+  /** Whether `waiter` is a turn queued in the slot where its conversation's summary runs. */
+  #behindOwnSummary({ work }: Waiter): boolean {
+    return work.kind === 'turn' && this.#slots.some((slot) => isSummaryOf(slot.running, work.key) && slot.queue.some((queued) => queued.work === work));
   }
 
   #leave(waiter: Waiter): void {

@@ -50,6 +50,11 @@ export class SlotKeeper {
     return { ...this.#counts, files: this.#files.count, filesBytes: this.#files.totalBytes, filesErased: this.#files.erased };
   }
 
+  /** Whether `work`'s conversation could be restored from a file in another slot (saved before its summary, or when evicted). */
+  canRestore(work: SlotWork): boolean {
+    return this.#saving && work.kind !== 'guest' && this.#files.has(work.key);
+  }
+
   /** Before `work` runs in `slot`; `homed(key)` says whether a conversation still has a home slot (then its KV there is not the only copy). */
   async prepare(slot: HeldSlot, work: SlotWork, homed: (key: string) => boolean): Promise<void> {
     const key = work.kind === 'guest' ? null : work.key;

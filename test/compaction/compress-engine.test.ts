@@ -5,6 +5,7 @@ import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-code
 import type { CompactionEvent } from '../../src/compaction/ports.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
+import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { reReadTurn, fileAt, REREAD_FILES } from '../support/re-reads.js';
 
 /** Issue 25 through the engine: the re-read loop on the default 8k window. */
@@ -13,11 +14,11 @@ const compact = (compactor: ReturnType<typeof compactorWith>['compactor'], messa
   compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, ...(mode === undefined ? {} : { mode }) });
 
 /** Runs the re-read loop turn by turn (each request with the whole history) until `until` says stop; returns what each request gave. */
-async function run(compactor: ReturnType<typeof compactorWith>['compactor'], turns: number, mode?: 'observe') {
+async function run(compactor: ReturnType<typeof compactorWith>['compactor'], turns: number, mode?: 'observe', userWords = '') {
   let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
   const steps: Array<{ history: ChatMessage[]; forwarded: ChatMessage[]; report: string | null }> = [];
   for (let turn = 1; turn <= turns; turn++) {
-    const messages = reReadTurn(turn);
+    const messages = reReadTurn(turn).map((message) => (message.role === 'user' ? { ...message, content: `${String(message.content)}${userWords}` } : message));
     history = [...history, messages[0]!];
     const compacted = await compact(compactor, history, mode);
     compacted.afterResponse?.();
@@ -53,6 +54,30 @@ describe('the compression tier through the engine (issue 25)', () => {
       const newest = Array.from({ length: turns }, (_, index) => index + 1).filter((turn) => turn % 3 === offset).at(-1)!;
       expect(compressed.some((message) => message.content === fileAt(path, newest, 40))).toBe(true);
     }
+  });
+
+  it('a summary after compressions keeps its turns compressed: one epoch, both words, replayed byte for byte', async () => {
+    // Long user messages (nothing to compress) make compressing no longer enough: a summary is prepared, on a 32k
+    // window whose `keep_recent` (6k tokens) holds more compressed turns than raw ones.
+    const userWords = ` ${'Keep the receipts exact to the cent. '.repeat(32)}`;
+    const events: CompactionEvent[] = [];
+    const observer = { compaction: (event: CompactionEvent) => events.push(event), summary: () => {}, epochLookup: () => {} };
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 32_768 }), observer });
+    const steps = await run(compactor, 40, undefined, userWords);
+    const summaries = events.filter((event) => event.tier === 'summary');
+    expect(summaries.length).toBe(summarizer.calls);
+    const both = summaries.find((event) => event.written?.report.startsWith('compressed') === true);
+    expect(both?.written?.report, summaries.map((event) => event.written?.report).join('\n')).toMatch(
+      /^compressed \d+ tool results? \(\d+(\.\d)?k? -> \d+(\.\d)?k? tokens\), summarized \d+ messages -> 1 summary \+ \d+ kept \(/,
+    );
+    // Once applied, the epoch forwards the summary pair and, after it, kept results with markers; the request after
+    // that forwards the same prefix, byte for byte.
+    const applied = steps.findIndex((step) => step.forwarded.some((message) => String(message.content).startsWith('[compacted:summary]')));
+    const forwarded = steps[applied]!.forwarded;
+    const pair = forwarded.findIndex((message) => String(message.content).startsWith('[compacted:summary]'));
+    expect(forwarded.slice(pair + 2).some((message) => message.role === 'tool' && String(message.content).includes('[compressed: '))).toBe(true);
+    const next = steps[applied + 1]!;
+    expect(JSON.stringify(next.forwarded.slice(0, forwarded.length - 1))).toBe(JSON.stringify(forwarded.slice(0, -1)));
   });
 
   it('the epoch keeps its strategy through a shared store\'s encoding', () => {

@@ -6,6 +6,8 @@ import {
   reusedLine,
   summarizedLine,
   truncatedLine,
+  withCompressed,
+  wouldSummarizeLine,
 } from '../../src/compaction/policy/report.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 
@@ -46,6 +48,16 @@ describe('report lines', () => {
       'truncated 40 messages -> notice + 8 kept (61.2k -> 9.3k tokens; the summary timed out)',
     );
     expect(reusedLine({ before: 61_234, after: 9_300 })).toBe('epoch reused (61.2k -> 9.3k tokens)');
+  });
+
+  it('a summary that compressed what it keeps says both, the compression first; observe mode would say both', () => {
+    const compressed = { results: 3, before: 2812, after: 434 };
+    const summary = summarizedLine({ old: 200, kept: 27, before: 55_500, after: 4600, milliseconds: 1200 });
+    expect(withCompressed(summary, compressed)).toBe('compressed 3 tool results (2.8k -> 434 tokens), summarized 200 messages -> 1 summary + 27 kept (55.5k -> 4.6k tokens, 1.2s)');
+    expect(withCompressed(summary, undefined)).toBe(summary);
+    expect(wouldSummarizeLine({ tier: 'summary', old: 200, kept: 27, before: 55_500, after: 4600, compressed })).toBe(
+      'would compress 3 tool results (2.8k -> 434 tokens), summarize 200 messages -> 1 summary + 27 kept (55.5k -> 4.6k tokens)',
+    );
   });
 
   it('property: every line is printable ASCII (no arrow characters)', () => {

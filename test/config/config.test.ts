@@ -45,15 +45,20 @@ describe('defaultConfig', () => {
   it('issue 25: compaction.compress is on with the measured defaults, clearing off; COMPACTOR_COMPRESS turns it off', () => {
     expect(defaultConfig().compaction.compress).toEqual({
       enabled: true,
-      clear_at_least: 1024,
+      clear_at_least: 2048,
       superseded: true,
       identical: true,
       structure: true,
       min_result_chars: 400,
       keep_items: 3,
       keep_lines: 5,
+      read_tools: ['read', 'read_file', 'read_many_files', 'view', 'view_file', 'open', 'open_file', 'cat', 'fetch', 'web_fetch', 'get_file_contents'],
       clear: { keep: 0, exclude_tools: [] },
     });
+    // read_tools: a list of names, named in the error when it is not.
+    const names = parseConfig({ compaction: { compress: { read_tools: 'read' } } });
+    expect(names.ok).toBe(false);
+    if (!names.ok) expect(names.errors.join('\n')).toContain('compaction.compress.read_tools');
     expect(loadConfig({ env: { COMPACTOR_COMPRESS: 'off' } })).toMatchObject({ ok: true, config: { compaction: { compress: { enabled: false } } } });
     const bad = parseConfig({ compaction: { compress: { clear_at_least: -1, clear: { keep: 2, exclude_tools: [1] } } } });
     expect(bad.ok).toBe(false);
@@ -277,7 +282,7 @@ describe('loadConfig', () => {
     expect(prefixed).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.key_prefix: must not contain \{ or \}/)] });
   });
 
-  it('upstream.slots is off by default: without slot_save, auto reused less KV than llama-server alone (bench § slots.ts)', () => {
+  it('upstream.slots is off by default: without slot_save, auto is not within a point of the ideal on 8 conversations on 2 slots (bench § slots.ts)', () => {
     expect(defaultConfig().upstream.slots).toBe('off');
     expect(loadConfig({ env: {} })).toMatchObject({ ok: true, config: { upstream: { slots: 'off', slot_save: false } } });
   });

@@ -207,6 +207,59 @@ describe('SlotScheduler: summaries', () => {
     expect(next).toBe(summary.slot);
   });
 
+  it('without slot_save, a turn behind its own summary waits for it past waitMs: elsewhere it would re-read the whole conversation', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    let next: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
+    timers.advance(5000);
+    await flush();
+    expect(next).toBeUndefined();
+    summary.release();
+    await flush();
+    expect(next).toBe(summary.slot);
+    expect(slots.stats().moves).toBe(0);
+  });
+
+  it("a turn whose conversation's summary has not started goes first, and the summary runs after it in the turn's slot, never beside it", async () => {
+    const { slots } = scheduler({ slots: 2 });
+    const a = await slots.acquire(turn('a'));
+    const b = await slots.acquire(turn('b'));
+    // x has no home: its summary waits for the first slot that frees; x's next turn takes its place in line.
+    let summarySlot: number | undefined;
+    const summary = slots.acquire({ kind: 'summary', key: 'x' }).then((lease) => ((summarySlot = lease.slot), lease));
+    const next = slots.acquire(turn('x'));
+    a.release();
+    const running = await next;
+    expect(running.slot).toBe(a.slot);
+    // The other slot frees while x's turn runs: the summary does not start there (it would re-read x beside its turn).
+    b.release();
+    await flush();
+    expect(summarySlot).toBeUndefined();
+    running.release();
+    (await summary).release();
+    expect(summarySlot).toBe(running.slot);
+  });
+
+  it('gives the slot to the turn that waited for its summary before any other waiting request', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    const c = await slots.acquire(turn('c'));
+    // d has no home and waits past waitMs: it would take the first slot that frees.
+    const order: string[] = [];
+    const d = slots.acquire(turn('d')).then((lease) => (order.push('d'), lease));
+    timers.advance(1000);
+    const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
+    summary.release();
+    await flush();
+    expect(order).toEqual([`a ${summary.slot}`]);
+    c.release();
+    (await d).release();
+    (await next).release();
+  });
+
   it('with slot_save saves the slot before the summary, and a turn that moves away restores it', async () => {
     const { slots, actions, timers } = scheduler({ slots: 2, save: true });
     (await slots.acquire(turn('a'))).release();

@@ -41,6 +41,10 @@ export interface SlotTaskRecord {
   readonly promptN: number;
   readonly queuedMs: number;
   readonly prompt: string;
+  /** Where the longest copy of the prompt's prefix was when it started (tokens): its slot, another idle slot, a busy one, the RAM cache. */
+  readonly copies: { readonly own: number; readonly idle: number; readonly busy: number; readonly ram: number };
+  readonly summary: boolean;
+  readonly startedAt: number;
 }
 
 interface Waiter {
@@ -133,9 +137,10 @@ export class SlotLlama {
     }
     const queuedAt = performance.now();
     const slot = await this.#slotFor(prompt, idSlot);
+    const copies = this.model.whereIs(slot, prompt);
     const { cacheN, promptN } = this.model.begin(slot, prompt);
-    this.tasks.push({ slot, pinned: idSlot ?? null, cacheN, promptN, queuedMs: performance.now() - queuedAt, prompt });
     const isSummary = prompt.includes('handoff notes');
+    this.tasks.push({ slot, pinned: idSlot ?? null, cacheN, promptN, queuedMs: performance.now() - queuedAt, prompt, copies, summary: isSummary, startedAt: performance.now() });
     const generated = (isSummary ? this.#options.summaryGeneratedTokens : undefined) ?? this.#options.generatedTokens ?? 8;
     const answer = `Answer of ${generated} tokens. `.padEnd(generated * 4, '.');
     const ms = promptN * (this.#options.msPerPromptToken ?? 0) + generated * (this.#options.msPerGeneratedToken ?? 0);

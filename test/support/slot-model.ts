@@ -93,6 +93,24 @@ export class SlotModel {
     return (best ?? idle.reduce((oldest, slot) => (slot.lastUsed < oldest.lastUsed ? slot : oldest))).id;
   }
 
+  /**
+   * Where the longest copy of `prompt`'s prefix is now, in tokens: the slot
+   * `slotId` itself, the best other idle slot, the best busy slot, the RAM
+   * cache. Read before `begin` to say why a task re-read what it did.
+   */
+  whereIs(slotId: number, prompt: string): { own: number; idle: number; busy: number; ram: number } {
+    const tokens = (chars: number): number => this.tokensOf(prompt.slice(0, chars));
+    let idle = 0;
+    let busy = 0;
+    for (const slot of this.slots) {
+      if (slot.id === slotId) continue;
+      const shared = commonPrefixLength(slot.held, prompt);
+      if (slot.busy) busy = Math.max(busy, shared);
+      else idle = Math.max(idle, shared);
+    }
+    return { own: tokens(commonPrefixLength(this.#slot(slotId).held, prompt)), idle: tokens(idle), busy: tokens(busy), ram: tokens(this.#bestCached(prompt)?.shared ?? 0) };
+  }
+
   /** A task starts in `slotId`: what of its prompt is reused, what is processed. */
   begin(slotId: number, prompt: string): { cacheN: number; promptN: number } {
     const slot = this.#slot(slotId);

@@ -17,9 +17,9 @@ export interface EpochSource {
 /**
  * One pass over the prefixes, longest first: the epoch in use of the longest
  * prefix that has one, and the longest pending epoch beyond it. A pending
- * epoch that covers no more than the one in use is stale (a later compaction
- * overtook it): it is dropped, so it cannot stand in the way of the next
- * background epoch.
+ * epoch that is not {@link isBeyond} the one in use is stale (a later
+ * compaction overtook it): it is dropped, so it cannot stand in the way of
+ * the next background epoch.
  */
 export function lookupEpochs(source: EpochSource, hashes: readonly string[]): EpochLookup {
   let pending: Epoch | null = null;
@@ -32,9 +32,21 @@ export function lookupEpochs(source: EpochSource, hashes: readonly string[]): Ep
     else if (inUse === null) pending ??= epoch;
     else source.delete(epoch.key);
   }
-  if (pending !== null && inUse !== null && pending.sourceLength <= inUse.sourceLength) {
+  if (pending !== null && !isBeyond(pending, inUse)) {
     source.delete(pending.key);
     pending = null;
   }
   return { inUse, pending };
+}
+
+/**
+ * Whether a pending epoch has more to give than the epoch in use: it covers
+ * more of the history, or as much but was written from more of it (a summary
+ * prepared after the epoch in use was made, whose cut falls inside that
+ * epoch's replacement: an epoch that compressed results deep into the kept
+ * part covers up to its last one). Else it is stale.
+ */
+export function isBeyond(pending: Epoch, inUse: Epoch | null): boolean {
+  if (inUse === null) return true;
+  return pending.sourceLength > inUse.sourceLength || (pending.sourceLength === inUse.sourceLength && pending.seenLength > inUse.seenLength);
 }

@@ -1,6 +1,7 @@
 import type { CompactionLogger } from '../ports.js';
 import type { Epoch, EpochLease, EpochLookup, EpochStore, LookupOptions, SharedReads, SharedState, UnsharedMeasures } from '../types.js';
 import type { MemoryEpochStore } from './epoch-store.js';
+import { isBeyond } from './lookup.js';
 
 /**
  * Degrading to memory, for any shared store: this process's memory store
@@ -131,7 +132,7 @@ export class MemoryFallbackStore implements EpochStore {
     } else if (inUse !== null) {
       this.#memory.set(inUse);
     }
-    const pending = matches(reply.pending) && reply.pending.sourceLength > (inUse?.sourceLength ?? 0) ? reply.pending : local.pending;
+    const pending = matches(reply.pending) && isBeyond(reply.pending, inUse) ? reply.pending : local.pending;
     const running = reply.runningElsewhere === undefined || pending !== null ? {} : { runningElsewhere: reply.runningElsewhere };
     return { inUse, pending, ...state, ...running };
   }

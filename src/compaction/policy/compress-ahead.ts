@@ -3,7 +3,8 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, type Sizes, chooseCut, epochBoundary, totalSize } from './plan.js';
+import { type Candidate, type CompactionSettings, type Sizes, epochBoundary, totalSize } from './plan.js';
+import { protectedTailStart, stepsCut } from './plan-steps.js';
 
 /**
  * The compression tier in the soft zone (DESIGN.md § Compression): compress
@@ -26,7 +27,7 @@ type RatioSizes = Sizes & { readonly ratio: number };
  */
 export function compressNow(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings): { kind: 'compress'; plan: CompressPlan; boundary: { candidateEnd: number; sourceLength: number } } | null {
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const plan = planCompress(candidate, sizes, chooseCut(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
+  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
 }
 
@@ -44,7 +45,7 @@ export function compressNow(candidate: Candidate, sizes: RatioSizes, budget: num
 export function compressesAtCrossing(candidate: Candidate, sizes: RatioSizes, budget: number, settings: SoftZoneSettings): boolean {
   if (settings.compress === undefined || settings.compress === null) return false;
   const growth = Math.max(0, settings.threshold * budget - totalSize(sizes)) / budget;
-  const cut = chooseCut(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
+  const cut = protectedTailStart(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
   if (cut === null) return false;
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
   const now = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 })?.freed ?? 0;
@@ -54,4 +55,17 @@ export function compressesAtCrossing(candidate: Candidate, sizes: RatioSizes, bu
   // markers, the newest copies) has grown that large, the crossing needs the summary after it prepared now.
   const freed = now + expected;
   return freed >= settings.compress.clearAtLeast && totalSize(sizes) - freed < settings.softThreshold * budget;
+}
+
+/**
+ * At a crossing of one long turn (an agent loop under one user message: no
+ * turn to cut at, so the tiers of planCompaction have nothing to do), the
+ * compression of its steps older than those the steps tier keeps raw, when
+ * it frees `clear_at_least` and alone gets under the threshold; else null and
+ * the old steps are summarized.
+ */
+export function compressSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings, sizeOf: (message: ChatMessage) => number): CompressPlan | null {
+  const cut = stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf);
+  return plan !== null && (budget === null || plan.size < settings.threshold * budget) ? plan : null;
 }

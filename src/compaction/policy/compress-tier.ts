@@ -47,15 +47,17 @@ export function compressSettingsOf(compress: Config['compaction']['compress']): 
       keepItems: compress.keep_items,
       keepLines: compress.keep_lines,
       clear: { keep: compress.clear.keep, excludeTools: compress.clear.exclude_tools },
+      readTools: compress.read_tools,
     },
   };
 }
 
 /**
  * The most `clear_at_least` asks of a budget: a sixth of it (512 tokens on a 4k
- * window). On a 4k window a compression rarely frees 1024 tokens at once (its
- * protected tail is 768), and the re-read loop summarized 29 times in 40 turns
- * with 1024, 20 times with 512 (bench/README.md § compress.ts).
+ * window, 1194 on 8k; the default 2048 from a 16k window up). On a 4k window a
+ * compression rarely frees 1024 tokens at once (its protected tail is 768), and
+ * the re-read loop summarized 29 times in 40 turns with 1024, 20 times with 512
+ * (bench/README.md § compress.ts).
  */
 const MAX_CLEAR_SHARE = 1 / 6;
 

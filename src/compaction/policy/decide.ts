@@ -18,7 +18,7 @@ import {
 } from './plan.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
 import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
-import { compressesAtCrossing, compressNow } from './compress-ahead.js';
+import { compressesAtCrossing, compressNow, compressSteps } from './compress-ahead.js';
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -171,8 +171,10 @@ export function decideAhead(
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
     ...withSummaryOf(budget, settings),
-    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call).
+    // A compression is decided when a request is in the soft zone or crosses, never prepared ahead (it costs no call);
+    // the summary prepared compresses what it keeps all the same (it moves the prefix anyway).
     compress: null,
+    compressKept: compressForBudget(settings.compress, budget.tokens),
     keepRecent: Math.max(0, settings.keepRecent - growth),
     // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
     target: Math.max(0, settings.target - growth),
@@ -195,6 +197,9 @@ function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number |
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
   const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);
   if (!needsSteps || (plan.tier === 'nothing' && trigger === 'count')) return plan;
+  // One long turn: its old steps are compressed, when that is enough, before they are summarized.
+  const compressed = trigger === 'size' && plan.tier !== 'summary' ? compressSteps(candidate, sizes, budget, settings, sizeOf) : null;
+  if (compressed !== null) return compressed;
   const steps = planSteps(candidate, sizes, budget, settings);
   if (steps === null) return plan;
   if (plan.tier === 'summary' && steps.size >= plan.size) return plan;

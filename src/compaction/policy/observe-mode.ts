@@ -41,7 +41,8 @@ export function observedDecision(decision: Decision, options: { before: number; 
     case 'summary':
     case 'steps': {
       const tier = decision.kind === 'steps' ? 'steps' : 'summary';
-      return { line: wouldSummarizeLine({ tier, ...decision.counts, before, after: decision.plan.size }), tier, counted: true, after: decision.plan.size };
+      const compressed = decision.plan.tier === 'summary' ? decision.plan.prunedKept?.compressed : undefined;
+      return { line: wouldSummarizeLine({ tier, ...decision.counts, before, after: decision.plan.size, compressed }), tier, counted: true, after: decision.plan.size };
     }
   }
 }

@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { headLength, stepRanges, taskAnchorIndex } from '../../transcript/groups.js';
-import { type Candidate, type CompactionSettings, type Sizes, totalSize } from './plan.js';
+import { type Candidate, type CompactionSettings, type Sizes, chooseCut, totalSize } from './plan.js';
 
 /**
  * Tier 3: when one long turn is the problem (an agent loop under a single user
@@ -32,22 +32,43 @@ export interface StepsPlan {
 export function planSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings): StepsPlan | null {
   const { messages } = candidate;
   const head = headLength(messages);
-  const anchor = taskAnchorIndex(messages);
-  if (anchor < head) return null;
-  const steps = stepRanges(messages, { start: anchor + 1, end: messages.length });
-  if (steps.length < 2) return null;
-
-  let first = steps.length - 1; // keep at least the last step
-  if (budget !== null) {
-    const keepTokens = settings.keepRecent * budget;
-    while (first > 1 && totalSize(sizes, steps[first - 1]!.start, messages.length) <= keepTokens) first--;
-  }
-  const cut = steps[first]!.start;
+  const found = stepsCut(candidate, sizes, budget, settings);
+  if (found === null) return null;
+  const { anchor, cut } = found;
   const size =
     totalSize(sizes, 0, head) + sizes.perMessage[anchor]! + settings.summaryMaxTokens + STEPS_NOTES_OVERHEAD_TOKENS + totalSize(sizes, cut, messages.length);
   // Notes that may cost as much as the steps they replace gain nothing (and a steps compaction removes no message).
   if (size >= totalSize(sizes)) return null;
   return { tier: 'steps', anchor, cut, size };
+}
+
+/**
+ * Where a steps compaction cuts the current turn: the first of its last steps
+ * that fit `keepRecent × budget` (at least the last one, never the first);
+ * null when it has fewer than two steps.
+ */
+export function stepsCut(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings): { anchor: number; cut: number } | null {
+  const { messages } = candidate;
+  const anchor = taskAnchorIndex(messages);
+  if (anchor < headLength(messages)) return null;
+  const steps = stepRanges(messages, { start: anchor + 1, end: messages.length });
+  if (steps.length < 2) return null;
+  let first = steps.length - 1; // keep at least the last step
+  if (budget !== null) {
+    const keepTokens = settings.keepRecent * budget;
+    while (first > 1 && totalSize(sizes, steps[first - 1]!.start, messages.length) <= keepTokens) first--;
+  }
+  return { anchor, cut: steps[first]!.start };
+}
+
+/**
+ * Where the protected tail starts, which the compression tier never touches:
+ * what a summary would keep raw (`chooseCut`), or, in an agent loop under one
+ * user message (no turn to cut at), what the steps tier would keep raw. Null
+ * when there is neither.
+ */
+export function protectedTailStart(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings): number | null {
+  return chooseCut(candidate, sizes, budget, settings) ?? stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
 }
 
 /**

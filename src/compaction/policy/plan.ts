@@ -4,6 +4,7 @@ import { isMarked } from '../../transcript/marks.js';
 import { pruneToolResults } from '../../transcript/prune.js';
 import type { Epoch } from '../types.js';
 import { type CompressPlan, type CompressTierSettings, planCompress, resized } from './compress-tier.js';
+import { type CompressedKept, compressedKept, keptPartOf } from './kept-part.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -25,6 +26,8 @@ export interface CompactionSettings {
   readonly pruneMaxResultChars: number;
   /** The compression tier, tried after pruning and before a summary; null or absent: off. */
   readonly compress?: CompressTierSettings | null;
+  /** What a summary's kept turns are compressed with, when not `compress` (a background summary plans no compression tier, but compresses what it keeps). */
+  readonly compressKept?: CompressTierSettings | null;
 }
 
 /**
@@ -110,13 +113,15 @@ export type CompactionPlan =
   | { readonly tier: 'too-large'; readonly needed: number };
 
 /**
- * Kept turns whose old tool results a summary forwards pruned: the candidate
- * with them pruned, and the end of the last pruned one (the epoch covers up to
+ * Kept turns whose old tool results a summary forwards pruned or compressed:
+ * the candidate with them so, and the end of the last changed one (the epoch covers up to
  * there, so the pruned copies are what is forwarded from now on).
  */
 export interface PrunedKept {
   readonly messages: readonly ChatMessage[];
   readonly end: number;
+  /** The kept results the compression tier compressed (the rest of `messages`' changes are prunings); absent: none. */
+  readonly compressed?: CompressedKept | undefined;
 }
 
 /** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
@@ -238,10 +243,12 @@ export function planCompaction(
     if (compressed !== null && (budget === null || compressed.size < settings.threshold * budget)) return compressed;
   }
 
-  // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one), and forwarded so.
+  // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one) and
+  // compressed (those before the protected tail), and forwarded so: compressed turns are smaller, and more of them stay.
   const lastTurnStart = turnRanges(messages, head).at(-1)!.start;
-  const keptPruned = trigger === 'size' ? pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: lastTurnStart }) : messages;
-  const measured = keptPruned === messages ? sizes : prunedSizes(sizes, messages, keptPruned, sizeOf);
+  const part = trigger === 'size' ? keptPartOf(messages, sizes, { cut, lastTurnStart }, settings, sizeOf) : null;
+  const keptPruned = part?.messages ?? messages;
+  const measured = part?.sizes ?? sizes;
   let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);
   if (!hasSomethingToSummarize(messages, head, keptCut, trustedMarks(candidate))) keptCut = cut;
   const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
@@ -261,7 +268,7 @@ export function planCompaction(
     cut: summaryCut,
     size,
     ...(throughTurn === null ? {} : { turnStart: throughTurn.turnStart }),
-    ...(prunedEnd === 0 ? {} : { prunedKept: { messages: keptPruned, end: prunedEnd } }),
+    ...(prunedEnd === 0 ? {} : { prunedKept: { messages: keptPruned, end: prunedEnd, compressed: compressedKept(part!, sizes, summaryCut, prunedEnd) } }),
   };
 }
 
@@ -273,9 +280,4 @@ export function planCompaction(
 export function epochBoundary(candidate: Candidate, cut: number): { candidateEnd: number; sourceLength: number } {
   const candidateEnd = Math.max(cut, candidate.replacementLength);
   return { candidateEnd, sourceLength: candidate.sourceStart + (candidateEnd - candidate.replacementLength) };
-}
-
-/** The sizes with those of the messages `pruned` changed measured again. */
-function prunedSizes(sizes: Sizes, messages: readonly ChatMessage[], pruned: readonly ChatMessage[], sizeOf: (message: ChatMessage) => number): Sizes {
-  return { fixed: sizes.fixed, perMessage: sizes.perMessage.map((size, index) => (pruned[index] === messages[index] ? size : sizeOf(pruned[index]!))) };
 }

@@ -35,6 +35,23 @@ export function compressedLine(options: { results: number; before: number; after
   return `compressed ${plural(options.results, 'tool result')} (${sizes(options.before, options.after)})`;
 }
 
+/** What a summary's kept results were compressed from and to (plan.ts's `PrunedKept.compressed`). */
+interface KeptCompressed {
+  readonly results: number;
+  readonly before: number;
+  readonly after: number;
+}
+
+/**
+ * A summary's (or truncation's) line led by the compression of the results it
+ * keeps, when it compressed some: `compressed 3 tool results (2.1k -> 90
+ * tokens), summarized …`. Here the sizes are those of the compressed results;
+ * the request's own are the summary's.
+ */
+export function withCompressed(line: string, compressed: KeptCompressed | undefined): string {
+  return compressed === undefined ? line : `${compressedLine(compressed)}, ${line}`;
+}
+
 export function truncatedLine(options: { dropped: number; kept: number; before: number; after: number; reason: string }): string {
   return `truncated ${plural(options.dropped, 'message')} -> notice + ${options.kept} kept (${sizes(options.before, options.after)}; ${options.reason})`;
 }
@@ -54,9 +71,10 @@ export function wouldLine(line: string): string {
 }
 
 /** What a summary would replace (observe mode never calls one, so it says nothing of what it would say). */
-export function wouldSummarizeLine(options: { tier: 'summary' | 'steps'; old: number; kept: number; before: number; after: number }): string {
+export function wouldSummarizeLine(options: { tier: 'summary' | 'steps'; old: number; kept: number; before: number; after: number; compressed?: KeptCompressed | undefined }): string {
   const what = options.tier === 'steps' ? plural(options.old, 'step message') : plural(options.old, 'message');
-  return `would summarize ${what} -> 1 summary + ${options.kept} kept (${sizes(options.before, options.after)})`;
+  const compressed = options.compressed === undefined ? '' : `${wouldLine(compressedLine(options.compressed)).slice('would '.length)}, `;
+  return `would ${compressed}summarize ${what} -> 1 summary + ${options.kept} kept (${sizes(options.before, options.after)})`;
 }
 
 /** Observe mode's line for a history that could not fit even compacted. */

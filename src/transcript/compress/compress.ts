@@ -1,7 +1,7 @@
 import type { ChatMessage } from '../message.js';
 import { MISSING_RESULT_TEXT } from '../pairs.js';
 import { utf8ByteLength } from '../tokens.js';
-import { type CallInfo, callsById, isRead } from './calls.js';
+import { type CallInfo, DEFAULT_READ_TOOLS, callsById, isRead } from './calls.js';
 import { trimJsonArray } from './json-array.js';
 import { trimLogLines } from './log-lines.js';
 import { clearedMarker, duplicateMarker, hasMarker, supersededMarker } from './markers.js';
@@ -38,6 +38,8 @@ export interface CompressSettings {
   readonly keepLines: number;
   /** Optional clearing: keep the newest `keep` results of each tool (0: off), never those of `excludeTools`. */
   readonly clear: { readonly keep: number; readonly excludeTools: readonly string[] };
+  /** Tools whose results are reads (never trimmed by structure) besides those whose arguments are a path: `isRead`. */
+  readonly readTools?: readonly string[];
 }
 
 export const DEFAULT_COMPRESS_SETTINGS: CompressSettings = {
@@ -48,6 +50,7 @@ export const DEFAULT_COMPRESS_SETTINGS: CompressSettings = {
   keepItems: 3,
   keepLines: 5,
   clear: { keep: 0, excludeTools: [] },
+  readTools: DEFAULT_READ_TOOLS,
 };
 
 /** Below this share of its size saved, a structural trim is not worth changing the result (Cline's ≥ 30% rule). */
@@ -69,16 +72,39 @@ interface Result {
   readonly index: number;
   readonly callId: string;
   readonly call: CallInfo | undefined;
+  /** The result's text: its string content, or its text parts joined. */
   readonly content: string;
 }
 
-/** The string tool results of the history with their calls, oldest first. */
+/**
+ * The text of a tool result: a string, or a list of text parts (qwen-code
+ * sends every tool result so); null for anything else (an image part), which
+ * is never compressed.
+ */
+function textOf(content: ChatMessage['content']): string | null {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content) || content.length === 0) return null;
+  let text = '';
+  for (const part of content) {
+    if (part.type !== 'text' || typeof part['text'] !== 'string') return null;
+    text += part['text'];
+  }
+  return text;
+}
+
+/** The message with its text replaced, in the shape it came: a string, or one text part. */
+function withText(message: ChatMessage, text: string): ChatMessage {
+  return { ...message, content: typeof message.content === 'string' ? text : [{ type: 'text', text }] };
+}
+
+/** The tool results of the history that are text, with their calls, oldest first. */
 function resultsOf(messages: readonly ChatMessage[]): Result[] {
   const calls = callsById(messages);
   const results: Result[] = [];
   messages.forEach((message, index) => {
-    if (message.role !== 'tool' || typeof message.content !== 'string' || typeof message.tool_call_id !== 'string') return;
-    results.push({ index, callId: message.tool_call_id, call: calls.get(message.tool_call_id), content: message.content });
+    const content = message.role === 'tool' ? textOf(message.content) : null;
+    if (content === null || typeof message.tool_call_id !== 'string') return;
+    results.push({ index, callId: message.tool_call_id, call: calls.get(message.tool_call_id), content });
   });
   return results;
 }
@@ -129,8 +155,9 @@ function clearedIndexes(results: readonly Result[], clear: CompressSettings['cle
  * Compresses the tool results in [`from`, `to`) (the part older than the
  * protected tail); later messages count as newer copies but are never changed.
  *
- * Guarantees: same length, same order; only the string `content` of tool
- * messages in the range changes (a new object, every other field as it was);
+ * Guarantees: same length, same order; only the `content` of tool messages
+ * in the range changes (a new object, every other field as it was; a string
+ * stays a string, text parts become one text part);
  * every other message is returned as the same object; the input is not
  * mutated; the newest result of each call is never replaced by a marker, and
  * a read is never cut by structure; compressing the result again with the
@@ -157,7 +184,7 @@ export function compressToolResults(
     const change = compressedText(result, settings, { sameCall: bySameCall.get(result.index), sameText: bySameText.get(result.index), cleared: cleared.has(result.index) });
     if (change === null) continue;
     out ??= messages.slice();
-    out[result.index] = { ...messages[result.index]!, content: change.text };
+    out[result.index] = withText(messages[result.index]!, change.text);
     compressed.set(result.index, change.kind);
     bytesBefore += utf8ByteLength(result.content);
     bytesAfter += utf8ByteLength(change.text);
@@ -194,7 +221,7 @@ function compressedText(
   if (settings.superseded && found.sameCall !== undefined) return { text: supersededMarker(tool, found.sameCall.callId, bytes()), kind: 'superseded' };
   if (settings.identical && found.sameText !== undefined) return { text: duplicateMarker(found.sameText.callId, bytes()), kind: 'identical' };
   if (found.cleared) return { text: clearedMarker(tool, bytes()), kind: 'cleared' };
-  if (!settings.structure || result.call === undefined || isRead(result.call)) return null;
+  if (!settings.structure || result.call === undefined || isRead(result.call, settings.readTools)) return null;
   const trimmed = trimJsonArray(result.content, settings.keepItems) ?? trimLogLines(result.content, settings.keepLines, MIN_STRUCTURE_SAVING);
   if (trimmed === null || trimmed.length > result.content.length * (1 - MIN_STRUCTURE_SAVING)) return null;
   return { text: trimmed, kind: 'structure' };

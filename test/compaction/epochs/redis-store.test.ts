@@ -24,8 +24,13 @@ function epochAt(length: number, extra: Partial<Epoch> = {}): Epoch {
   return { key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'user', content: `[compacted:summary] notes up to ${length}` }], notes: `notes up to ${length}`, strategy: 'summary', report: 'summarized', ...extra };
 }
 
-async function storeOn(url: string, faults: string[] = []): Promise<RedisEpochStore> {
-  const store = new RedisEpochStore({ url, keyPrefix: 'test:', ttlMs: 60_000, timeoutMs: 50, memory: new MemoryEpochStore(), onFault: (operation) => faults.push(operation) });
+/**
+ * The fault test needs a command timeout it can outlast with a paused server; the others need one a
+ * loaded machine never reaches, or a slow save lands in the writer's memory only and the other replica misses it.
+ */
+async function storeOn(url: string, faults?: string[]): Promise<RedisEpochStore> {
+  const timeoutMs = faults ? 50 : 2_000;
+  const store = new RedisEpochStore({ url, keyPrefix: 'test:', ttlMs: 60_000, timeoutMs, memory: new MemoryEpochStore(), onFault: (operation) => faults?.push(operation) });
   stores.push(store);
   // Connected once the first command gets through.
   for (let tries = 0; store.degraded && tries < 200; tries++) await new Promise((resolve) => setTimeout(resolve, 10));

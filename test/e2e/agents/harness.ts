@@ -6,8 +6,9 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import { spawnOwned } from '../../support/child-processes.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
-import { ScriptedLlama } from './scripted-llama.js';
-import { CHANGELOG_LINE, FIXED_DISCOUNT, FIXED_FORMAT, SHOP_SCRIPT, TAX, TAX_TEST, writeProject } from './shop-project.js';
+import { ScriptedLlama, contentText } from './scripted-llama.js';
+import type { ChatMessage } from '../../../src/transcript/message.js';
+import { CATALOG_TESTS, CHANGELOG_LINE, FIXED_DISCOUNT, FIXED_FORMAT, SHOP_SCRIPT, TAX, TAX_TEST, writeProject } from './shop-project.js';
 
 /**
  * One agent run: a temporary home (HOME and the XDG directories, so the
@@ -51,6 +52,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** BENCH_COMPRESS=off: the run without the compression tier, its baseline. */
+function compressOff(): boolean {
+  return process.env['BENCH_COMPRESS'] === 'off';
+}
+
 export async function startHarness(window: number): Promise<Harness> {
   const sandbox = makeSandbox();
   const upstream = await FakeUpstream.start();
@@ -59,7 +65,7 @@ export async function startHarness(window: number): Promise<Harness> {
     listen: true,
     config: {
       // BENCH_COMPRESS=off measures the agent runs without the compression tier (bench/README.md § compress.ts).
-      compaction: { enabled: true, ...(process.env['BENCH_COMPRESS'] === 'off' ? { compress: { enabled: false } } : {}) },
+      compaction: { enabled: true, ...(compressOff() ? { compress: { enabled: false } } : {}) },
       // Agents wait for their answer; a summary of the double takes milliseconds, so these only bound a hang.
       upstream: { timeouts: { headers_ms: 60_000, idle_ms: 60_000 } },
     },
@@ -115,6 +121,10 @@ export interface RunFigures {
   readonly window: number;
   readonly requests: { readonly main: number; readonly summary: number; readonly side: number };
   readonly epochs: number;
+  /** Epochs the compression tier made (no model call). */
+  readonly compressions: number;
+  /** Main requests that showed the model at least one compressed result. */
+  readonly compressedPrompts: number;
   readonly largestPrompt: number;
   /** Prompt tokens of every main request, as the double counted them: what was forwarded in all. */
   readonly forwarded: number;
@@ -149,11 +159,11 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
   const main = llama.requestsOf('main');
   expect(main.map((request) => request.step)).toEqual(SHOP_SCRIPT.map((_, index) => index));
   const results = llama.toolResults();
-  // The first run fails on both bugs; the last passes all four tests. Node 20's node --test reports
+  // The first run fails on both bugs; the last passes all four tests of the cart and tax and the catalog's. Node 20's node --test reports
   // in TAP when not on a terminal (`# fail 2`), Node 23 and later in its spec format (`ℹ fail 2`).
   const summary = (field: string, count: number): RegExp => new RegExp(`(?:# |ℹ )${field} ${count}\\b`);
   expect(results.some((text) => summary('fail', 2).test(text)), 'a failing node --test run came back').toBe(true);
-  expect(results.some((text) => summary('pass', 4).test(text) && summary('fail', 0).test(text)), 'a passing node --test run came back').toBe(true);
+  expect(results.some((text) => summary('pass', 4 + CATALOG_TESTS).test(text) && summary('fail', 0).test(text)), 'a passing node --test run came back').toBe(true);
   // The failing read came back as the agent's error, not as a crash.
   expect(results.some((text) => text.includes('discounts.js'))).toBe(true);
 
@@ -163,19 +173,29 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
   }
 
   const metrics = (await harness.proxy.app.inject({ method: 'GET', url: '/metrics' })).body;
-  const epochs = counterSum(metrics, 'compactor_compactions_total', (labels) => /outcome="(compacted|prepared)"/.test(labels));
+  const made = (tiers: string): number => counterSum(metrics, 'compactor_compactions_total', (labels) => new RegExp(`tier="(${tiers})"`).test(labels) && /outcome="(compacted|prepared)"/.test(labels));
+  const epochs = made('prune|compress|summary|steps');
+  const compressions = made('compress');
   const failures = counterSum(metrics, 'compactor_compactions_total', (labels) => /outcome="(truncated|forwarded|failed|too_large)"/.test(labels));
   const summaries = llama.requestsOf('summary').length;
   expect(failures, metrics).toBe(0);
   expect(epochs).toBeGreaterThanOrEqual(2);
-  expect(summaries).toBe(epochs);
+  // One summary call per summary epoch; a compression or a pruning calls no model.
+  expect(summaries).toBe(made('summary|steps'));
   expect(counterSum(metrics, 'compactor_summary_calls_total')).toBe(summaries);
+  // The agent re-reads what it edits and re-runs its tests: with the tier on (the default), it compresses (in an epoch
+  // of its own, or in what a summary keeps), and the model is shown markers; without it, never.
+  const compressedPrompts = main.filter((request) => (request.body['messages'] as ChatMessage[]).some((message) => message.role === 'tool' && contentText(message.content).includes('[compressed: '))).length;
+  if (compressOff()) expect(compressedPrompts).toBe(0);
+  else expect(compressedPrompts, 'main requests showing compressed results').toBeGreaterThanOrEqual(1);
 
   return {
     fixedTokens: fixedPartTokens(main[0]!.body),
     window,
     requests: { main: main.length, summary: summaries, side: llama.requestsOf('side').length },
     epochs,
+    compressions,
+    compressedPrompts,
     largestPrompt: Math.max(...llama.received.map((request) => request.tokens)),
     forwarded: main.reduce((sum, request) => sum + request.tokens, 0),
     seconds: result.milliseconds / 1000,

@@ -37,7 +37,38 @@ function notes(title: string): string {
   return `${lines.join('\n')}\n`;
 }
 
-const CART = `export function total(items) {
+/** A cart module of realistic size (about 1.4 KB): a re-read after an edit is a result worth compressing. */
+const CART = `// The cart: line items in cents, totals, discounts. Prices stay in cents until they are printed.
+
+/** One line of the cart: a catalog item and how many of it. */
+export function lineItem(item, quantity) {
+  if (!Number.isInteger(quantity) || quantity < 1) throw new Error('quantity must be a positive integer');
+  return { id: item.id, cents: item.cents, quantity };
+}
+
+/** The cart with one more line, or the line's quantity raised when the item is already in it. */
+export function addItem(items, item, quantity = 1) {
+  const existing = items.find((line) => line.id === item.id);
+  if (existing === undefined) return [...items, lineItem(item, quantity)];
+  return items.map((line) => (line.id === item.id ? { ...line, quantity: line.quantity + quantity } : line));
+}
+
+/** The cart without the item. */
+export function removeItem(items, id) {
+  return items.filter((line) => line.id !== id);
+}
+
+/** How many of an item the cart holds. */
+export function quantityOf(items, id) {
+  return items.find((line) => line.id === id)?.quantity ?? 0;
+}
+
+/** How many items the cart holds in all. */
+export function itemCount(items) {
+  return items.reduce((count, line) => count + line.quantity, 0);
+}
+
+export function total(items) {
   return items.reduce((sum, item) => sum + item.cents * item.quantity, 0);
 }
 
@@ -46,7 +77,24 @@ export function applyDiscount(subtotal, percent) {
 }
 `;
 
-const FORMAT = `export function formatPrice(cents) {
+const FORMAT = `// Formatting at the edge: the shop keeps cents everywhere else.
+
+/** A count with its noun, singular or plural. */
+export function formatCount(count, noun) {
+  return count + ' ' + noun + (count === 1 ? '' : 's');
+}
+
+/** A percentage as the receipt prints it. */
+export function formatPercent(percent) {
+  return percent + '%';
+}
+
+/** A receipt line: name, quantity and price, padded into columns. */
+export function formatLine(name, quantity, cents) {
+  return name.padEnd(32) + String(quantity).padStart(4) + formatPrice(cents).padStart(12);
+}
+
+export function formatPrice(cents) {
   return '$' + cents / 100;
 }
 `;
@@ -70,6 +118,20 @@ test('formatPrice prints dollars and cents', () => {
 });
 `;
 
+/** Tests of the catalog, one per item: what makes each `node --test` run a result of realistic size (about 4 KB). */
+export const CATALOG_TESTS = 30;
+
+const CATALOG_TEST = `import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { catalog } from '../src/catalog.js';
+
+for (const item of catalog.slice(0, ${CATALOG_TESTS})) {
+  test(\`\${item.id} has a positive price in cents\`, () => {
+    assert.ok(Number.isInteger(item.cents) && item.cents > 0);
+  });
+}
+`;
+
 export const TAX = `export function withTax(cents, rate) {
   return Math.round(cents * (1 + rate));
 }
@@ -91,6 +153,7 @@ export const PROJECT_FILES: Readonly<Record<string, string>> = {
   'src/format.js': FORMAT,
   'src/catalog.js': catalog(),
   'test/cart.test.js': CART_TEST,
+  'test/catalog.test.js': CATALOG_TEST,
   'data/prices.csv': prices(),
   'docs/notes.md': notes('Notes'),
   'docs/changelog.md': notes('Changelog'),
@@ -115,10 +178,13 @@ export function writeProject(directory: string): void {
 export const TASK = 'Fix the failing tests of this shop project, add a withTax helper with a test, and note the changes in docs/changelog.md.';
 
 /**
- * The agent's task, one step per main-task request: 26 requests, from
- * listing the files to the final answer, with the tests run four times, a
- * failing read, and nine large results of distinct files (qwen-code answers a
- * second read of an unchanged file with a short notice) (three steps make two calls at once,
+ * The agent's task, one step per main-task request: 30 requests, from
+ * listing the files to the final answer. As coding agents do, it reads back
+ * every file it edits and re-runs the same test command after each change
+ * (five runs of about 4 KB: two failures, then one, then none), beside a
+ * failing read and nine large results of distinct files (qwen-code answers a
+ * second read of an unchanged file with a short notice, so only the reads
+ * after an edit return the file again) (three steps make two calls at once,
  * as agents do when the calls do not depend on each other).
  */
 export const SHOP_SCRIPT: readonly Step[] = [
@@ -132,9 +198,12 @@ export const SHOP_SCRIPT: readonly Step[] = [
   { calls: [{ kind: 'shell', command: 'cat data/prices.csv' }] },
   { calls: [{ kind: 'read', path: 'docs/changelog.md' }] },
   { calls: [{ kind: 'edit', path: 'src/cart.js', old: 'return subtotal - percent;', new: FIXED_DISCOUNT }] },
+  { calls: [{ kind: 'read', path: 'src/cart.js' }] },
   { calls: [{ kind: 'shell', command: 'node --test' }] },
   { calls: [{ kind: 'read', path: 'src/format.js' }, { kind: 'grep', pattern: 'formatPrice' }] },
   { calls: [{ kind: 'edit', path: 'src/format.js', old: "return '$' + cents / 100;", new: FIXED_FORMAT }] },
+  { calls: [{ kind: 'read', path: 'src/format.js' }] },
+  { calls: [{ kind: 'shell', command: 'node --test' }] },
   { calls: [{ kind: 'read', path: 'test/cart.test.js' }] },
   { calls: [{ kind: 'read', path: 'docs/design.md' }, { kind: 'shell', command: 'cat data/stock.csv' }] },
   { calls: [{ kind: 'write', path: 'src/tax.js', content: TAX }] },
@@ -146,6 +215,7 @@ export const SHOP_SCRIPT: readonly Step[] = [
   { calls: [{ kind: 'grep', pattern: 'withTax' }] },
   { calls: [{ kind: 'shell', command: 'tail -n 5 docs/changelog.md' }] },
   { calls: [{ kind: 'edit', path: 'docs/changelog.md', old: '# Changelog\n', new: `# Changelog\n\n${CHANGELOG_LINE}\n` }] },
+  { calls: [{ kind: 'read', path: 'docs/changelog.md' }] },
   { calls: [{ kind: 'shell', command: 'node --test' }] },
   { answer: 'Fixed applyDiscount and formatPrice, added withTax with a test, and noted it in docs/changelog.md. All tests pass.' },
 ];

@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { compressToolResults, DEFAULT_COMPRESS_SETTINGS } from '../../../src/transcript/compress/compress.js';
+import { isRead } from '../../../src/transcript/compress/calls.js';
 import { trimJsonArray } from '../../../src/transcript/compress/json-array.js';
 import { trimLogLines } from '../../../src/transcript/compress/log-lines.js';
 
@@ -74,6 +75,28 @@ describe('compressToolResults', () => {
     expect([...compressed.keys()]).toEqual([1]);
   });
 
+  it('compresses tool results sent as text parts (qwen-code), writing the marker as one text part', () => {
+    const parts = (text: string): ChatMessage['content'] => [{ type: 'text', text }];
+    const messages: ChatMessage[] = [
+      call('c1', 'read_file', { absolute_path: '/shop/src/cart.js' }),
+      { role: 'tool', tool_call_id: 'c1', content: parts(file(1)) },
+      call('c2', 'read_file', { absolute_path: '/shop/src/cart.js' }),
+      { role: 'tool', tool_call_id: 'c2', content: parts(file(2)) },
+      // An image part is not text: such a result is left as it came.
+      call('c3', 'read_file', { absolute_path: '/shop/logo.png' }),
+      { role: 'tool', tool_call_id: 'c3', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { type: 'text', text: 'x'.repeat(500) }] },
+      call('c4', 'read_file', { absolute_path: '/shop/logo.png' }),
+      { role: 'tool', tool_call_id: 'c4', content: parts('y'.repeat(500)) },
+    ];
+    const { messages: out, compressed } = compressToolResults(messages);
+    expect(out[1]!.content).toEqual([{ type: 'text', text: expect.stringMatching(/^\[compressed: superseded by call c2, the same read_file call made later \(\d+ bytes removed\)\]$/) }]);
+    expect([...compressed.keys()]).toEqual([1]);
+    expect(out[3]).toBe(messages[3]);
+    expect(out[5]).toBe(messages[5]);
+    // Compressed once, the parts carry the marker: never compressed again.
+    expect(compressToolResults(out).messages).toBe(out);
+  });
+
   it('trims a JSON array result by its structure, never a read', () => {
     const items = Array.from({ length: 40 }, (_, index) => ({ id: index, name: `item ${index}`, ok: index !== 17 ? 'yes' : undefined, ...(index === 17 ? { error: 'disk full' } : {}) }));
     const json = JSON.stringify(items, null, 2);
@@ -85,6 +108,32 @@ describe('compressToolResults', () => {
     expect(trimmed).toContain('[compressed: 14 items dropped here; ask again for them]');
     expect(trimmed).toContain('[compressed: 19 items dropped here; ask again for them]');
     expect(out[3]).toBe(messages[3]);
+  });
+});
+
+describe('isRead', () => {
+  const info = (name: string, args: Record<string, unknown> | null) => ({ name, arguments: args });
+  it('knows a read by its tool name (the configured list, any case) or by its arguments: a path and at most which lines', () => {
+    expect(isRead(info('read', { filePath: '/a.ts' }))).toBe(true);
+    expect(isRead(info('Read', { file_path: '/a.ts', offset: 10, limit: 50 }))).toBe(true);
+    // Whatever a tool is called, a call that only names a file shows it.
+    expect(isRead(info('get_source', { absolute_path: '/a.ts' }), [])).toBe(true);
+    expect(isRead(info('bash', { command: 'cat src/a.ts' }))).toBe(true);
+    // A search, a write, an edit or a test run is no read, even with a path among its arguments or "file" in its name.
+    expect(isRead(info('grep', { pattern: 'total', path: '/shop' }))).toBe(false);
+    expect(isRead(info('write_file', { file_path: '/a.ts', content: 'x' }))).toBe(false);
+    expect(isRead(info('search_file_content', { pattern: 'x' }))).toBe(false);
+    expect(isRead(info('bash', { command: 'node --test' }))).toBe(false);
+    // The name list is the configuration's: a tool named there reads, whatever its arguments.
+    expect(isRead(info('show_page', { id: 7 }), ['show_page'])).toBe(true);
+    expect(isRead(info('show_page', { id: 7 }))).toBe(false);
+  });
+
+  it('a JSON file read by a tool of any name is never trimmed by its structure; a JSON listing is', () => {
+    const json = JSON.stringify(Array.from({ length: 40 }, (_, index) => ({ id: index, name: `item ${index}` })), null, 2);
+    const messages = [call('c1', 'get_source', { path: 'data.json' }), result('c1', json), call('c2', 'list_items', { page: 1 }), result('c2', json.replace('item 0', 'row 0'))];
+    const { compressed } = compressToolResults(messages);
+    expect(compressed).toEqual(new Map([[3, 'structure']]));
   });
 });
 

@@ -1,0 +1,103 @@
+import type { SlotActions, SlotWork } from './slot-keeper.js';
+
+/**
+ * The slot scheduler's state (scheduler.ts): a llama-server slot as the
+ * scheduler sees it, a request waiting for one, the lease a request holds,
+ * and the figures the metrics and the dashboard read.
+ */
+
+export interface SlotTimers {
+  after(ms: number, run: () => void): () => void;
+  readonly now: number;
+}
+
+
+export interface SlotLease {
+  readonly slot: number;
+  /** How long the request waited in its slot queue. */
+  readonly waitedMs: number;
+  /** The request is over (its answer ended or failed): the next of the slot queue goes. Idempotent. */
+  release(): void;
+}
+
+export interface SlotView {
+  readonly slot: number;
+  readonly owner: string | null;
+  readonly inFlight: boolean;
+  readonly queued: number;
+  readonly waits: number;
+  readonly waitMsTotal: number;
+  readonly waitMsMax: number;
+}
+
+export interface SlotStats {
+  readonly slots: SlotView[];
+  readonly evictions: number;
+  readonly moves: number;
+  readonly saves: number;
+  readonly restores: number;
+  readonly saveFailures: number;
+  readonly restoreFailures: number;
+  readonly files: number;
+  readonly filesBytes: number;
+  readonly filesErased: number;
+}
+
+export interface Slot {
+  readonly id: number;
+  owner: string | null;
+  /** Whose conversation the slot's KV holds (null: none, or a guest's). */
+  holds: string | null;
+  inFlight: boolean;
+  /** What runs there now (null: nothing). */
+  running: SlotWork | null;
+  readonly queue: Waiter[];
+  lastUsed: number;
+  waits: number;
+  waitMsTotal: number;
+  waitMsMax: number;
+}
+
+export interface Waiter {
+  readonly work: SlotWork;
+  /** Its place in line: a turn takes its own waiting summary's. */
+  seq: number;
+  readonly since: number;
+  expired: boolean;
+  cancel: () => void;
+  readonly grant: (slot: Slot) => void;
+}
+
+export const REAL_TIMERS: SlotTimers = {
+  after(ms, run) {
+    const timer = setTimeout(run, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+  get now() {
+    return performance.now();
+  },
+};
+
+export function emptySlot(id: number): Slot {
+  return { id, owner: null, holds: null, inFlight: false, running: null, queue: [], lastUsed: 0, waits: 0, waitMsTotal: 0, waitMsMax: 0 };
+}
+
+export interface SlotSchedulerOptions {
+  readonly slots: number;
+  readonly waitMs: number;
+  readonly save: boolean;
+  readonly saveMaxBytes: number;
+  readonly actions: SlotActions;
+  readonly timers?: SlotTimers;
+  /** Told when saving stops for good (the server refused a save). */
+  readonly onSaveRefused?: () => void;
+}
+
+export function isSummaryOf(work: SlotWork | null, key: string): boolean {
+  return work?.kind === 'summary' && work.key === key;
+}
+
+export function viewOf(slot: Slot): SlotView {
+  return { slot: slot.id, owner: slot.owner, inFlight: slot.inFlight, queued: slot.queue.length, waits: slot.waits, waitMsTotal: slot.waitMsTotal, waitMsMax: slot.waitMsMax };
+}
