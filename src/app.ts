@@ -8,6 +8,7 @@ import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
 import { ShuttingDownError } from './errors.js';
 import { frameworkError } from './http/framework-errors.js';
 import { InFlight } from './http/in-flight.js';
+import { reduceMemoryWhenIdle } from './http/memory-reducer.js';
 import { knownWindows } from './http/known-windows.js';
 import { createLogger } from './http/logger.js';
 import { Metrics } from './http/metrics.js';
@@ -243,6 +244,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
+  if (config.memory.reduce_when_idle) reduceMemoryWhenIdle(app, () => inFlight.started);
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (deps.upstream === undefined) await upstream.close();

@@ -45,6 +45,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
+  COMPACTOR_REDUCE_MEMORY: { path: ['memory', 'reduce_when_idle'], kind: 'boolean' },
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'], kind: 'text or list' },
   COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },

@@ -193,6 +193,12 @@ export const ConfigSchema = z
       })
       .prefault({}),
     log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info'), format: z.enum(LOG_FORMATS).default('json') }).prefault({}),
+    memory: z
+      .strictObject({
+        /** After a load burst, once no request has started for 2 s, one full collection gives back the heap the burst grew (idle streams never let V8 do it). */
+        reduce_when_idle: z.boolean('expected true or false').default(true),
+      })
+      .prefault({}),
   })
   .superRefine((config, context) => {
     if (config.cache.store === 'redis' && config.cache.redis.url === null) {

@@ -23,6 +23,7 @@ const NO_REPAIRS: readonly never[] = [];
 export class InFlight {
   #draining = false;
   #count = 0;
+  #started = 0;
   readonly #idleWaiters: Array<() => void> = [];
   readonly #metrics: Metrics;
   readonly #onChatError: ((context: ChatContext, status: number) => void) | undefined;
@@ -32,6 +33,11 @@ export class InFlight {
   constructor(metrics: Metrics, onChatError?: (context: ChatContext, status: number) => void) {
     this.#metrics = metrics;
     this.#onChatError = onChatError;
+  }
+
+  /** Requests started since the server began: the memory reducer's sign of quiet. */
+  get started(): number {
+    return this.#started;
   }
 
   get draining(): boolean {
@@ -63,6 +69,7 @@ export class InFlight {
     };
     request.record = record;
     this.#count++;
+    this.#started++;
     const response = reply.raw;
     response.once('close', () => {
       record.closeListener?.responseClosed();
