@@ -13,13 +13,15 @@
  *
  * A git revision is checked out in a temporary worktree and compiled beside
  * the working tree's build (node_modules/.cache/compactor-REV). The request
- * is performance.ts's 2 KB chat body; the upstream is bench/servers/upstream.ts.
+ * is performance.ts's 2 KB chat body, or with `--body=200k` own-cost.ts's 200 KB agent body (the
+ * upstream then serves a 262,144-token window, so it stays under the soft threshold); the upstream
+ * is bench/servers/upstream.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { chatBody, type LoadResult, runLoad } from './load-client.js';
+import { agentBody, chatBody, type LoadResult, runLoad } from './load-client.js';
 
 const option = (name: string, fallback: string): string =>
   process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
@@ -28,6 +30,8 @@ const rate = Number(option('rate', '3000'));
 const rounds = Number(option('rounds', '4'));
 const seconds = Number(option('seconds', '5'));
 const config = option('config', '{"compaction":{"enabled":true},"log":{"level":"info"}}');
+const agentSized = option('body', '2k') === '200k';
+const body = agentSized ? agentBody('bench', false, 200_000) : chatBody('bench', false);
 // The working tree's configuration, when it differs from the base's: a setting measured against the same code without it.
 const configB = option('config-b', config);
 const nodeFlagsB = option('node-flags-b', '').split(' ').filter((flag) => flag !== '');
@@ -66,8 +70,8 @@ function build(revision: string | null): string {
   return out;
 }
 
-async function start(cpu: string, script: string, args: string[], nodeFlags: readonly string[] = []): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn('taskset', ['-c', cpu, process.execPath, ...nodeFlags, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+async function start(cpu: string, script: string, args: string[], nodeFlags: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
+  const child = spawn('taskset', ['-c', cpu, process.execPath, ...nodeFlags, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
   children.push(child);
   const port = await new Promise<number>((resolvePort, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
@@ -80,7 +84,7 @@ async function start(cpu: string, script: string, args: string[], nodeFlags: rea
 
 function load(build: string, origin: string, loadSeconds: number): Promise<LoadResult> {
   const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' };
-  return runLoad(build, { url: `${origin}/v1/chat/completions`, seconds: loadSeconds, connections: 32, rate, headers, body: chatBody('bench', false) }, LOAD_CPU);
+  return runLoad(build, { url: `${origin}/v1/chat/completions`, seconds: loadSeconds, connections: 32, rate, headers, body }, LOAD_CPU);
 }
 
 /** User + system CPU of a process, in microseconds. */
@@ -92,7 +96,7 @@ function cpuMicros(pid: number): number {
 
 const baseBuild = build(base);
 const currentBuild = build(null);
-const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0']);
+const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
 const sides = [
   { name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
   {
@@ -103,7 +107,7 @@ const sides = [
 await Promise.all(sides.map((side) => load(currentBuild, side.origin, 2)));
 await sleep(1000);
 
-console.log(`Side by side on CPU ${PROXY_CPU}, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}${configB === config ? '' : ` (working tree: ${configB})`}, Node ${process.version}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}:`);
+console.log(`Side by side on CPU ${PROXY_CPU}, ${agentSized ? '200 KB agent' : '2 KB chat'} body, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}${configB === config ? '' : ` (working tree: ${configB})`}, Node ${process.version}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}:`);
 console.log('');
 console.log(`| round | ${sides.map((side) => `${side.name} µs CPU / request`).join(' | ')} | ratio |`);
 console.log('|---|---|---|---|');

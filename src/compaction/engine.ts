@@ -8,7 +8,7 @@ import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
 import { MemoryEpochStore } from './epochs/epoch-store.js';
 import type { Epoch, EpochStore } from './types.js';
-import { prefixHashes } from './epochs/prefix-hash.js';
+import { KnownPrefixes } from './epochs/known-prefixes.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { EpochWriter } from './epoch-writer.js';
 import { ExactCounter } from './exact-count.js';
@@ -80,6 +80,7 @@ export class CompactionEngine {
   readonly #sharing: RatioSharing;
   readonly #background: Background;
   readonly #sizes: ExactSizes;
+  readonly #prefixes = new KnownPrefixes(); // a known conversation's chain, hashed only past what it held
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
@@ -179,7 +180,7 @@ export class CompactionEngine {
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
-    const hashes = prefixHashes({ tenant: input.tenant, model }, input.request.messages);
+    const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
     if (mode === 'observe') return told(await observeOnce({ store: this.#storeOf(request), ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));

@@ -13,6 +13,13 @@ export interface CompactionInput {
   readonly request: RequestView;
   /** Names the client's credential; epochs are never shared across tenants. */
   readonly tenant: string;
+  /**
+   * The client's body, when `request.messages` is exactly what its top-level
+   * `messages` parses to (a chat completions body whose pairs needed no
+   * repair): the engine proves a history repeats an earlier request's by its
+   * bytes rather than hash it again (epochs/known-prefixes.ts).
+   */
+  readonly sourceBytes?: Buffer | undefined;
   /** Aborts when the client goes away. */
   readonly signal: AbortSignal;
   /** Told while the request waits for a summary (`compacting 84 messages (chunk 2/3)`). */

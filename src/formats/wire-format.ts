@@ -19,6 +19,8 @@ export interface ReadRequest {
   /** The client's limit on the answer, read from its own API's field. */
   readonly maxOutputTokens: OutputLimit | undefined;
   readonly stream: boolean;
+  /** Whether the chat view's `messages` are the body's own top-level `messages` as parsed (chat completions), before pair handling. */
+  readonly messagesAsParsed?: boolean;
   /** Set when the request goes upstream as it came, unplanned: why, for `x-compactor`. */
   readonly untouched?: string;
   /** The client's bytes with its conversation rewritten from the chat messages the core returned. */

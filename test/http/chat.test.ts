@@ -336,6 +336,31 @@ describe('the planner seam', () => {
     expect(upstream.requestsTo(CHAT)[0]!.body.toString()).toBe(raw);
   });
 
+  it('gives the planner the client bytes as the proof of its messages only when they are the parsed messages (issue 26 item 3)', async () => {
+    // Read while planning: once forwarded, the bytes are let go of.
+    const seen: Array<[boolean, string | undefined]> = [];
+    const { app } = await start({ deps: { planner: async (context) => void seen.push([context.changed, context.sourceBytes?.toString()]) } });
+    const raw = '{"model":"m", "messages":[{"role":"user","content":"hi"}]}';
+    await app.inject({ method: 'POST', url: CHAT, payload: raw, headers: { 'content-type': 'application/json' } });
+    // A call without its result is repaired: the messages are no longer what the bytes say.
+    const unpaired = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+        { role: 'user', content: 'and?' },
+      ],
+    };
+    await app.inject({ method: 'POST', url: CHAT, payload: unpaired });
+    // Another format's chat view is made from its own fields.
+    await app.inject({ method: 'POST', url: '/v1/messages', payload: { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] } });
+    expect(seen).toEqual([
+      [false, raw],
+      [true, undefined],
+      [false, undefined],
+    ]);
+  });
+
   it("a planner's ProxyError becomes the answer, and nothing goes upstream", async () => {
     const planner: ChatPlanner = async () => {
       throw new InvalidRequestError({ code: 'invalid_body', message: 'too long', param: 'messages' });

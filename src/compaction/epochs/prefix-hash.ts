@@ -73,8 +73,12 @@ export function prefixHashes(
   upTo = messages.length,
 ): string[] {
   // compactor/2: messages are hashed as canonicalText (compactor/1 hashed canonicalJson).
-  const hashes = [digest('compactor/2', seed.tenant, seed.model)];
-  for (let index = 0; index < upTo; index++) {
+  return extendPrefixHashes([digest('compactor/2', seed.tenant, seed.model)], messages, upTo);
+}
+
+/** `hashes` (a chain of the first `hashes.length - 1` messages) extended in place to the first `upTo`. */
+export function extendPrefixHashes(hashes: string[], messages: readonly ChatMessage[], upTo: number): string[] {
+  for (let index = hashes.length - 1; index < upTo; index++) {
     hashes.push(digest(hashes[index]!, canonicalText(messages[index])));
   }
   return hashes;

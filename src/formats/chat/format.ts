@@ -14,7 +14,7 @@ export const CHAT_FORMAT: WireFormat = {
   *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
     const parsed = readChatRequest(raw, contentType);
     checkPlanningItems(parsed.messages, maxItems);
-    return { pairs: yield* handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, bytesFor: chatBytesFor };
+    return { pairs: yield* handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, messagesAsParsed: true, bytesFor: chatBytesFor };
   },
   errorBody: chatErrorBody,
   errorEvent: chatErrorEvent,

@@ -24,6 +24,7 @@ export class ExchangeContext implements ChatContext {
   mode: RequestMode = 'compact';
   readonly #answer: AnswerWriter;
   readonly #streamRequested: boolean;
+  readonly #messagesAsParsed: boolean;
 
   constructor(answer: AnswerWriter, read: ReadRequest) {
     const { pairs } = read;
@@ -31,12 +32,18 @@ export class ExchangeContext implements ChatContext {
     this.body = pairs.body;
     this.maxOutputTokens = read.maxOutputTokens;
     this.changed = pairs.changed;
+    this.#messagesAsParsed = read.messagesAsParsed === true && !pairs.changed;
     this.pairRepairs = pairs.repairs;
     this.#streamRequested = read.stream;
   }
 
   get raw(): Buffer {
     return this.#answer.clientBytes;
+  }
+
+  /** `raw` while `body.messages` is exactly what it parses to (no pair repaired); a getter, so nothing holds the bytes past the forward. */
+  get sourceBytes(): Buffer | undefined {
+    return this.#messagesAsParsed ? this.raw : undefined;
   }
 
   get tenant(): string {

@@ -78,6 +78,11 @@ class EngineRequest implements CompactionInput {
     return this.#context.signal;
   }
 
+  /** Read while planning only: the request keeps no reference to the client's bytes, which are let go of once forwarded. */
+  get sourceBytes(): Buffer | undefined {
+    return this.#context.sourceBytes;
+  }
+
   get tenant(): string {
     this.#tenant ??= tenantOfRequest(this.#context);
     return this.#tenant;

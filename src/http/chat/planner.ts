@@ -25,6 +25,8 @@ export interface ChatContext {
   readonly maxOutputTokens: OutputLimit | undefined;
   /** Whether pair handling changed `body` (repairs were made). */
   readonly changed: boolean;
+  /** `raw`, when `body.messages` is exactly what its top-level `messages` parses to (CompactionInput.sourceBytes). */
+  readonly sourceBytes?: Buffer | undefined;
   /** The repairs made (mode `repair`); empty otherwise. */
   readonly pairRepairs: readonly PairProblem[];
   /**
