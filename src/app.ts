@@ -26,7 +26,7 @@ import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.j
 import { Shutdown } from './http/shutdown.js';
 import { addRequestHooks } from './http/request-hooks.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
-import { compactionHooks, tenantOfRequest } from './http/chat/engine-planner.js';
+import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
@@ -207,7 +207,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const shutdown = new Shutdown();
   const inFlight = new InFlight(
     metrics,
-    dashboard === null ? undefined : (context, status) => dashboard.ended({ tenant: tenantOfRequest(context), model: context.body.model, messages: context.body.messages }, status),
+    dashboard === null ? undefined : (request, status) => dashboard.ended(request, status),
   );
 
   const app = fastifyOf(config, logger);

@@ -5,8 +5,7 @@ import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
 import { isRealUserMessage } from '../transcript/groups.js';
 import { contentText, type ChatMessage } from '../transcript/message.js';
-import type { UsageObservation } from './chat/planner.js';
-import { tenantOfRequest } from './chat/engine-planner.js';
+import type { ReadFigures, UsageObservation } from './chat/planner.js';
 import type { PromptTokens } from './metrics.js';
 
 /**
@@ -73,11 +72,12 @@ export interface CompactionItem {
   readonly notes?: string;
 }
 
-export interface AnsweredRequest {
-  readonly tenant: string;
-  readonly model: string;
-  readonly messages: readonly ChatMessage[];
-  readonly forwarded: readonly ChatMessage[];
+/** A chat request as the dashboard counts it: figures taken when it was read, never its whole history. */
+export type ReadRequest = Pick<ReadFigures, 'tenant' | 'model' | 'head' | 'messages' | 'turns'>;
+
+export interface AnsweredRequest extends ReadRequest {
+  /** Whether the forwarded history differs from the client's (nothing was saved when it does not). */
+  readonly changed: boolean;
   readonly report: string | undefined;
   readonly tokens: PromptTokens | null;
   readonly repairs: readonly { readonly kind: string }[];
@@ -139,20 +139,20 @@ export class DashboardState implements CompactionObserver {
   /** One chat request answered (2xx, streamed whole). */
   answered(request: AnsweredRequest): void {
     const at = this.#now();
-    const conversation = this.#conversation(request.tenant, request.model, request.messages, at);
+    const conversation = this.#conversation(request.tenant, request.model, request.head, at);
     this.totals.requests++;
     conversation.requests++;
     conversation.lastAt = at;
     conversation.slot = request.slot ?? null;
-    conversation.messages = request.messages.length;
-    conversation.turns = request.messages.filter((message) => isRealUserMessage(message)).length;
+    conversation.messages = request.messages;
+    conversation.turns = request.turns;
     for (const repair of request.repairs) conversation.repairs[repair.kind] = (conversation.repairs[repair.kind] ?? 0) + 1;
     const { tokens } = request;
     if (tokens !== null) {
       conversation.points.push({ at, sent: tokens.sent, forwarded: tokens.forwarded });
       if (conversation.points.length > POINTS_PER_CONVERSATION) conversation.points.shift();
       // Forwarded as sent (observe mode, a history that fits), nothing was saved, whatever the estimate said.
-      const saved = request.forwarded === request.messages ? 0 : Math.max(0, tokens.sent - tokens.forwarded);
+      const saved = !request.changed ? 0 : Math.max(0, tokens.sent - tokens.forwarded);
       conversation.saved += saved;
       this.totals.tokensSaved += saved;
       conversation.cached += tokens.cached;
@@ -165,8 +165,8 @@ export class DashboardState implements CompactionObserver {
   }
 
   /** A chat request read and then refused (4xx) or failed (5xx): counted on its conversation, never dropped from the page. */
-  ended(request: { readonly tenant: string; readonly model: string; readonly messages: readonly ChatMessage[] }, status: number): void {
-    const conversation = this.#conversation(request.tenant, request.model, request.messages, this.#now());
+  ended(request: ReadRequest, status: number): void {
+    const conversation = this.#conversation(request.tenant, request.model, request.head, this.#now());
     const kind = status < 500 ? 'refused' : 'failed';
     this.totals.requests++;
     this.totals[kind]++;
@@ -246,18 +246,8 @@ export function bothObservers(first: CompactionObserver, second: CompactionObser
 
 /** A chat answer as the dashboard takes it, with the prompt tokens the metrics already counted. */
 export function answeredOf(observation: UsageObservation, tokens: PromptTokens | null): AnsweredRequest {
-  const { context, forwarded } = observation;
-  const forwardedMessages = forwarded['messages'];
-  return {
-    tenant: tenantOfRequest(context),
-    model: context.body.model,
-    messages: context.body.messages,
-    forwarded: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
-    report: observation.report,
-    tokens,
-    repairs: context.pairRepairs,
-    slot: context.slot ?? null,
-  };
+  const { request } = observation;
+  return { ...request, report: observation.report, tokens };
 }
 
 /** Each known model's window and the thresholds its budget gives, for the dashboard's table. */

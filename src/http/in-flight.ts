@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ChatContext } from './chat/planner.js';
+import type { ReadFigures } from './chat/planner.js';
 import type { Metrics } from './metrics.js';
 import type { RequestRecord } from './request-record.js';
 import { logRequest } from './request-log.js';
@@ -26,11 +26,11 @@ export class InFlight {
   #started = 0;
   readonly #idleWaiters: Array<() => void> = [];
   readonly #metrics: Metrics;
-  readonly #onChatError: ((context: ChatContext, status: number) => void) | undefined;
+  readonly #onChatError: ((request: ReadFigures, status: number) => void) | undefined;
   #server: Server | null = null;
 
   /** `onChatError`: told of each chat request that was read and then refused or failed (status 400 and above), for the dashboard. */
-  constructor(metrics: Metrics, onChatError?: (context: ChatContext, status: number) => void) {
+  constructor(metrics: Metrics, onChatError?: (request: ReadFigures, status: number) => void) {
     this.#metrics = metrics;
     this.#onChatError = onChatError;
   }

@@ -1,5 +1,3 @@
-import { estimateRequestTokens } from '../transcript/tokens.js';
-import type { ChatMessage } from '../transcript/message.js';
 import type { UsageHook, UsageObservation } from './chat/planner.js';
 import type { PromptTokens } from './metrics.js';
 
@@ -18,22 +16,18 @@ import type { PromptTokens } from './metrics.js';
  * promptTokensOf({ context: { body }, forwarded: body, usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })
  * // → { model: body.model, sent: 25, forwarded: 25, cached: 24 }
  */
-export function promptTokensOf(observation: Pick<UsageObservation, 'context' | 'forwarded' | 'usage' | 'timings' | 'clientTokens'>): PromptTokens | null {
-  const { usage, timings, context, forwarded: forwardedBody } = observation;
+export function promptTokensOf(observation: Pick<UsageObservation, 'request' | 'usage' | 'timings' | 'clientTokens'>): PromptTokens | null {
+  const { usage, timings, request } = observation;
   const forwarded = usage?.prompt_tokens ?? (timings?.prompt_n === undefined ? undefined : timings.prompt_n + (timings.cache_n ?? 0));
   if (forwarded === undefined) return null;
   const cached = timings?.cache_n ?? usage?.prompt_tokens_details?.cached_tokens ?? 0;
-  const model = context.body.model;
+  const model = request.model;
   // The header said how large the client's history was: that one number is counted everywhere.
   if (observation.clientTokens !== undefined) return { model, sent: Math.round(observation.clientTokens), forwarded, cached };
-  if (forwardedBody === context.body) return { model, sent: forwarded, forwarded, cached };
-  const forwardedMessages = forwardedBody['messages'];
-  const forwardedEstimate = estimateRequestTokens({
-    messages: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [],
-    tools: forwardedBody['tools'],
-  });
-  const clientEstimate = estimateRequestTokens({ messages: context.body.messages, tools: context.body['tools'] });
-  return { model, sent: Math.round((forwarded * clientEstimate) / Math.max(1, forwardedEstimate)), forwarded, cached };
+  // The estimates were made when the request was forwarded (RequestFigures): no body is kept until here.
+  const { estimates } = request;
+  if (!request.changed || estimates === undefined) return { model, sent: forwarded, forwarded, cached };
+  return { model, sent: Math.round((forwarded * estimates.client) / Math.max(1, estimates.forwarded)), forwarded, cached };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { ProxyError } from '../errors.js';
-import type { ChatContext } from './chat/planner.js';
+import type { ReadFigures } from './chat/planner.js';
 
 /** Which of compactor's routes answered a request; the log line names it. */
 export type RouteKind = 'chat' | 'compact' | 'passthrough' | 'ops' | 'dashboard';
@@ -40,7 +40,7 @@ export interface RequestRecord {
   /** See `ChatContext.tenant`. */
   tenant: string;
   /** The chat request as read (a valid body), so a refused or failed one is counted on its conversation; null before, or on other routes. */
-  chat: ChatContext | null;
+  chat: ReadFigures | null;
   /**
    * The route's own close handling (the chat exchange), called by the app's
    * listener: one `close` listener per response, not one per layer.

@@ -1,4 +1,4 @@
-import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageObservation } from './planner.js';
+import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
@@ -89,6 +89,20 @@ class EngineRequest implements CompactionInput {
   }
 }
 
+/**
+ * The answer's real prompt size teaches the engine its token ratio; then background work may start.
+ * Made outside the planner: a closure there would share its scope, which holds the request's context
+ * and so the parsed body, until the answer ends.
+ */
+function usageHookOf(compactor: CompactionEngine, model: string, tenant: string, result: Compacted): UsageHook {
+  const { estimate, afterResponse } = result;
+  return ({ usage, timings }: UsageObservation): void => {
+    const promptTokens = usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
+    if (promptTokens !== undefined) compactor.learn(model, tenant, promptTokens, estimate);
+    afterResponse?.();
+  };
+}
+
 export function compactionHooks(
   compactor: CompactionEngine,
   upstream: UpstreamClient,
@@ -111,14 +125,7 @@ export function compactionHooks(
     } finally {
       clearInterval(ticker);
     }
-    const model = context.body.model;
-    const { estimate, afterResponse } = result;
-    // The answer's real prompt size teaches the engine its token ratio; then background work may start.
-    const onUsage = ({ usage, timings }: UsageObservation): void => {
-      const promptTokens = usage?.prompt_tokens ?? (timings?.prompt_n !== undefined ? timings.prompt_n + (timings.cache_n ?? 0) : undefined);
-      if (promptTokens !== undefined) compactor.learn(model, request.tenant, promptTokens, estimate);
-      afterResponse?.();
-    };
+    const onUsage = usageHookOf(compactor, context.body.model, request.tenant, result);
     const report = result.report === null ? {} : { report: result.report, ...(result.clientTokens === undefined ? {} : { clientTokens: result.clientTokens }) };
     if (!result.changed) return { ...report, onUsage };
     return { body: { ...context.body, messages: result.messages }, ...report, onUsage };

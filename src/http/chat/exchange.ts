@@ -4,8 +4,9 @@ import { forwardRequestHeaders } from '../headers.js';
 import { targetPath } from '../request-record.js';
 import { AnswerWriter } from './answer.js';
 import { ExchangeContext } from './context.js';
-import { type Planned, planExchange } from './plan.js';
+import { type Forwarded, type Planned, forwardedOf, planExchange } from './plan.js';
 import { readSettingsFor, readExchange } from './read.js';
+import { readFiguresOf } from './request-figures.js';
 import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
@@ -35,9 +36,15 @@ export async function runChatExchange(request: FastifyRequest, reply: FastifyRep
 }
 
 async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
+  // Planned and forwarded in a function of its own: its frame, which holds the parsed body, is gone while the answer streams.
+  const sent = await planAndForward(answer, slot);
+  if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded);
+}
+
+async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
   const { hooks } = answer.route.options;
   let planned = await readAndPlan(answer);
-  if (planned === undefined) return;
+  if (planned === undefined) return undefined;
   let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
   const refused = hooks.onRefusal === undefined ? null : await readRefusal(upstreamAnswer);
@@ -46,12 +53,15 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
     slot.set(null);
     upstreamAnswer = refused.answer;
     const again = refused.window === null ? undefined : await afterRefusal(answer, planned, refused.window);
-    if (again === null) return;
+    if (again === null) return undefined;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
-  // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them.
+  // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
+  // nor the parsed body: the answer's end reads only the figures taken here.
   answer.forgetClientBytes();
-  await respond(answer, upstreamAnswer, planned);
+  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+  answer.record.chat = forwarded.figures;
+  return { upstreamAnswer, forwarded };
 }
 
 /** Read, then plan; undefined when the exchange already ended (the client left during planning). */
@@ -66,7 +76,7 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const context = new ExchangeContext(answer, read.request);
   context.mode = choice.mode;
   // A refused or failed request is counted on its conversation (the dashboard), once it was read.
-  record.chat = context;
+  record.chat = readFiguresOf(context);
   const planned = await planExchange(route.options.hooks, read, context, choice);
   if (answer.abort.aborted) {
     if (answer.endedBy !== null) throw answer.endedBy;

@@ -1,7 +1,8 @@
 import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { ChatRequestBody } from '../../formats/registry.js';
-import type { ChatContext, ChatHooks, ChatPlan } from './planner.js';
+import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
+import { requestFiguresOf } from './request-figures.js';
 import type { ExchangeRead } from './read.js';
 
 /**
@@ -21,6 +22,26 @@ export interface Planned {
   /** The pairs' report and the planner's, for `x-compactor`. */
   readonly report: string | undefined;
   readonly plan: ChatPlan | undefined;
+}
+
+/**
+ * What the answer's end reads of a request once it was forwarded: figures,
+ * never the parsed body, the forwarded one or their messages (see
+ * RequestFigures), so an answer in flight or an idle stream holds none.
+ */
+export interface Forwarded {
+  readonly figures: RequestFigures;
+  readonly report: string | undefined;
+  readonly forwardedBytes: number;
+  readonly clientTokens: number | undefined;
+  /** The planner's hook for this request's answer. */
+  readonly onUsage: UsageHook | undefined;
+}
+
+export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
+  const clientTokens = planned.plan?.clientTokens;
+  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
+  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatMessage } from '../../transcript/message.js';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { OutputLimit } from '../../transcript/request-view.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
@@ -86,10 +87,46 @@ export interface ChatPlan {
  */
 export type ChatPlanner = (context: ChatContext) => Promise<ChatPlan | undefined>;
 
+/**
+ * What the readers at an answer's end (the usage hooks, the prompt-token
+ * counters, the dashboard, the error counts) need of a chat request, taken
+ * when it is read and forwarded. Nothing here refers to the parsed body or
+ * its messages array: a request in flight or an idle stream would otherwise
+ * keep a whole parsed 200 KB body alive until its answer ends, which at 32
+ * requests in flight was ~6 MB of young-generation garbage kept alive and
+ * copied by every scavenge (issue 26).
+ */
+export interface ReadFigures {
+  readonly tenant: string;
+  readonly model: string;
+  /**
+   * The client's messages up to and including its first real user message
+   * (the dashboard's conversation id hashes those); all of them when there is
+   * none. A new array: the client's own is not held.
+   */
+  readonly head: readonly ChatMessage[];
+  /** How many messages the client sent, and how many of them were real user turns. */
+  readonly messages: number;
+  readonly turns: number;
+}
+
+export interface RequestFigures extends ReadFigures {
+  /** Whether the forwarded body differs from what the client sent. */
+  readonly changed: boolean;
+  /**
+   * The bytes/4 estimates of the client's request and of the forwarded one
+   * (messages and tools), made only when they differ: the prompt tokens the
+   * upstream counted are scaled by their ratio.
+   */
+  readonly estimates?: { readonly client: number; readonly forwarded: number } | undefined;
+  readonly repairs: readonly PairProblem[];
+  /** The llama-server slot the request went to, if pinned. */
+  readonly slot: number | null;
+}
+
 export interface UsageObservation {
-  readonly context: ChatContext;
-  /** The body that was forwarded (the planner's, else `context.body`). */
-  readonly forwarded: Readonly<Record<string, unknown>>;
+  /** The request's figures, taken when it was forwarded (no parsed body is kept until the answer ends). */
+  readonly request: RequestFigures;
   /** Its size in bytes as sent. */
   readonly forwardedBytes: number;
   /** The line `x-compactor` carried (pairs and compaction), if any. */

@@ -6,7 +6,7 @@ import { usageOfJsonText } from '../../upstream/usage-text.js';
 import type { ChunkTap } from '../relay.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
-import type { Planned } from './plan.js';
+import type { Forwarded } from './plan.js';
 import { midStreamError } from './relay-stream.js';
 import { type UsageSource, hasUsageHooks, reportUsageLater } from './usage-hooks.js';
 
@@ -58,11 +58,11 @@ class JsonCopy implements ChunkTap, UsageSource {
  * Relays a JSON answer whose head already went out. `encoded`: the upstream
  * compressed it, so there is nothing to read in the copy.
  */
-export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned, encoded: boolean): Promise<void> {
+export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && hasUsageHooks(planned, writer.route.options.hooks.onUsage);
+  const collectUsage = succeeded && hasUsageHooks(forwarded, writer.route.options.hooks.onUsage);
   // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
   const readRefusal = !succeeded && writer.route.options.onContextExceeded !== undefined;
   const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES) : undefined;
@@ -83,6 +83,6 @@ export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, 
       break;
   }
   writer.response.end();
-  if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) writer.route.options.onContextExceeded?.(planned.context.body.model);
-  if (collectUsage) reportUsageLater({ planned, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source: copy, log: writer.request.log });
+  if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) writer.route.options.onContextExceeded?.(forwarded.figures.model);
+  if (collectUsage) reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source: copy, log: writer.request.log });
 }

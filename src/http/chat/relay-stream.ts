@@ -4,7 +4,7 @@ import { SseTap } from '../../upstream/sse.js';
 import { type ProxyError, UpstreamStreamError } from '../../errors.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
-import type { Planned } from './plan.js';
+import type { Forwarded } from './plan.js';
 import { hasUsageHooks, reportUsageLater } from './usage-hooks.js';
 
 /**
@@ -40,12 +40,12 @@ export function midStreamError(error: Error): ProxyError {
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */
-export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned, encoded: boolean): Promise<void> {
+export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const response = writer.response;
   const succeeded = status >= 200 && status < 300;
-  const collectUsage = succeeded && hasUsageHooks(planned, writer.route.options.hooks.onUsage);
+  const collectUsage = succeeded && hasUsageHooks(forwarded, writer.route.options.hooks.onUsage);
   // Compressed bytes are not text: there is nothing for a tap to read in them.
   const tap = encoded ? undefined : new SseTap({ collectUsage, end: writer.route.format.streamEnd });
 
@@ -79,5 +79,5 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
     record.errorCode = UPSTREAM_ERROR_EVENT;
     record.errorStatus = errorStatus;
   }
-  if (collectUsage) reportUsageLater({ planned, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, log: writer.request.log });
+  if (collectUsage) reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, log: writer.request.log });
 }

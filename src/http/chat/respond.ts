@@ -10,7 +10,7 @@ import type { AnswerWriter } from './answer.js';
 import { relayStream } from './relay-stream.js';
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from '../bounded-body.js';
 import { relayJson } from './relay-json.js';
-import type { Planned } from './plan.js';
+import type { Forwarded } from './plan.js';
 
 /**
  * The second half of a chat exchange: the upstream's answer head, passed on
@@ -27,7 +27,7 @@ function exposedWith(value: OutgoingHttpHeaders[string], name: string): string {
   return names.some((part) => part.toLowerCase() === name || part === '*') ? names.join(', ') : [...names, name].join(', ');
 }
 
-export async function respond(writer: AnswerWriter, answer: UpstreamResponse, planned: Planned): Promise<void> {
+export async function respond(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
   const streamed = mediaType === EVENT_STREAM;
@@ -49,7 +49,7 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, pl
       // Headers are gone: the upstream's error can only reach the client as an SSE error event.
       const text = await readLimited(body, MAX_ERROR_BODY_BYTES);
       const upstreamBody = parsedOrUndefined(text);
-      if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(planned.context.body.model);
+      if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(forwarded.figures.model);
       const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
       writer.endWithError(error);
       return;
@@ -61,18 +61,18 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, pl
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (planned.report !== undefined) writer.write(sseComment(planned.report));
+    if (forwarded.report !== undefined) writer.write(sseComment(forwarded.report));
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
-    if (planned.report !== undefined) {
-      outgoing['x-compactor'] = headerText(planned.report);
+    if (forwarded.report !== undefined) {
+      outgoing['x-compactor'] = headerText(forwarded.report);
       // A browser client may read it (the upstream's own CORS headers pass through; this one is added to theirs).
       outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
     }
     writer.head(status, outgoing, streamed);
   }
 
-  if (streamed) await relayStream(writer, answer, planned, encoded);
-  else await relayJson(writer, answer, planned, encoded);
+  if (streamed) await relayStream(writer, answer, forwarded, encoded);
+  else await relayJson(writer, answer, forwarded, encoded);
 }

@@ -1,6 +1,6 @@
 import type { UpstreamResponse } from '../../upstream/client.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
-import type { Planned } from './plan.js';
+import type { Forwarded } from './plan.js';
 import type { ChatContext, UsageHook } from './planner.js';
 
 /**
@@ -19,7 +19,7 @@ export interface UsageSource {
 
 export interface UsageReport {
   /** What was sent upstream: its planner's hook, if it gave one, is called first. */
-  readonly planned: Planned;
+  readonly forwarded: Forwarded;
   /** The app's hook, for every request. */
   readonly appUsage: UsageHook | undefined;
   readonly status: UpstreamResponse['status'];
@@ -28,8 +28,8 @@ export interface UsageReport {
   readonly log: ChatContext['log'];
 }
 
-export function hasUsageHooks(planned: Planned, appUsage: UsageHook | undefined): boolean {
-  return planned.plan?.onUsage !== undefined || appUsage !== undefined;
+export function hasUsageHooks(forwarded: Forwarded, appUsage: UsageHook | undefined): boolean {
+  return forwarded.onUsage !== undefined || appUsage !== undefined;
 }
 
 /** Calls the hooks on the next turn of the event loop. */
@@ -38,21 +38,20 @@ export function reportUsageLater(report: UsageReport): void {
 }
 
 function reportUsage(report: UsageReport): void {
-  const { planned } = report;
+  const { forwarded } = report;
   try {
     const found = report.source?.usageFound() ?? {};
     const observation = {
-      context: planned.context,
-      forwarded: planned.body,
-      forwardedBytes: planned.bytes.length,
-      report: planned.report,
-      clientTokens: planned.plan?.clientTokens,
+      request: forwarded.figures,
+      forwardedBytes: forwarded.forwardedBytes,
+      report: forwarded.report,
+      clientTokens: forwarded.clientTokens,
       status: report.status,
       streamed: report.streamed,
       usage: found.usage,
       timings: found.timings,
     };
-    planned.plan?.onUsage?.(observation);
+    forwarded.onUsage?.(observation);
     report.appUsage?.(observation);
   } catch (error) {
     report.log.warn({ err: error }, 'usage hook failed');

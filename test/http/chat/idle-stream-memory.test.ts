@@ -77,4 +77,28 @@ describe('an idle stream', () => {
     await fullCollection();
     expect(proxy.bodies.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
   });
+
+  // What the usage hooks, the dashboard and the error counts read at the answer's end is taken when it is forwarded.
+  it.each([
+    ['compactor sent another body', keepLast],
+    ['the body went as sent', (async () => undefined) satisfies ChatPlanner],
+  ])('holds no parsed client body or its messages once forwarded (%s)', async (_, plan) => {
+    const upstream = await FakeUpstream.start();
+    opened.push(() => upstream.close());
+    upstream.script(CHAT, replies.stall({ eventsBefore: 1 }));
+    const parsed: Array<WeakRef<object>> = [];
+    const planner: ChatPlanner = (context) => {
+      parsed.push(new WeakRef(context.body), new WeakRef(context.body.messages));
+      return plan(context);
+    };
+    const app = buildApp(testConfig(upstream.url), { planner, onUsage: () => undefined, logStream: { write: () => undefined } });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    opened.push(() => app.close());
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const streams = [await openStream(url), await openStream(url), await openStream(url)];
+    opened.push(async () => streams.forEach((close) => close()));
+    expect(parsed).toHaveLength(6);
+    await fullCollection();
+    expect(parsed.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
+  });
 });

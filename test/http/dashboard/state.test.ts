@@ -117,8 +117,10 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
       state.answered({
         tenant: 't',
         model: 'm',
-        messages,
-        forwarded: messages,
+        head: messages,
+        messages: messages.length,
+        turns: 1,
+        changed: true,
         report: `summarized 80 messages -> 1 summary + 12 kept (61.2k -> 9.1k tokens, 3.4s)`,
         tokens: { model: 'm', sent: 60_000, forwarded: 9_000, cached: 8_000 },
         repairs: [{ kind: 'orphan' }],
