@@ -1,4 +1,5 @@
 import { TooManyItemsError } from '../errors.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, keyIs, skipString } from './json-bytes.js';
 
 /**
  * A large body's bytes scanned before anything parses them (issue 21 item 2),
@@ -9,20 +10,10 @@ import { TooManyItemsError } from '../errors.js';
  * `JSON.parse` ever sees the body; and it finds where each element of the
  * conversation list lies, so parse-ahead.ts parses them one by one.
  *
- * It reads bytes as splice.ts does (every byte JSON's structure depends on
- * is ASCII, never part of a UTF-8 sequence) and validates nothing beyond the
+ * It reads bytes as splice.ts does (json-bytes.ts) and validates nothing beyond the
  * brackets: whatever it cannot follow, the whole-body parse refuses in its
  * own words later.
  */
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COMMA = 0x2c;
-const COLON = 0x3a;
 
 /** Deeper than this, the scan stops following (parse-ahead.ts leaves the body to the whole-body parse, which refuses it). */
 const DEPTH_FOLLOWED = 1024;
@@ -39,29 +30,6 @@ export interface BodyScan {
   readonly commas: readonly number[];
   /** The planning items counted (planning-cap.ts). */
   readonly items: number;
-}
-
-/** The position just past the string whose opening quote is at `position` (the body's length when it never closes). */
-function skipString(bytes: Buffer, position: number): number {
-  let quote = bytes.indexOf(QUOTE, position + 1);
-  for (;;) {
-    if (quote === -1) return bytes.length;
-    let backslashes = 0;
-    while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    quote = bytes.indexOf(QUOTE, quote + 1);
-  }
-}
-
-/** Whether the key string at `start`…`end` (quotes included) is `quoted`, however it is escaped. */
-function keyIs(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
-  if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
-  if (end - start < quoted.length || !bytes.subarray(start, end).includes(BACKSLASH)) return false;
-  try {
-    return JSON.parse(bytes.toString('utf8', start, end)) === quoted.toString('utf8', 1, quoted.length - 1);
-  } catch {
-    return false;
-  }
 }
 
 const COUNTED_KEYS = [Buffer.from('"content"'), Buffer.from('"tool_calls"')];

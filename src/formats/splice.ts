@@ -5,20 +5,10 @@
  * `seed` of 18446744073709551615 to 18446744073709552000 and turns `-1e400`
  * into `null` (−Infinity), and it drops duplicate keys, spacing and escapes.
  *
- * The scanner reads bytes: every byte JSON's structure depends on (quotes,
- * backslashes, brackets, commas, colons, whitespace) is ASCII, and UTF-8
- * never uses an ASCII byte inside a multi-byte character. It expects a body
- * that `JSON.parse` already accepted, so it checks nothing.
+ * The scanner reads bytes (json-bytes.ts). It expects a body that
+ * `JSON.parse` already accepted, so it checks nothing.
  */
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COMMA = 0x2c;
-const COLON = 0x3a;
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, isWhitespace, keyIs, skipString } from './json-bytes.js';
 
 const MESSAGES_KEY = Buffer.from('"messages"');
 const OPEN_LIST = Buffer.from('[');
@@ -31,27 +21,9 @@ export interface ByteSpan {
   readonly end: number;
 }
 
-function isWhitespace(byte: number | undefined): boolean {
-  return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
-}
-
 function skipWhitespace(bytes: Buffer, position: number): number {
   while (isWhitespace(bytes[position])) position++;
   return position;
-}
-
-/** The position just past the string whose opening quote is at `position`. */
-function skipString(bytes: Buffer, position: number): number {
-  let quote = bytes.indexOf(QUOTE, position + 1);
-  for (;;) {
-    // Only a body that is not JSON lacks the closing quote; stopping at its end keeps every loop finite.
-    if (quote === -1) return bytes.length;
-    // A quote preceded by an odd number of backslashes is escaped.
-    let backslashes = 0;
-    while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    quote = bytes.indexOf(QUOTE, quote + 1);
-  }
 }
 
 /** The position just past the value (any JSON value) that starts at `position`. */
@@ -85,15 +57,6 @@ function skipValue(bytes: Buffer, position: number): number {
   return position;
 }
 
-/** Whether the key string at `start`…`end` (quotes included) says `key` (quoted in `quoted`), however it is escaped. */
-function isKey(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
-  if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
-  // `"m\u0065ssages"` is the same key to JSON.parse: only an escaped key can be longer and still say it.
-  // Searched within the key only: a search to the body's end made each top-level key cost the whole body (quadratic).
-  if (!bytes.subarray(start, end).includes(BACKSLASH)) return false;
-  return JSON.parse(bytes.toString('utf8', start, end)) === quoted.toString('utf8', 1, quoted.length - 1);
-}
-
 /**
  * The span of the value of the top-level `messages` key: the last one when
  * the key appears twice, since that is the one `JSON.parse` kept. Keys of the
@@ -111,7 +74,7 @@ export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY
   while (bytes[position] === QUOTE) {
     const keyStart = position;
     position = skipString(bytes, position);
-    const isMessages = isKey(bytes, keyStart, position, quotedKey);
+    const isMessages = keyIs(bytes, keyStart, position, quotedKey);
     position = skipWhitespace(bytes, position);
     if (bytes[position] !== COLON) return found;
     position = skipWhitespace(bytes, position + 1);

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { startMain } from '../support/main-process.js';
+import { freePort } from '../support/free-port.js';
 
 /**
  * What compactor says at start (issue 22, items 6 and 7): one line with its
@@ -19,13 +20,6 @@ afterAll(async () => {
   await upstream.close();
 });
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function outputContains(main: ReturnType<typeof startMain>, text: string | RegExp, timeoutMs = 8_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

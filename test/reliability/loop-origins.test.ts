@@ -1,9 +1,9 @@
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { VIA_NAME } from '../../src/upstream/via.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { closedAfterEachTest, LogCapture, startProxy, testConfig } from '../support/proxy.js';
+import { freePort } from '../support/free-port.js';
 
 /**
  * Issue 21 item 8: a client-sent `Via: 1.1 compactor-…` got its 508 before
@@ -18,13 +18,6 @@ import { closedAfterEachTest, LogCapture, startProxy, testConfig } from '../supp
 const opened = closedAfterEachTest();
 const loopWarnings = (lines: Record<string, unknown>[]) => lines.filter((line) => line['level'] === 40 && String(line['msg']).includes('points at compactor itself'));
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('issue 21 item 8: loops after keys, warned per origin', () => {
   it('a Via naming some other compactor (what a client can write) without a valid key gets 401, not 508, and logs nothing', async () => {

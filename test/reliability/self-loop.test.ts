@@ -1,8 +1,8 @@
-import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { LogCapture, testConfig } from '../support/proxy.js';
+import { freePort } from '../support/free-port.js';
 
 /**
  * Issue 12, item 6: a proxy pointed at itself (`--upstream` = its own
@@ -16,13 +16,6 @@ afterEach(async () => {
   app = undefined;
 });
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('a compactor whose upstream is itself', () => {
   it('answers 508 in OpenAI shape on every route, after one pass, and says why in the log', async () => {

@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnOwned } from './child-processes.js';
+import { freePort } from './free-port.js';
+
+export { freePort };
 
 /**
  * A real redis-server for one test, never the system's: a free loopback
@@ -28,14 +30,6 @@ export async function startRedisServer(args: readonly string[]): Promise<ReturnT
   return child;
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
 
 export class RedisServer {
   readonly #directory = mkdtempSync(join(tmpdir(), 'compactor-redis-'));
