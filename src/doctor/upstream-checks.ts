@@ -32,6 +32,12 @@ async function notReady(context: DoctorContext): Promise<Finding | null> {
   return found.state === 'ready' ? null : skip('not asked: the upstream is not ready');
 }
 
+/** The `model` field a probe names: the upstream's first served model, or none when it lists none. */
+async function servedModel(context: DoctorContext): Promise<{ model?: string }> {
+  const model = (await context.models())[0]?.id;
+  return model === undefined ? {} : { model };
+}
+
 function statusWords(status: number): string {
   return status === 404 || status === 405 || status === 501 ? `not served (${status})` : `answers ${status}`;
 }
@@ -95,8 +101,7 @@ const exactCount: Check = {
   async run(context) {
     const skipped = await notReady(context);
     if (skipped !== null) return skipped;
-    const model = (await context.models())[0]?.id;
-    const reply = await context.post('/v1/chat/completions/input_tokens', { ...(model === undefined ? {} : { model }), messages: PROBE_MESSAGES });
+    const reply = await context.post('/v1/chat/completions/input_tokens', { ...(await servedModel(context)), messages: PROBE_MESSAGES });
     const counted = (reply.body as { input_tokens?: unknown } | undefined)?.input_tokens;
     if (reply.status === 200 && typeof counted === 'number') return ok(`/v1/chat/completions/input_tokens answers (${counted} tokens for the probe)`);
     const applied = await context.post('/apply-template', { messages: PROBE_MESSAGES });
@@ -128,9 +133,9 @@ const chat: Check = {
   async run(context) {
     const skipped = await notReady(context);
     if (skipped !== null) return skipped;
-    const model = (await context.models())[0]?.id;
+    const model = await servedModel(context);
     const started = context.now();
-    const answer = await context.chat({ ...(model === undefined ? {} : { model }), messages: PROBE_MESSAGES, max_tokens: PROBE_MAX_TOKENS });
+    const answer = await context.chat({ ...model, messages: PROBE_MESSAGES, max_tokens: PROBE_MAX_TOKENS });
     const milliseconds = Math.round(context.now() - started);
     if (!answer.ok) return fail(`a tiny chat request failed after ${milliseconds} ms: ${answer.error}`, `the upstream's chat completions: ${answer.error}`);
     const choice = (answer.body as { choices?: Array<{ finish_reason?: unknown }> } | undefined)?.choices?.[0];
