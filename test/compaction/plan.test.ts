@@ -11,12 +11,11 @@ import {
   epochBoundary,
   planCompaction,
   summaryPairTokens,
-  totalSize,
   triggerOf,
   type Candidate,
   type CompactionSettings,
-  type Sizes,
 } from '../../src/compaction/policy/plan.js';
+import { type Sizes, totalSize } from '../../src/compaction/policy/sizing.js';
 import type { Epoch } from '../../src/compaction/types.js';
 import { replacementOf } from '../../src/compaction/policy/replacement.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';

@@ -3,7 +3,8 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, type Sizes, epochBoundary, totalSize } from './plan.js';
+import { type Candidate, type CompactionSettings, epochBoundary } from './plan.js';
+import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 
 /**

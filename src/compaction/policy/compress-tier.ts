@@ -3,6 +3,7 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { headLength } from '../../transcript/groups.js';
 import { compressToolResults, type CompressSettings } from '../../transcript/compress/compress.js';
 import { pruneToolResults } from '../../transcript/prune.js';
+import { type Sizes, totalSize } from './sizing.js';
 
 /**
  * The compression tier (DESIGN.md § Compression): before any summary, old
@@ -13,15 +14,11 @@ import { pruneToolResults } from '../../transcript/prune.js';
  */
 
 /**
- * What a plan of this tier reads of a candidate, its sizes and the settings: the shapes of plan.ts's
- * `Candidate`, `Sizes` and `CompactionSettings`, written here so plan.ts can call the tier without a circle.
+ * What a plan of this tier reads of a candidate and the settings: the shapes of plan.ts's
+ * `Candidate` and `CompactionSettings`, written here so plan.ts can call the tier without a circle.
  */
 interface Compressible {
   readonly messages: readonly ChatMessage[];
-}
-interface MessageSizes {
-  readonly perMessage: readonly number[];
-  readonly fixed: number;
 }
 interface TierSettings {
   readonly compress?: CompressTierSettings | null;
@@ -89,7 +86,7 @@ export interface CompressPlan {
  */
 export function planCompress(
   candidate: Compressible,
-  sizes: MessageSizes,
+  sizes: Sizes,
   cut: number | null,
   settings: TierSettings,
   sizeOf: (message: ChatMessage) => number,
@@ -104,7 +101,7 @@ export function planCompress(
   if (compressed === messages) return null;
   const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
   if (pruned === messages) return null;
-  const total = sizes.perMessage.reduce((sum, size) => sum + size, sizes.fixed);
+  const total = totalSize(sizes);
   const { size, changed: results } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);
   if (total - size < (atLeast ?? tier.clearAtLeast)) return null;
   return { tier: 'compress', cut, messages: [...pruned], results, size, freed: total - size };
@@ -118,7 +115,7 @@ export function planCompress(
 export function resized(
   messages: readonly ChatMessage[],
   changed: readonly ChatMessage[],
-  sizes: MessageSizes,
+  sizes: Sizes,
   total: number,
   { from, to }: { from: number; to: number },
   sizeOf: (message: ChatMessage) => number,

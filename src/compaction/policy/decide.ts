@@ -8,14 +8,13 @@ import {
   type Candidate,
   type CompactionPlan,
   type CompactionSettings,
-  type Sizes,
   type Trigger,
   epochBoundary,
   planCompaction,
   summaryPairTokens,
-  totalSize,
   triggerOf,
 } from './plan.js';
+import { type Sizes, totalSize } from './sizing.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
 import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
 import { compressesAtCrossing, compressNow, compressSteps } from './compress-ahead.js';

@@ -3,6 +3,7 @@ import { headLength } from '../../transcript/groups.js';
 import { pruneToolResults } from '../../transcript/prune.js';
 import { compressToolResults } from '../../transcript/compress/compress.js';
 import type { CompressTierSettings } from './compress-tier.js';
+import type { Sizes } from './sizing.js';
 
 /**
  * What a summary keeps raw, as it will be forwarded: the kept turns' old tool
@@ -16,17 +17,11 @@ import type { CompressTierSettings } from './compress-tier.js';
  * here a compression needs no `clear_at_least`. Pure.
  */
 
-/** The shape of plan.ts's `Sizes`, written here so plan.ts can call this without a circle. */
-interface MessageSizes {
-  readonly perMessage: readonly number[];
-  readonly fixed: number;
-}
-
 export interface KeptPart {
   /** The candidate with its kept results compressed and pruned: the candidate's own array when nothing changes. */
   readonly messages: readonly ChatMessage[];
   /** Their sizes (the changed messages measured again). */
-  readonly sizes: MessageSizes;
+  readonly sizes: Sizes;
   /** Indexes of the results the compression changed. */
   readonly compressed: ReadonlySet<number>;
 }
@@ -47,7 +42,7 @@ export interface CompressedKept {
  */
 export function keptPartOf(
   messages: readonly ChatMessage[],
-  sizes: MessageSizes,
+  sizes: Sizes,
   { cut, lastTurnStart, losslessEnd = lastTurnStart }: { cut: number; lastTurnStart: number; losslessEnd?: number },
   settings: { readonly pruneMaxResultChars: number; readonly compress?: CompressTierSettings | null; readonly compressKept?: CompressTierSettings | null },
   sizeOf: (message: ChatMessage) => number,
@@ -77,7 +72,7 @@ function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end 
 }
 
 /** The compressed results a summary keeps, in [`from`, `to`), with their sizes before (`sizes`) and after; undefined for none. */
-export function compressedKept(part: KeptPart, sizes: MessageSizes, from: number, to: number): CompressedKept | undefined {
+export function compressedKept(part: KeptPart, sizes: Sizes, from: number, to: number): CompressedKept | undefined {
   let results = 0;
   let before = 0;
   let after = 0;

@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { headLength, stepRanges, taskAnchorIndex } from '../../transcript/groups.js';
-import { type Candidate, type CompactionSettings, type Sizes, chooseCut, totalSize } from './plan.js';
+import { type Candidate, type CompactionSettings, chooseCut } from './plan.js';
+import { type Sizes, totalSize } from './sizing.js';
 
 /**
  * Tier 3: when one long turn is the problem (an agent loop under a single user

@@ -5,6 +5,7 @@ import { pruneToolResults } from '../../transcript/prune.js';
 import type { Epoch } from '../types.js';
 import { type CompressPlan, type CompressTierSettings, planCompress, resized } from './compress-tier.js';
 import { type CompressedKept, compressedKept, keptPartOf } from './kept-part.js';
+import { type Sizes, totalSize } from './sizing.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -60,19 +61,6 @@ export function candidateOf(original: readonly ChatMessage[], epoch: Epoch | nul
     sourceStart: epoch.sourceLength,
     epoch,
   };
-}
-
-/** Sizes in real tokens (estimate × learned ratio, or exact): one per candidate message, plus what every request carries. */
-export interface Sizes {
-  readonly perMessage: readonly number[];
-  /** Tool definitions and anything else outside the messages. */
-  readonly fixed: number;
-}
-
-export function totalSize(sizes: Sizes, from = 0, to = sizes.perMessage.length): number {
-  let total = from === 0 ? sizes.fixed : 0;
-  for (let index = from; index < to; index++) total += sizes.perMessage[index]!;
-  return total;
 }
 
 export type Trigger = 'size' | 'count';

@@ -1,12 +1,24 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
-import { type Sizes, totalSize } from './plan.js';
 
 /**
  * Sizes in real tokens (DESIGN.md § Vocabulary, size): the bytes/4 estimate
  * times the model's learned ratio, or scaled to the upstream's exact count
  * when the estimate is too close to a threshold to be trusted.
  */
+
+/** Sizes in real tokens (estimate × learned ratio, or exact): one per candidate message, plus what every request carries. */
+export interface Sizes {
+  readonly perMessage: readonly number[];
+  /** Tool definitions and anything else outside the messages. */
+  readonly fixed: number;
+}
+
+export function totalSize(sizes: Sizes, from = 0, to = sizes.perMessage.length): number {
+  let total = from === 0 ? sizes.fixed : 0;
+  for (let index = from; index < to; index++) total += sizes.perMessage[index]!;
+  return total;
+}
 
 /** Within this fraction of a threshold an estimate is not trusted and the upstream is asked for the exact count. */
 const EXACT_COUNT_BAND = 0.3;
