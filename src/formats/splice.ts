@@ -67,6 +67,18 @@ function skipValue(bytes: Buffer, position: number): number {
  * findMessagesSpan(Buffer.from('{"model":"m","messages":[1]}')) // → { start: 24, end: 27 }
  */
 export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY): ByteSpan | undefined {
+  if (quotedKey !== MESSAGES_KEY) return scanForKey(bytes, quotedKey);
+  // A changed body is looked up twice (the known-prefix proof, then the splice): the second costs nothing.
+  if (messagesSpans.has(bytes)) return messagesSpans.get(bytes);
+  const span = scanForKey(bytes, quotedKey);
+  messagesSpans.set(bytes, span);
+  return span;
+}
+
+/** The `messages` span found in a body, by the body's identity: a body's bytes are never changed in place. */
+const messagesSpans = new WeakMap<Buffer, ByteSpan | undefined>();
+
+function scanForKey(bytes: Buffer, quotedKey: Buffer): ByteSpan | undefined {
   let position = skipWhitespace(bytes, 0);
   if (bytes[position] !== OPEN_BRACE) return undefined;
   let found: ByteSpan | undefined;
