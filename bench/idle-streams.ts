@@ -24,10 +24,9 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { setMaxListeners } from 'node:events';
 import { basename, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool } from 'undici';
+import { holdIdleStreams } from './idle-stream-pool.js';
 import { agentBody, chatBody, runLoad } from './load-client.js';
 
 const option = (name: string, fallback: string): string => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
@@ -125,36 +124,18 @@ async function reading(pid: number, origin: string, snapshot = false): Promise<R
 
 /** Opens `count` streams the upstream holds open, waits for each one's first event, reads, then closes them all. */
 async function withIdleStreams(origin: string, count: number, read: () => Promise<Reading>): Promise<Reading> {
-  const pool = new Pool(origin, { connections: count, headersTimeout: 0, bodyTimeout: 0 });
-  const controller = new AbortController();
-  setMaxListeners(count + 10, controller.signal);
-  const opened: Array<Promise<void>> = [];
-  const first: Array<Promise<void>> = [];
-  const BATCH = 100;
-  for (let index = 0; index < count; index++) {
-    let markFirst!: () => void;
-    first.push(new Promise<void>((resolve) => (markFirst = resolve)));
-    opened.push(
-      (async () => {
-        const response = await pool.request({ method: 'POST', path: CHAT, headers, body: IDLE_BODY, signal: controller.signal });
-        if (response.statusCode !== 200) fail(`idle stream: ${response.statusCode}`);
-        response.body.on('error', () => undefined);
-        response.body.once('data', () => markFirst());
-        response.body.resume();
-      })().catch((error: unknown) => {
-        if (!controller.signal.aborted) throw error;
-      }),
-    );
-    // Batches, so the listen backlog is not overrun by a thousand connects at once.
-    if (index % BATCH === BATCH - 1) await Promise.all(first.slice(index - BATCH + 1, index + 1));
-  }
-  await Promise.all(first);
+  const streams = await holdIdleStreams(origin, count, {
+    path: CHAT,
+    headers,
+    body: IDLE_BODY,
+    onStatus: (status) => {
+      if (status !== 200) fail(`idle stream: ${status}`);
+    },
+  });
   // Two of the upstream's trickled chunks pass through every stream meanwhile.
   await sleep(4500);
   const during = await read();
-  controller.abort();
-  await Promise.allSettled(opened);
-  await pool.destroy();
+  await streams.release();
   await sleep(1000);
   return during;
 }

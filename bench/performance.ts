@@ -34,13 +34,13 @@
  * (Portkey also gets its two routing headers).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { holdIdleStreams } from './idle-stream-pool.js';
 import { chatBody, runLoad } from './load-client.js';
 import type { PlanningResult } from './planning-cpu.js';
 import { RedisServer } from '../test/support/redis-server.js';
@@ -260,34 +260,10 @@ async function streamFailure(target: Target): Promise<string | null> {
 async function idleStreams(target: Target, count: number): Promise<{ before: number; during: number; after: number }> {
   const pid = target.pid!;
   const before = rssMiB(pid);
-  const pool = new Pool(target.origin, { connections: count, headersTimeout: 0, bodyTimeout: 0 });
-  const controller = new AbortController();
-  setMaxListeners(count + 10, controller.signal);
-  const opened: Array<Promise<void>> = [];
-  const first: Array<Promise<void>> = [];
-  const BATCH = 100;
-  for (let index = 0; index < count; index++) {
-    let markFirst!: () => void;
-    first.push(new Promise<void>((resolve) => (markFirst = resolve)));
-    opened.push(
-      (async () => {
-        const response = await pool.request({ method: 'POST', path: CHAT_PATH, headers: target.headers, body: STALL_BODY, signal: controller.signal });
-        response.body.on('error', () => undefined);
-        response.body.once('data', () => markFirst());
-        response.body.resume();
-      })().catch((error: unknown) => {
-        if (!controller.signal.aborted) throw error;
-      }),
-    );
-    // Batches, so the listen backlog is not overrun by a thousand connects at once.
-    if (index % BATCH === BATCH - 1) await Promise.all(first.slice(index - BATCH + 1, index + 1));
-  }
-  await Promise.all(first);
+  const streams = await holdIdleStreams(target.origin, count, { path: CHAT_PATH, headers: target.headers, body: STALL_BODY });
   await sleep(500);
   const during = rssMiB(pid);
-  controller.abort();
-  await Promise.allSettled(opened);
-  await pool.destroy();
+  await streams.release();
   await sleep(1000);
   return { before, during, after: rssMiB(pid) };
 }

@@ -445,3 +445,17 @@ export const replies = {
     };
   },
 };
+
+/** A non-streamed chat answer as the llama-server doubles write it: usage with its cached tokens, and `timings`. */
+export function chatCompletionBody(options: { id: string; answer: string; usage: { prompt_tokens: number; completion_tokens: number }; cachedTokens: number; timings: Record<string, number> }): Record<string, unknown> {
+  const { usage } = options;
+  return {
+    id: options.id,
+    object: 'chat.completion',
+    created: 1795997435,
+    model: 'sim',
+    choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: options.answer } }],
+    usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens, prompt_tokens_details: { cached_tokens: options.cachedTokens } },
+    timings: options.timings,
+  };
+}

@@ -1,5 +1,5 @@
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
-import { chatStreamEvents, type FakeExchange, type FakeReply, type FakeUpstream, replies } from './fake-upstream.js';
+import { chatCompletionBody, chatStreamEvents, type FakeExchange, type FakeReply, type FakeUpstream, replies } from './fake-upstream.js';
 import { FACT_PATTERN } from './conversation.js';
 
 /**
@@ -155,15 +155,7 @@ export class SimulatedLlama {
       const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
       return replies.sse(chatStreamEvents({ content: [answer], includeUsage: streamOptions?.include_usage === true, usage, timings }))(exchange);
     }
-    return replies.json(200, {
-      id: 'chatcmpl-sim',
-      object: 'chat.completion',
-      created: 1795997435,
-      model: 'sim',
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: answer } }],
-      usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens, prompt_tokens_details: { cached_tokens: cacheTokens } },
-      timings,
-    })(exchange);
+    return replies.json(200, chatCompletionBody({ id: 'chatcmpl-sim', answer, usage, cachedTokens: cacheTokens, timings }))(exchange);
   }
 }
 

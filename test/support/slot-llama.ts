@@ -1,5 +1,5 @@
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
-import { chatStreamEvents, type FakeExchange, type FakeUpstream, replies } from './fake-upstream.js';
+import { chatCompletionBody, chatStreamEvents, type FakeExchange, type FakeUpstream, replies } from './fake-upstream.js';
 import { SlotModel, type SlotModelOptions } from './slot-model.js';
 
 /**
@@ -153,16 +153,7 @@ export class SlotLlama {
     const timings = { cache_n: cacheN, prompt_n: promptN, prompt_ms: 1, predicted_n: generated, predicted_ms: 1 };
     if (body['stream'] === true) return replies.sse(chatStreamEvents({ content: [answer], includeUsage: true, usage, timings }))(exchange);
     const verbose = body['verbose'] === true ? { __verbose: { id_slot: slot } } : {};
-    return replies.json(200, {
-      id: 'chatcmpl-slots',
-      object: 'chat.completion',
-      created: 1795997435,
-      model: 'sim',
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: answer } }],
-      usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens, prompt_tokens_details: { cached_tokens: cacheN } },
-      timings,
-      ...verbose,
-    })(exchange);
+    return replies.json(200, { ...chatCompletionBody({ id: 'chatcmpl-slots', answer, usage, cachedTokens: cacheN, timings }), ...verbose })(exchange);
   }
 
   #slotFor(prompt: string, pinned: number | undefined): Promise<number> {
