@@ -67,6 +67,18 @@ function skipValue(bytes: Buffer, position: number): number {
  * findMessagesSpan(Buffer.from('{"model":"m","messages":[1]}')) // → { start: 24, end: 27 }
  */
 export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY): ByteSpan | undefined {
+  if (quotedKey !== MESSAGES_KEY) return scanForKey(bytes, quotedKey);
+  // A changed body is looked up twice (the known-prefix proof, then the splice): the second costs nothing.
+  if (messagesSpans.has(bytes)) return messagesSpans.get(bytes);
+  const span = scanForKey(bytes, quotedKey);
+  messagesSpans.set(bytes, span);
+  return span;
+}
+
+/** The `messages` span found in a body, by the body's identity: a body's bytes are never changed in place. */
+const messagesSpans = new WeakMap<Buffer, ByteSpan | undefined>();
+
+function scanForKey(bytes: Buffer, quotedKey: Buffer): ByteSpan | undefined {
   let position = skipWhitespace(bytes, 0);
   if (bytes[position] !== OPEN_BRACE) return undefined;
   let found: ByteSpan | undefined;
@@ -133,18 +145,30 @@ function elementSpans(bytes: Buffer, span: ByteSpan): ByteSpan[] {
  */
 export type ListEntry = { readonly kept: number } | { readonly value: unknown };
 
+/**
+ * The parts of `bytes` with the list at `span` rebuilt from `elements` (each
+ * one buffer or the parts of one), commas between; every other byte as it
+ * was. Parts, not one buffer: the caller's one concatenation copies each once.
+ */
+export function listParts(bytes: Buffer, span: ByteSpan, elements: ReadonlyArray<Buffer | readonly Buffer[]>): Buffer[] {
+  const parts: Buffer[] = [bytes.subarray(0, span.start), OPEN_LIST];
+  elements.forEach((element, index) => {
+    if (index > 0) parts.push(LIST_COMMA);
+    if (Buffer.isBuffer(element)) parts.push(element);
+    // A loop, not a spread: a turn may hold more blocks than a call takes arguments.
+    else for (const part of element) parts.push(part);
+  });
+  parts.push(CLOSE_LIST, bytes.subarray(span.end));
+  return parts;
+}
+
 /** The client's body with its top-level list at `key` rebuilt from `entries`; every byte of a kept element as it came. */
 export function spliceList(raw: Buffer, key: string, entries: readonly ListEntry[]): Buffer {
   const span = spanOfKey(raw, key);
   const elements = elementSpans(raw, span);
-  const parts: Buffer[] = [raw.subarray(0, span.start), OPEN_LIST];
-  entries.forEach((entry, index) => {
-    if (index > 0) parts.push(LIST_COMMA);
-    if ('kept' in entry) {
-      const element = elements[entry.kept]!;
-      parts.push(raw.subarray(element.start, element.end));
-    } else parts.push(Buffer.from(JSON.stringify(entry.value)));
-  });
-  parts.push(CLOSE_LIST, raw.subarray(span.end));
-  return Buffer.concat(parts);
+  return Buffer.concat(listParts(raw, span, entries.map((entry) => {
+    if (!('kept' in entry)) return Buffer.from(JSON.stringify(entry.value));
+    const element = elements[entry.kept]!;
+    return raw.subarray(element.start, element.end);
+  })));
 }

@@ -1,10 +1,6 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
-import { spliceValue } from '../splice.js';
-
-const OPEN_LIST = Buffer.from('[');
-const CLOSE_LIST = Buffer.from(']');
-const COMMA = Buffer.from(',');
+import { listParts, spliceValue } from '../splice.js';
 
 /**
  * A chat completions body written back: its top-level `messages` replaced,
@@ -16,11 +12,5 @@ const COMMA = Buffer.from(',');
 export function chatBytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer {
   const list = listSpanOf(raw);
   if (list === undefined) return spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)));
-  const parts: Buffer[] = [raw.subarray(0, list.start), OPEN_LIST];
-  messages.forEach((message, index) => {
-    if (index > 0) parts.push(COMMA);
-    parts.push(clientBytesOf(message, raw) ?? Buffer.from(JSON.stringify(message)));
-  });
-  parts.push(CLOSE_LIST, raw.subarray(list.end));
-  return Buffer.concat(parts);
+  return Buffer.concat(listParts(raw, list, messages.map((message) => clientBytesOf(message, raw) ?? Buffer.from(JSON.stringify(message)))));
 }

@@ -1,7 +1,7 @@
 import { type ChatMessage, contentText } from '../../transcript/message.js';
 import { isUnchanged, originOf } from '../origin.js';
 import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
-import { findMessagesSpan, type ListEntry, spliceList } from '../splice.js';
+import { findMessagesSpan, type ListEntry, listParts, spliceList } from '../splice.js';
 import { type MessagesView, type WireMessage, blocksOf } from './read.js';
 
 /**
@@ -111,28 +111,19 @@ export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly
   const entries = messagesFromView(view, chat);
   const list = listSpanOf(raw);
   if (list === undefined) return spliceList(raw, 'messages', entries);
-  const parts: Buffer[] = [raw.subarray(0, list.start), OPEN_LIST];
-  entries.forEach((entry, index) => {
-    if (index > 0) parts.push(COMMA);
-    if ('kept' in entry) {
-      const original = view.wire[entry.kept]!;
-      parts.push(clientBytesOf(original, raw) ?? Buffer.from(JSON.stringify(original)));
-    } else for (const part of messageParts(entry.value as WireMessage, raw)) parts.push(part);
-  });
-  parts.push(CLOSE_LIST, raw.subarray(list.end));
-  return Buffer.concat(parts);
+  return Buffer.concat(listParts(raw, list, entries.map((entry) => {
+    if (!('kept' in entry)) return messageParts(entry.value as WireMessage, raw);
+    const original = view.wire[entry.kept]!;
+    return clientBytesOf(original, raw) ?? Buffer.from(JSON.stringify(original));
+  })));
 }
-
-const OPEN_LIST = Buffer.from('[');
-const CLOSE_LIST = Buffer.from(']');
-const COMMA = Buffer.from(',');
 
 const CONTENT_KEY = Buffer.from('"content"');
 
 /**
  * A rebuilt message as the parts of its bytes: serialized with an empty
- * `content`, its blocks put in, each kept one as the client's bytes. Parts,
- * not one buffer: the body's one concatenation copies the blocks once.
+ * `content`, its blocks put in, each kept one as the client's bytes (as
+ * parts: the body's one concatenation copies the blocks once).
  */
 function messageParts(message: WireMessage, raw: Buffer): Buffer[] {
   const content = message['content'];
@@ -140,11 +131,5 @@ function messageParts(message: WireMessage, raw: Buffer): Buffer[] {
   if (!Array.isArray(content) || !content.some((block) => bytesOf(block) !== undefined)) return [Buffer.from(JSON.stringify(message))];
   const outer = Buffer.from(JSON.stringify({ ...message, content: [] }));
   const span = findMessagesSpan(outer, CONTENT_KEY)!;
-  const parts: Buffer[] = [outer.subarray(0, span.start), OPEN_LIST];
-  content.forEach((block: unknown, index) => {
-    if (index > 0) parts.push(COMMA);
-    parts.push(bytesOf(block) ?? Buffer.from(JSON.stringify(block)));
-  });
-  parts.push(CLOSE_LIST, outer.subarray(span.end));
-  return parts;
+  return listParts(outer, span, content.map((block: unknown) => bytesOf(block) ?? Buffer.from(JSON.stringify(block))));
 }

@@ -1,6 +1,6 @@
 import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
-import type { ChatRequestBody } from '../../formats/registry.js';
+import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
 import { requestFiguresOf } from './request-figures.js';
 import type { ExchangeRead } from './read.js';
@@ -45,15 +45,14 @@ export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
 }
 
 /**
- * From this body size on, each phase (read and pairs, plan, splice) holds the
- * event loop for tens of milliseconds or more (a 32 MiB body: hundreds): the
- * loop runs between phases, so other clients' requests and /healthz are
- * served between them rather than after all of them.
+ * For a large body (the size read.ts parses ahead and reads in slices), each
+ * phase (read and pairs, plan, splice) holds the event loop for tens of
+ * milliseconds or more (a 32 MiB body: hundreds): the loop runs between
+ * phases, so other clients' requests and /healthz are served between them
+ * rather than after all of them.
  */
-const LARGE_BODY_BYTES = 1024 * 1024;
-
 async function yieldOnLargeBody(raw: Buffer): Promise<void> {
-  if (raw.length >= LARGE_BODY_BYTES) await nextTurnOfTheEventLoop();
+  if (raw.length >= PARSE_AHEAD_BYTES) await nextTurnOfTheEventLoop();
 }
 
 function joinReports(first: string | undefined, second: string | undefined): string | undefined {
