@@ -1,6 +1,7 @@
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { PARSE_AHEAD_BYTES, type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
 import { runInSlices, runNow } from '../../transcript/steps.js';
+import type { RequestMode } from './request-mode.js';
 
 /**
  * The first step of a chat exchange, pure: the client's bytes read once by
@@ -46,7 +47,7 @@ export async function readExchange(settings: ReadSettings, body: unknown, conten
  * differ from the configuration's: observe checks pairs without repairing
  * them, off leaves them alone.
  */
-export function readSettingsFor(settings: ReadSettings, mode: 'off' | 'observe' | 'compact', pairs: PairMode): ReadSettings {
+export function readSettingsFor(settings: ReadSettings, mode: RequestMode, pairs: PairMode): ReadSettings {
   const observing = mode === 'observe';
   const wanted: PairMode = mode === 'off' ? 'off' : pairs;
   return observing === settings.observing && wanted === settings.pairs ? settings : { ...settings, observing, pairs: wanted };
