@@ -1,5 +1,6 @@
 import { InvalidRequestError, UnsupportedMediaTypeError } from '../errors.js';
 import { isJsonMediaType, mediaTypeOf } from '../upstream/media-type.js';
+import { OPEN_BRACE, isWhitespace } from './json-bytes.js';
 
 /**
  * The first step of every format's read: the client's body parsed once as a
@@ -152,8 +153,8 @@ function takeParsedAhead(raw: Buffer): Record<string, unknown> | undefined {
 /** Whether a body's first character (after white space) opens a JSON object: it was meant as JSON, whatever its type said. */
 function startsLikeJson(raw: Buffer): boolean {
   for (const byte of raw) {
-    if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
-    return byte === 0x7b;
+    if (isWhitespace(byte)) continue;
+    return byte === OPEN_BRACE;
   }
   return false;
 }
