@@ -23,6 +23,12 @@ export function elisionMarker(bytes: number): string {
   return `${MARKER_BEFORE}${bytes}${MARKER_AFTER}`;
 }
 
+/** Whether a text carries an elision marker: it was pruned, and holds no whole copy of anything. */
+export function hasElision(text: string): boolean {
+  const at = text.indexOf(MARKER_BEFORE);
+  return at !== -1 && text.indexOf(MARKER_AFTER, at) !== -1;
+}
+
 /** Length of the marker for a middle whose byte count has `digits` digits. */
 function markerLength(digits: number): number {
   return MARKER_BEFORE.length + digits + MARKER_AFTER.length;

@@ -96,7 +96,7 @@ export function planCompress(
   if (tier === undefined || tier === null || cut === null) return null;
   const { messages } = candidate;
   const head = headLength(messages);
-  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
+  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars: settings.pruneMaxResultChars }).messages;
   // Pruning alone is the prune tier's (taken when it meets the target), not a compression.
   if (compressed === messages) return null;
   const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;

@@ -49,7 +49,7 @@ export function keptPartOf(
 ): KeptPart {
   const head = headLength(messages);
   const tier = settings.compressKept === undefined ? settings.compress : settings.compressKept;
-  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, end: losslessEnd }, tier);
+  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, end: losslessEnd }, tier, settings.pruneMaxResultChars);
   const kept = pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: lastTurnStart });
   if (kept === messages) return { messages, sizes, compressed: new Set() };
   const changed = new Set<number>();
@@ -65,10 +65,10 @@ export function keptPartOf(
  * newer copy is kept too (it comes later). Results the summary goes on to
  * cover are compressed for nothing, and forwarded as its notes.
  */
-function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end }: { head: number; cut: number; end: number }, tier: CompressTierSettings): readonly ChatMessage[] {
-  const old = compressToolResults(messages, { from: head, to: cut, settings: tier.compress }).messages;
+function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end }: { head: number; cut: number; end: number }, tier: CompressTierSettings, holderMaxChars: number): readonly ChatMessage[] {
+  const old = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars }).messages;
   const lossless = { ...tier.compress, structure: false, clear: { keep: 0, excludeTools: [] } };
-  return end <= cut ? old : compressToolResults(old, { from: cut, to: end, settings: lossless }).messages;
+  return end <= cut ? old : compressToolResults(old, { from: cut, to: end, settings: lossless, holderMaxChars }).messages;
 }
 
 /** The compressed results a summary keeps, in [`from`, `to`), with their sizes before (`sizes`) and after; undefined for none. */

@@ -1,10 +1,13 @@
 import type { ChatMessage } from '../message.js';
 import { MISSING_RESULT_TEXT } from '../pairs.js';
 import { utf8ByteLength } from '../tokens.js';
-import { type CallInfo, DEFAULT_READ_TOOLS, callsById, isRead } from './calls.js';
+import { isRealUserMessage } from '../groups.js';
+import { hasElision } from '../prune.js';
+import { type CallInfo, DEFAULT_READ_TOOLS, callsOfResults } from './calls.js';
 import { trimJsonArray } from './json-array.js';
 import { trimLogLines } from './log-lines.js';
-import { clearedMarker, duplicateMarker, hasMarker, supersededMarker } from './markers.js';
+import { clearedMarker, duplicateCopyOf, duplicateMarker, hasMarker, supersededMarker, textDigest } from './markers.js';
+import { succeeded } from './result-outcome.js';
 
 /**
  * Compression of old tool results, model-free: what a conversation that
@@ -71,9 +74,14 @@ export interface Compression {
 interface Result {
   readonly index: number;
   readonly callId: string;
+  /** The call it answers: the one of its id in its own step (callsOfResults). */
   readonly call: CallInfo | undefined;
   /** The result's text: its string content, or its text parts joined. */
   readonly content: string;
+  /** How many real user messages come before it: turns are counted between a marker and the copy it names. */
+  readonly turn: number;
+  /** Whether it is a successful, non-empty copy (result-outcome.ts). */
+  readonly succeeded: boolean;
 }
 
 /**
@@ -98,41 +106,41 @@ function withText(message: ChatMessage, text: string): ChatMessage {
 }
 
 /** The tool results of the history that are text, with their calls, oldest first. */
-function resultsOf(messages: readonly ChatMessage[]): Result[] {
-  const calls = callsById(messages);
+function resultsOf(messages: readonly ChatMessage[], readTools: readonly string[] | undefined): Result[] {
+  const calls = callsOfResults(messages, readTools);
   const results: Result[] = [];
+  let turn = 0;
   messages.forEach((message, index) => {
+    if (isRealUserMessage(message)) turn++;
     const content = message.role === 'tool' ? textOf(message.content) : null;
     if (content === null || typeof message.tool_call_id !== 'string') return;
-    results.push({ index, callId: message.tool_call_id, call: calls.get(message.tool_call_id), content });
+    results.push({ index, callId: message.tool_call_id, call: calls.get(index), content, turn, succeeded: succeeded(message, content) });
   });
   return results;
 }
 
-/** Whether a result holds a copy worth pointing at (not a missing-result notice, not itself a marker). */
-function holdsCopy(result: Result): boolean {
-  return !result.content.includes(MISSING_RESULT_TEXT) && !hasMarker(result.content);
+/** Whether a call's results may be superseded, or kept once where an identical copy is: reads and idempotent commands only. */
+function comparable(result: Result): boolean {
+  return result.call !== undefined && result.call.kind !== 'other';
 }
 
-/** For each result, the newest later result holding a copy of the same call (superseded) or of the same text (identical). */
-function laterCopies(results: readonly Result[]): { bySameCall: Map<number, Result>; bySameText: Map<number, Result> } {
-  const newestOfCall = new Map<string, Result>();
-  const newestOfText = new Map<string, Result>();
-  const bySameCall = new Map<number, Result>();
-  const bySameText = new Map<number, Result>();
-  for (let position = results.length - 1; position >= 0; position--) {
-    const result = results[position]!;
-    const key = result.call?.key;
-    if (key !== undefined) {
-      const newer = newestOfCall.get(key);
-      if (newer !== undefined) bySameCall.set(result.index, newer);
-      else if (holdsCopy(result)) newestOfCall.set(key, result);
-    }
-    const same = newestOfText.get(result.content);
-    if (same !== undefined) bySameText.set(result.index, same);
-    else if (holdsCopy(result)) newestOfText.set(result.content, result);
+/**
+ * Whether a result that stays raw is a copy worth pointing at: a successful,
+ * non-empty result (never an error, a missing-result notice, a marker or a
+ * pruned text), short enough that no pruning will ever cut it (`maxChars`).
+ */
+function holdsCopy(result: Result, maxChars: number): boolean {
+  return result.succeeded && result.content.length <= maxChars && !result.content.includes(MISSING_RESULT_TEXT) && !hasMarker(result.content) && !hasElision(result.content);
+}
+
+/** Digests of the texts identical markers of the history name: the results holding them stay raw, so each marker stays true. */
+function namedCopies(results: readonly Result[]): Set<string> {
+  const named = new Set<string>();
+  for (const result of results) {
+    const copy = duplicateCopyOf(result.content);
+    if (copy !== null) named.add(copy);
   }
-  return { bySameCall, bySameText };
+  return named;
 }
 
 /** Results of each tool beyond its newest `keep`, for the optional clearing. */
@@ -155,59 +163,112 @@ function clearedIndexes(results: readonly Result[], clear: CompressSettings['cle
  * Compresses the tool results in [`from`, `to`) (the part older than the
  * protected tail); later messages count as newer copies but are never changed.
  *
+ * Decided newest first, so a marker only ever names a result that stays raw:
+ * a superseded result names the newest later successful result of the same
+ * read or command that is kept, an identical one the newest later result
+ * holding its text that is kept; with no such holder the text stays. A
+ * result an identical marker of the history names (by its digest) stays raw
+ * too, so a marker written by an earlier compression stays true.
+ *
  * Guarantees: same length, same order; only the `content` of tool messages
  * in the range changes (a new object, every other field as it was; a string
  * stays a string, text parts become one text part);
  * every other message is returned as the same object; the input is not
  * mutated; the newest result of each call is never replaced by a marker, and
- * a read is never cut by structure; compressing the result again with the
- * same arguments returns it as is (idempotent).
+ * only a recognized command is cut by structure; `keep` (the working set)
+ * is never touched; compressing the result again with the same arguments
+ * returns it as is (idempotent).
  *
  * @example
  * compressToolResults(historyThatReadsAFileTwice, { from: 1, to: 5 })
- * // → the first read's result becomes "[compressed: superseded by call c2, the same read_file call made later (N bytes removed)]"
+ * // → the first read's result becomes "[compressed: superseded by call c2, the same read_file call made 1 turn later, …]"
  */
 export function compressToolResults(
   messages: readonly ChatMessage[],
-  { from = 0, to = messages.length, settings = DEFAULT_COMPRESS_SETTINGS }: { from?: number; to?: number; settings?: CompressSettings } = {},
+  {
+    from = 0,
+    to = messages.length,
+    settings = DEFAULT_COMPRESS_SETTINGS,
+    keep,
+    holderMaxChars = Number.POSITIVE_INFINITY,
+  }: {
+    from?: number;
+    to?: number;
+    settings?: CompressSettings;
+    /** Indexes of results never compressed (the working set). */
+    keep?: ReadonlySet<number>;
+    /** A result longer than this is pruned somewhere (`prune.max_result_chars`), so it holds no copy a marker may name. */
+    holderMaxChars?: number;
+  } = {},
 ): Compression {
-  const results = resultsOf(messages);
-  const { bySameCall, bySameText } = laterCopies(results);
+  const results = resultsOf(messages, settings.readTools);
+  const named = namedCopies(results);
   const cleared = clearedIndexes(results, settings.clear);
+  const newestOfCall = new Map<string, Result>();
+  const newestOfText = new Map<string, Result>();
+  const changes = new Map<number, { text: string; kind: CompressionKind }>();
+  for (let position = results.length - 1; position >= 0; position--) {
+    const result = results[position]!;
+    const eligible =
+      result.index >= from &&
+      result.index < to &&
+      result.content.length >= settings.minResultChars &&
+      !hasMarker(result.content) &&
+      keep?.has(result.index) !== true &&
+      (named.size === 0 || !named.has(textDigest(result.content)));
+    const same = comparable(result);
+    const change = eligible
+      ? compressedText(result, settings, {
+          sameCall: same ? newestOfCall.get(result.call!.key) : undefined,
+          sameText: same ? newestOfText.get(result.content) : undefined,
+          cleared: cleared.has(result.index),
+        })
+      : null;
+    if (change !== null) {
+      changes.set(result.index, change);
+      // A command's output trimmed by its structure still shows the state now (its failures, its summary): it supersedes older runs.
+      if (change.kind === 'structure' && same && result.succeeded && !newestOfCall.has(result.call!.key)) newestOfCall.set(result.call!.key, result);
+      continue;
+    }
+    if (!holdsCopy(result, holderMaxChars)) continue;
+    if (same && !newestOfCall.has(result.call!.key)) newestOfCall.set(result.call!.key, result);
+    if (!newestOfText.has(result.content)) newestOfText.set(result.content, result);
+  }
+  if (changes.size === 0) return { messages, compressed: new Map(), bytesBefore: 0, bytesAfter: 0 };
+  const out = messages.slice();
   const compressed = new Map<number, CompressionKind>();
-  let out: ChatMessage[] | undefined;
   let bytesBefore = 0;
   let bytesAfter = 0;
   for (const result of results) {
-    if (result.index < from || result.index >= to) continue;
-    if (result.content.length < settings.minResultChars || hasMarker(result.content)) continue;
-    const change = compressedText(result, settings, { sameCall: bySameCall.get(result.index), sameText: bySameText.get(result.index), cleared: cleared.has(result.index) });
-    if (change === null) continue;
-    out ??= messages.slice();
+    const change = changes.get(result.index);
+    if (change === undefined) continue;
     out[result.index] = withText(messages[result.index]!, change.text);
     compressed.set(result.index, change.kind);
     bytesBefore += utf8ByteLength(result.content);
     bytesAfter += utf8ByteLength(change.text);
   }
-  return { messages: out ?? messages, compressed, bytesBefore, bytesAfter };
+  return { messages: out, compressed, bytesBefore, bytesAfter };
 }
 
 /**
- * The newest results in [`from`, `to`) of calls the history has already made
- * more than once: a call an agent repeats (the file it edits, the test it
- * re-runs) it is likely to repeat again, and then these copies are superseded.
- * What a compression at the next crossing can be expected to free beyond what
- * it frees now.
+ * The newest results in [`from`, `to`) of reads and commands the history has
+ * already made more than once: a call an agent repeats (the file it edits,
+ * the test it re-runs) it is likely to repeat again, and then these copies
+ * are superseded. What a compression at the next crossing can be expected to
+ * free beyond what it frees now.
  */
 export function repeatedNewestResults(messages: readonly ChatMessage[], { from = 0, to = messages.length, settings = DEFAULT_COMPRESS_SETTINGS }: { from?: number; to?: number; settings?: CompressSettings } = {}): number[] {
   if (!settings.superseded) return [];
-  const results = resultsOf(messages);
+  const results = resultsOf(messages, settings.readTools).filter(comparable);
   const counts = new Map<string, number>();
-  for (const result of results) if (result.call !== undefined) counts.set(result.call.key, (counts.get(result.call.key) ?? 0) + 1);
-  const { bySameCall } = laterCopies(results);
+  const newest = new Map<string, number>();
+  for (const result of results) {
+    counts.set(result.call!.key, (counts.get(result.call!.key) ?? 0) + 1);
+    newest.set(result.call!.key, result.index);
+  }
   return results
     .filter((result) => result.index >= from && result.index < to && result.content.length >= settings.minResultChars && !hasMarker(result.content))
-    .filter((result) => result.call !== undefined && (counts.get(result.call.key) ?? 0) > 1 && !bySameCall.has(result.index))
+    .filter((result) => (counts.get(result.call!.key) ?? 0) > 1 && newest.get(result.call!.key) === result.index)
     .map((result) => result.index);
 }
 
@@ -218,10 +279,12 @@ function compressedText(
 ): { text: string; kind: CompressionKind } | null {
   const bytes = (): number => utf8ByteLength(result.content);
   const tool = result.call?.name ?? 'the tool';
-  if (settings.superseded && found.sameCall !== undefined) return { text: supersededMarker(tool, found.sameCall.callId, bytes()), kind: 'superseded' };
-  if (settings.identical && found.sameText !== undefined) return { text: duplicateMarker(found.sameText.callId, bytes()), kind: 'identical' };
+  const { sameCall, sameText } = found;
+  if (settings.superseded && sameCall !== undefined) return { text: supersededMarker(tool, sameCall.callId, sameCall.turn - result.turn, bytes()), kind: 'superseded' };
+  if (settings.identical && sameText !== undefined) return { text: duplicateMarker(sameText.callId, sameText.turn - result.turn, bytes(), textDigest(result.content)), kind: 'identical' };
   if (found.cleared) return { text: clearedMarker(tool, bytes()), kind: 'cleared' };
-  if (!settings.structure || result.call === undefined || isRead(result.call, settings.readTools)) return null;
+  // Trimming by structure is for recognized command output only (a test run, a build, a listing, a search): never a read, never a tool not known.
+  if (!settings.structure || result.call?.kind !== 'command') return null;
   const trimmed = trimJsonArray(result.content, settings.keepItems) ?? trimLogLines(result.content, settings.keepLines, MIN_STRUCTURE_SAVING);
   if (trimmed === null || trimmed.length > result.content.length * (1 - MIN_STRUCTURE_SAVING)) return null;
   return { text: trimmed, kind: 'structure' };

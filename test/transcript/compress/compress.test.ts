@@ -27,7 +27,7 @@ describe('compressToolResults', () => {
       result('c3', file(3)),
     ];
     const { messages: out, compressed } = compressToolResults(messages, { from: 0, to: 6 });
-    expect(out[3]!.content).toMatch(/^\[compressed: superseded by call c3, the same read_file call made later \(\d+ bytes removed\)\]$/);
+    expect(out[3]!.content).toMatch(/^\[compressed: superseded by call c3, the same read_file call made later in this turn, whose result holds the newer copy \(\d+ bytes removed\)\]$/);
     expect(out[5]!.content).toMatch(/call c3/);
     expect(out[7]).toBe(messages[7]);
     expect([...compressed.values()]).toEqual(['superseded', 'superseded']);
@@ -46,7 +46,7 @@ describe('compressToolResults', () => {
     const text = 'z'.repeat(600);
     const messages = [call('c1', 'grep', { q: 'a' }), result('c1', text), call('c2', 'grep', { q: 'b' }), result('c2', text)];
     const { messages: out } = compressToolResults(messages);
-    expect(out[1]!.content).toMatch(/^\[compressed: identical to the result of call c2 \(600 bytes removed\)\]$/);
+    expect(out[1]!.content).toMatch(/^\[compressed: identical to the result of call c2, made later in this turn \(600 bytes removed; copy [0-9a-f]{8}\)\]$/);
     expect(out[3]).toBe(messages[3]);
   });
 
@@ -71,7 +71,7 @@ describe('compressToolResults', () => {
     expect(compressToolResults(messages).messages).toBe(messages);
     const settings = { ...DEFAULT_COMPRESS_SETTINGS, clear: { keep: 1, excludeTools: ['memory'] } };
     const { messages: out, compressed } = compressToolResults(messages, { settings });
-    expect(out[1]!.content).toBe('[compressed: an older search result was cleared (500 bytes); ask again for it]');
+    expect(out[1]!.content).toBe('[compressed: an older search result was cleared (500 bytes); it is nowhere else in this conversation: call search again for it]');
     expect([...compressed.keys()]).toEqual([1]);
   });
 
@@ -89,7 +89,7 @@ describe('compressToolResults', () => {
       { role: 'tool', tool_call_id: 'c4', content: parts('y'.repeat(500)) },
     ];
     const { messages: out, compressed } = compressToolResults(messages);
-    expect(out[1]!.content).toEqual([{ type: 'text', text: expect.stringMatching(/^\[compressed: superseded by call c2, the same read_file call made later \(\d+ bytes removed\)\]$/) }]);
+    expect(out[1]!.content).toEqual([{ type: 'text', text: expect.stringMatching(/^\[compressed: superseded by call c2, the same read_file call made later in this turn, whose result holds the newer copy \(\d+ bytes removed\)\]$/) }]);
     expect([...compressed.keys()]).toEqual([1]);
     expect(out[3]).toBe(messages[3]);
     expect(out[5]).toBe(messages[5]);
