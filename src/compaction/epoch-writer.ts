@@ -162,6 +162,7 @@ export class EpochWriter {
             cut: decision.plan.cut,
             marked: trustedMarks(candidate),
             earlierNotes: job.earlierNotes,
+            ...(decision.plan.workingSet === undefined ? {} : { keptFiles: decision.plan.workingSet.map((file) => file.file) }),
             window: request.budget.window,
             sizeOfMessages: job.sizeOfMessages,
             model: config.summary.model ?? request.model,

@@ -158,6 +158,8 @@ export interface SummarizeRequest {
   readonly marked: ReadonlySet<number>;
   /** Notes of the epoch the candidate starts from, merged rather than re-summarized. */
   readonly earlierNotes: string | null;
+  /** Paths of the files kept verbatim after the notes (the working set the cut takes): the prompt says so, and their text needs no notes. */
+  readonly keptFiles?: readonly string[];
   /** The summarizer's window in tokens; null when unknown (then every request is tried as it is). */
   readonly window: number | null;
   /** Size in real tokens of messages sent with the request's tools (ratio applied). */

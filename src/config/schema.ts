@@ -13,6 +13,8 @@ import { DEFAULT_READ_TOOLS } from '../transcript/compress/calls.js';
  */
 
 const Fraction = z.number().gt(0, 'expected a fraction above 0').lte(1, 'expected a fraction at most 1');
+/** A share that may be 0 (off). */
+const Share = z.number().gte(0, 'expected a fraction from 0').lte(1, 'expected a fraction at most 1');
 const Milliseconds = z.int('expected an integer number of milliseconds').positive('expected a positive number');
 const PositiveInteger = z.int('expected an integer').positive('expected a positive integer');
 const NonNegativeInteger = z.int('expected an integer').nonnegative('expected an integer ≥ 0');
@@ -89,6 +91,8 @@ export const ConfigSchema = z
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
         keep_recent: Fraction.default(0.25),
+        /** The working set (issue 32): the newest copy of each file read, newest first, kept raw through every tier up to this share of the budget; 0: off. */
+        working_set: Share.default(0.25),
         max_messages: NonNegativeInteger.default(0),
         prune: z.strictObject({ max_result_chars: PositiveInteger.default(8192) }).prefault({}),
         /** The compression tier (issue 25): old tool results compressed model-free before any summary; defaults measured by bench/compress.ts. */

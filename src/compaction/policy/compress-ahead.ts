@@ -3,7 +3,8 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, epochBoundary } from './plan.js';
+import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } from './plan.js';
+import { keptIndexes, workingSetOf } from './working-set.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 
@@ -67,6 +68,7 @@ export function compressesAtCrossing(candidate: Candidate, sizes: RatioSizes, bu
  */
 export function compressSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings, sizeOf: (message: ChatMessage) => number): CompressPlan | null {
   const cut = stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
-  const plan = planCompress(candidate, sizes, cut, settings, sizeOf);
+  const keep = keptIndexes(workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf));
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
   return plan !== null && (budget === null || plan.size < settings.threshold * budget) ? plan : null;
 }

@@ -81,7 +81,7 @@ export interface CompressPlan {
 /**
  * Compresses the tool results older than the protected tail (`cut`: what a
  * summary would keep raw, `chooseCut`), pruning what is still over
- * `prune.max_result_chars` unless `prune` is false. Null when the tier is off, there is no old part (no cut), nothing to compress,
+ * `prune.max_result_chars` unless `prune` is false, never a result of `keep` (the working set). Null when the tier is off, there is no old part (no cut), nothing to compress,
  * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
  */
 export function planCompress(
@@ -90,16 +90,16 @@ export function planCompress(
   cut: number | null,
   settings: TierSettings,
   sizeOf: (message: ChatMessage) => number,
-  { prune = true, atLeast }: { prune?: boolean; atLeast?: number } = {},
+  { prune = true, atLeast, keep }: { prune?: boolean; atLeast?: number; keep?: ReadonlySet<number> } = {},
 ): CompressPlan | null {
   const tier = settings.compress;
   if (tier === undefined || tier === null || cut === null) return null;
   const { messages } = candidate;
   const head = headLength(messages);
-  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars: settings.pruneMaxResultChars }).messages;
+  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars: settings.pruneMaxResultChars, ...(keep === undefined ? {} : { keep }) }).messages;
   // Pruning alone is the prune tier's (taken when it meets the target), not a compression.
   if (compressed === messages) return null;
-  const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut }) : compressed;
+  const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut, shouldPrune: (_, index) => keep?.has(index) !== true }) : compressed;
   if (pruned === messages) return null;
   const total = totalSize(sizes);
   const { size, changed: results } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);

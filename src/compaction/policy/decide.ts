@@ -13,7 +13,9 @@ import {
   planCompaction,
   summaryPairTokens,
   triggerOf,
+  trustedMarks,
 } from './plan.js';
+import { withWorkingSet, workingSetOf } from './working-set.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { planSteps, type StepsPlan } from './plan-steps.js';
 import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
@@ -42,6 +44,7 @@ export function decisionSettingsOf(compaction: Config['compaction']): DecisionSe
     summaryMaxTokens: compaction.summary.max_tokens,
     pruneMaxResultChars: compaction.prune.max_result_chars,
     compress: compressSettingsOf(compaction.compress),
+    workingSet: compaction.working_set,
   };
 }
 
@@ -189,9 +192,15 @@ function withSummaryOf<T extends CompactionSettings>(budget: Budget, settings: T
   return budget.summaryTokens === settings.summaryMaxTokens ? settings : { ...settings, summaryMaxTokens: budget.summaryTokens };
 }
 
-/** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
+/** The tiers' plan, a summary or steps cut carrying the files of the working set it would take (policy/working-set.ts). */
 function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number | null, trigger: Trigger, settings: CompactionSettings): CompactionPlan | StepsPlan {
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
+  const files = workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf);
+  return withWorkingSet(chosenTier(candidate, sizes, budget, trigger, settings, sizeOf), files, budget, sizeOf);
+}
+
+/** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
+function chosenTier(candidate: Candidate, sizes: CandidateSizes, budget: number | null, trigger: Trigger, settings: CompactionSettings, sizeOf: (message: ChatMessage) => number): CompactionPlan | StepsPlan {
   const plan = planCompaction(candidate, sizes, budget, trigger, settings, sizeOf);
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
   const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);

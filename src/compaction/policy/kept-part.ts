@@ -44,13 +44,13 @@ export function keptPartOf(
   messages: readonly ChatMessage[],
   sizes: Sizes,
   { cut, lastTurnStart, losslessEnd = lastTurnStart }: { cut: number; lastTurnStart: number; losslessEnd?: number },
-  settings: { readonly pruneMaxResultChars: number; readonly compress?: CompressTierSettings | null; readonly compressKept?: CompressTierSettings | null },
+  settings: { readonly pruneMaxResultChars: number; readonly compress?: CompressTierSettings | null; readonly compressKept?: CompressTierSettings | null; readonly keep?: ReadonlySet<number> },
   sizeOf: (message: ChatMessage) => number,
 ): KeptPart {
   const head = headLength(messages);
   const tier = settings.compressKept === undefined ? settings.compress : settings.compressKept;
-  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, end: losslessEnd }, tier, settings.pruneMaxResultChars);
-  const kept = pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: lastTurnStart });
+  const compressed = tier === undefined || tier === null ? messages : compressedKeptTurns(messages, { head, cut, end: losslessEnd }, tier, settings.pruneMaxResultChars, settings.keep);
+  const kept = pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: lastTurnStart, shouldPrune: (_, index) => settings.keep?.has(index) !== true });
   if (kept === messages) return { messages, sizes, compressed: new Set() };
   const changed = new Set<number>();
   for (let index = head; index < Math.max(cut, losslessEnd); index++) if (compressed[index] !== messages[index]) changed.add(index);
@@ -65,10 +65,11 @@ export function keptPartOf(
  * newer copy is kept too (it comes later). Results the summary goes on to
  * cover are compressed for nothing, and forwarded as its notes.
  */
-function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end }: { head: number; cut: number; end: number }, tier: CompressTierSettings, holderMaxChars: number): readonly ChatMessage[] {
-  const old = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars }).messages;
+function compressedKeptTurns(messages: readonly ChatMessage[], { head, cut, end }: { head: number; cut: number; end: number }, tier: CompressTierSettings, holderMaxChars: number, keep: ReadonlySet<number> | undefined): readonly ChatMessage[] {
+  const kept = keep === undefined ? {} : { keep };
+  const old = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars, ...kept }).messages;
   const lossless = { ...tier.compress, structure: false, clear: { keep: 0, excludeTools: [] } };
-  return end <= cut ? old : compressToolResults(old, { from: cut, to: end, settings: lossless, holderMaxChars }).messages;
+  return end <= cut ? old : compressToolResults(old, { from: cut, to: end, settings: lossless, holderMaxChars, ...kept }).messages;
 }
 
 /** The compressed results a summary keeps, in [`from`, `to`), with their sizes before (`sizes`) and after; undefined for none. */

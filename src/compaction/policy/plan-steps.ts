@@ -2,6 +2,7 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { headLength, stepRanges, taskAnchorIndex } from '../../transcript/groups.js';
 import { type Candidate, type CompactionSettings, chooseCut } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
+import type { WorkingFile } from '../../transcript/compress/working-set.js';
 
 /**
  * Tier 3: when one long turn is the problem (an agent loop under a single user
@@ -21,6 +22,8 @@ export interface StepsPlan {
   readonly cut: number;
   /** The expected size after compaction, with the notes at their largest. */
   readonly size: number;
+  /** The files of the working set the cut would take, carried after the notes (policy/working-set.ts). */
+  readonly workingSet?: readonly WorkingFile[];
 }
 
 /**

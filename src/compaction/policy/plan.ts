@@ -6,6 +6,8 @@ import type { Epoch } from '../types.js';
 import { type CompressPlan, type CompressTierSettings, planCompress, resized } from './compress-tier.js';
 import { type CompressedKept, compressedKept, keptPartOf } from './kept-part.js';
 import { type Sizes, totalSize } from './sizing.js';
+import type { WorkingFile } from '../../transcript/compress/working-set.js';
+import { keptIndexes, workingSetOf } from './working-set.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -29,6 +31,8 @@ export interface CompactionSettings {
   readonly compress?: CompressTierSettings | null;
   /** What a summary's kept turns are compressed with, when not `compress` (a background summary plans no compression tier, but compresses what it keeps). */
   readonly compressKept?: CompressTierSettings | null;
+  /** The share of the budget the working set (the newest copy of each file read) may take, kept raw through every tier; 0 or absent: off. */
+  readonly workingSet?: number;
 }
 
 /**
@@ -96,7 +100,7 @@ export type CompactionPlan =
    * `turnStart`: when the cut goes through the last complete turn (its last
    * steps kept raw), the user message that starts it, kept raw before them.
    */
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number; readonly prunedKept?: PrunedKept }
+  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number; readonly prunedKept?: PrunedKept; readonly workingSet?: readonly WorkingFile[] }
   | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
   | { readonly tier: 'too-large'; readonly needed: number };
 
@@ -221,20 +225,22 @@ export function planCompaction(
     return budget !== null && kept > budget ? { tier: 'too-large', needed: kept } : { tier: 'nothing', reason: 'only-summary' };
   }
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
+  // The working set stays raw through every tier: no pruning or compression touches it.
+  const keep = keptIndexes(workingSetOf({ messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf));
 
   if (trigger === 'size') {
-    const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut });
+    const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut, shouldPrune: (_, index) => !keep.has(index) });
     const { size, changed: count } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);
     if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
     // Compression alone brings it under the threshold: no summary is asked for (the next epoch, if it comes to that, is prepared in the soft zone).
-    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf);
+    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
     if (compressed !== null && (budget === null || compressed.size < settings.threshold * budget)) return compressed;
   }
 
   // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one) and
   // compressed (those before the protected tail), and forwarded so: compressed turns are smaller, and more of them stay.
   const lastTurnStart = turnRanges(messages, head).at(-1)!.start;
-  const part = trigger === 'size' ? keptPartOf(messages, sizes, { cut, lastTurnStart }, settings, sizeOf) : null;
+  const part = trigger === 'size' ? keptPartOf(messages, sizes, { cut, lastTurnStart }, { ...settings, keep }, sizeOf) : null;
   const keptPruned = part?.messages ?? messages;
   const measured = part?.sizes ?? sizes;
   let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);

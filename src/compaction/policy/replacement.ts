@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { headLength } from '../../transcript/groups.js';
 import { mark } from '../../transcript/marks.js';
+import { type WorkingFile, workingSetBlock } from '../../transcript/compress/working-set.js';
 import { withNotes } from './plan-steps.js';
 import type { Epoch } from '../types.js';
 import type { Candidate } from './plan.js';
@@ -60,18 +61,21 @@ export function markedIndexesOf(
  * boundary: the head, then the notes (a summary pair, or a truncation notice
  * when the summary failed), then the kept messages up to `candidateEnd` (after
  * the user message of the turn a cut goes through, when it does). For
- * steps, the task anchor stays and the notes lead the first kept step.
+ * steps, the task anchor stays and the notes lead the first kept step. The
+ * files of the working set the plan carries follow the notes, verbatim.
  */
 export function replacementOf(
   messages: readonly ChatMessage[],
   plan:
-    | { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number; readonly prunedKept?: { readonly messages: readonly ChatMessage[] } }
-    | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number },
+    | { readonly tier: 'summary'; readonly cut: number; readonly turnStart?: number; readonly prunedKept?: { readonly messages: readonly ChatMessage[] }; readonly workingSet?: readonly WorkingFile[] }
+    | { readonly tier: 'steps'; readonly cut: number; readonly anchor: number; readonly workingSet?: readonly WorkingFile[] },
   candidateEnd: number,
-  notes: string,
+  written: string,
   strategy: 'summary' | 'truncated',
 ): ChatMessage[] {
   const head = messages.slice(0, headLength(messages));
+  // The files of the working set the cut takes go after the notes, verbatim (transcript/compress/working-set.ts).
+  const notes = `${written}${workingSetBlock(plan.workingSet ?? [])}`;
   if (plan.tier === 'summary') {
     const pair = strategy === 'summary' ? summaryPair(notes) : truncationNotice(notes);
     // A cut through the last complete turn keeps the user message that starts it, so roles still alternate after the pair.

@@ -4,7 +4,7 @@ import { isMarked } from '../../transcript/marks.js';
 import { renderTranscript } from '../../transcript/render.js';
 import { chunkTranscript } from './chunks.js';
 import { callForNotes } from './notes.js';
-import { DEFAULT_SUMMARY_SYSTEM_PROMPT, prependRequestText } from './prompt.js';
+import { DEFAULT_SUMMARY_SYSTEM_PROMPT, keptFilesOf, prependRequestText } from './prompt.js';
 import { prependRequestBody } from './request-body.js';
 import type { ChatCall } from '../ports.js';
 import type { SummarizeRequest } from '../types.js';
@@ -40,7 +40,7 @@ export async function summarizePrepend(request: SummarizeRequest, call: ChatCall
     request.onProgress?.({ messages: messages.length, chunk: index + 1, chunks: chunks.length });
     notes = await callForNotes(
       call,
-      prependRequestBody(request, prependRequestText({ transcript: chunk, earlierNotes: notes, part: { index: index + 1, count: chunks.length } })),
+      prependRequestBody(request, prependRequestText({ transcript: chunk, earlierNotes: notes, part: { index: index + 1, count: chunks.length }, ...keptFilesOf(request) })),
       request.signal,
     );
   }

@@ -50,7 +50,19 @@ export function openingWords(text: string): string {
  * quotes the first message that stays verbatim; null means everything above is
  * to be summarized (the candidate was cut at the cut).
  */
-export function suffixInstruction(options: { keptOpening: string | null; hasEarlierNotes: boolean }): string {
+/** What the request says of the working set's files it keeps verbatim after the notes: their text needs no notes. */
+export function keptFilesRule(keptFiles: readonly string[] | undefined): string {
+  if (keptFiles === undefined || keptFiles.length === 0) return '';
+  const names = keptFiles.map((file) => JSON.stringify(file)).join(', ');
+  return ` These files stay verbatim after your notes, as they were last read: ${names}; do not copy their text into the notes, only what was learned or changed about them.`;
+}
+
+/** A request's kept files as the prompt functions take them (none: nothing). */
+export function keptFilesOf(request: { readonly keptFiles?: readonly string[] }): { keptFiles?: readonly string[] } {
+  return request.keptFiles === undefined ? {} : { keptFiles: request.keptFiles };
+}
+
+export function suffixInstruction(options: { keptOpening: string | null; hasEarlierNotes: boolean; keptFiles?: readonly string[] }): string {
   const scope =
     options.keptOpening === null
       ? 'everything above'
@@ -58,11 +70,11 @@ export function suffixInstruction(options: { keptOpening: string | null; hasEarl
   const merge = options.hasEarlierNotes
     ? ` Earlier notes, marked [compacted:summary] or [compacted:steps], stand near its start: update them. ${MERGE_RULE}`
     : '';
-  return `Stop the conversation here for a moment: do not continue it and do not call tools. Write handoff notes of ${scope}.${merge} ${HANDOFF_RULES}`;
+  return `Stop the conversation here for a moment: do not continue it and do not call tools. Write handoff notes of ${scope}.${merge}${keptFilesRule(options.keptFiles)} ${HANDOFF_RULES}`;
 }
 
 /** The user message of a prepend-mode request: earlier notes (when any), the transcript as text, the instruction. */
-export function prependRequestText(options: { transcript: string; earlierNotes: string | null; part?: { index: number; count: number } }): string {
+export function prependRequestText(options: { transcript: string; earlierNotes: string | null; part?: { index: number; count: number }; keptFiles?: readonly string[] }): string {
   const sections: string[] = [];
   if (options.earlierNotes !== null) {
     sections.push(`## Earlier notes\n\n${options.earlierNotes}`);
@@ -73,6 +85,6 @@ export function prependRequestText(options: { transcript: string; earlierNotes: 
     options.earlierNotes !== null
       ? `Update the earlier notes with the conversation above. ${MERGE_RULE}`
       : 'Write handoff notes of the conversation above.';
-  sections.push(`## Task\n\n${task}`);
+  sections.push(`## Task\n\n${task}${keptFilesRule(options.keptFiles)}`);
   return sections.join('\n\n');
 }

@@ -2,7 +2,7 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { contentText } from '../../transcript/message.js';
 import { isMarked } from '../../transcript/marks.js';
 import { callForNotes } from './notes.js';
-import { openingWords, suffixInstruction } from './prompt.js';
+import { keptFilesOf, openingWords, suffixInstruction } from './prompt.js';
 import { suffixRequestBody } from './request-body.js';
 import type { ChatCall } from '../ports.js';
 import type { SummarizeRequest } from '../types.js';
@@ -36,7 +36,7 @@ export async function summarizeSuffix(
     ...request.candidate,
     {
       role: 'user',
-      content: suffixInstruction({ keptOpening: kept === undefined ? null : openingWords(contentText(kept.content)) || '(no text)', hasEarlierNotes }),
+      content: suffixInstruction({ keptOpening: kept === undefined ? null : openingWords(contentText(kept.content)) || '(no text)', hasEarlierNotes, ...keptFilesOf(request) }),
     },
   ];
   if (fits(request, request.sizeOfMessages(whole, true))) {
@@ -45,7 +45,7 @@ export async function summarizeSuffix(
   }
   const cutOnly: ChatMessage[] = [
     ...request.candidate.slice(0, request.cut),
-    { role: 'user', content: suffixInstruction({ keptOpening: null, hasEarlierNotes }) },
+    { role: 'user', content: suffixInstruction({ keptOpening: null, hasEarlierNotes, ...keptFilesOf(request) }) },
   ];
   if (fits(request, request.sizeOfMessages(cutOnly, true))) {
     request.onProgress?.({ messages: request.cut - request.head, chunk: 1, chunks: 1 });

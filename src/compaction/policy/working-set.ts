@@ -1,0 +1,64 @@
+import type { ChatMessage } from '../../transcript/message.js';
+import { DEFAULT_READ_TOOLS } from '../../transcript/compress/calls.js';
+import { type WorkingFile, fitting, newestReads, workingSetBlock } from '../../transcript/compress/working-set.js';
+
+/**
+ * The working set in the tiers (DESIGN.md § Compression, the working set):
+ * the newest copy of each file the agent read, newest first, up to
+ * `compaction.working_set` × budget tokens, stays raw through every tier. The
+ * prune and compression tiers leave its results alone (`keptIndexes`); a
+ * summary or steps plan whose cut would take some of them carries them after
+ * its notes, and counts what they cost (`withWorkingSet`). Pure. Written
+ * without plan.ts's types so plan.ts can call it without a circle.
+ */
+
+interface Plannable {
+  readonly messages: readonly ChatMessage[];
+  /** Where compactor's marks are genuine: the messages that may carry files of earlier notes. */
+  readonly trusted: ReadonlySet<number>;
+}
+
+interface WorkingSetSettings {
+  /** The share of the budget the working set may take; 0 or absent: off. */
+  readonly workingSet?: number;
+  /** The compression tier's read tools, when it is on: what counts as a read. */
+  readonly compress?: { readonly compress: { readonly readTools?: readonly string[] } } | null;
+  readonly compressKept?: { readonly compress: { readonly readTools?: readonly string[] } } | null;
+}
+
+/** The working set of a candidate, newest first; none without a budget or with the share at 0. */
+export function workingSetOf(candidate: Plannable, budget: number | null, settings: WorkingSetSettings, sizeOf: (message: ChatMessage) => number): WorkingFile[] {
+  const share = settings.workingSet ?? 0;
+  if (budget === null || share <= 0) return [];
+  const readTools = (settings.compress ?? settings.compressKept)?.compress.readTools ?? DEFAULT_READ_TOOLS;
+  return fitting(newestReads(candidate.messages, candidate.trusted, readTools), share * budget, (text) => sizeOf({ role: 'tool', content: text }));
+}
+
+/** The indexes of the tool results of a working set (not the files carried by earlier notes): no tier prunes or compresses them. */
+export function keptIndexes(files: readonly WorkingFile[]): ReadonlySet<number> {
+  return new Set(files.filter((file) => !file.carried).map((file) => file.index));
+}
+
+/** A summary or steps plan as the working set reads it: where it cuts, what it expects to cost, the files it carries. */
+interface CutPlan {
+  readonly tier: string;
+  readonly cut: number;
+  readonly size: number;
+  readonly workingSet?: readonly WorkingFile[];
+}
+
+/**
+ * The plan with the files of the working set its cut would take carried
+ * after its notes: those read before the cut, and those earlier notes
+ * carried. Its size counts them; when that would exceed the budget the
+ * oldest go first. Any other plan as it is.
+ */
+export function withWorkingSet<P extends { readonly tier: string }>(plan: P, files: readonly WorkingFile[], budget: number | null, sizeOf: (message: ChatMessage) => number): P {
+  if (plan.tier !== 'summary' && plan.tier !== 'steps') return plan;
+  const cutPlan = plan as unknown as CutPlan;
+  const carried = files.filter((file) => file.carried || file.index < cutPlan.cut);
+  const cost = (kept: readonly WorkingFile[]): number => (kept.length === 0 ? 0 : sizeOf({ role: 'user', content: workingSetBlock(kept) }));
+  while (carried.length > 0 && budget !== null && cutPlan.size + cost(carried) > budget) carried.pop();
+  if (carried.length === 0) return plan;
+  return { ...plan, size: cutPlan.size + cost(carried), workingSet: carried };
+}

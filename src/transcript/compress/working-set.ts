@@ -1,0 +1,102 @@
+import type { ChatMessage } from '../message.js';
+import { hasElision } from '../prune.js';
+import { DEFAULT_READ_TOOLS, callsOfResults } from './calls.js';
+import { hasMarker } from './markers.js';
+import { succeeded } from './result-outcome.js';
+
+/**
+ * The working set: the newest copy of each file the agent read, newest
+ * first, as many as fit a share of the budget. It stays raw through every
+ * tier: no prune, compression or clearing touches it, and a summary or steps
+ * cut that would take it carries it, verbatim, after the notes (Claude Code
+ * re-attaches the files it read last after every compaction). Without it the
+ * model may be left to edit a file it can no longer see.
+ *
+ * Carried files are written in a block whose every file states its length,
+ * so the next summary reads them back exactly and carries them on while no
+ * newer read replaces them.
+ */
+
+export interface WorkingFile {
+  /** Its path, as the read named it. */
+  readonly file: string;
+  /** The id of the call that read it (agents reuse ids: with `turnsBefore`, where it was). */
+  readonly callId: string;
+  /** The text, as the read returned it. */
+  readonly text: string;
+  /** The index of its result in the history; for a file carried by earlier notes, the index of the message carrying it. */
+  readonly index: number;
+  /** Whether it is carried by earlier notes rather than a tool result. */
+  readonly carried: boolean;
+}
+
+/** The reads of working-tree files in the history that hold a whole, successful copy, newest first, one per file (its newest copy). */
+export function newestReads(messages: readonly ChatMessage[], trusted: ReadonlySet<number>, readTools: readonly string[] = DEFAULT_READ_TOOLS): WorkingFile[] {
+  const calls = callsOfResults(messages, readTools);
+  const seen = new Set<string>();
+  const files: WorkingFile[] = [];
+  for (let index = messages.length - 1; index >= 0; index--) {
+    const message = messages[index]!;
+    if (trusted.has(index) && typeof message.content === 'string') {
+      for (const carried of carriedFiles(message.content)) {
+        if (seen.has(carried.file)) continue;
+        seen.add(carried.file);
+        files.push({ ...carried, index, carried: true });
+      }
+      continue;
+    }
+    const call = calls.get(index);
+    if (call === undefined || call.kind !== 'read' || call.file === null || seen.has(call.file)) continue;
+    const text = typeof message.content === 'string' ? message.content : null;
+    // Its newest read decides: an older copy of a file whose newest read failed or was cut is stale, never kept instead.
+    seen.add(call.file);
+    if (text === null || !succeeded(message, text) || hasMarker(text) || hasElision(text)) continue;
+    files.push({ file: call.file, callId: call.id, text, index, carried: false });
+  }
+  return files;
+}
+
+/** The files of `reads` (newest first) that fit `tokens`, by `sizeOf`; a file too large for what is left is passed over. */
+export function fitting(reads: readonly WorkingFile[], tokens: number, sizeOf: (text: string) => number): WorkingFile[] {
+  const kept: WorkingFile[] = [];
+  let left = tokens;
+  for (const read of reads) {
+    const size = sizeOf(read.text);
+    if (size > left) continue;
+    kept.push(read);
+    left -= size;
+  }
+  return kept;
+}
+
+const BLOCK_HEADING =
+  'Files kept verbatim: the newest copy of each file read recently, as that read returned it (edits made after it are not in it; read the file again for its current text):';
+
+/** Where a file's text starts: its path, the call that read it, and its length in characters (the block is read back by length, never by a closing tag). */
+function fileOpening(file: Pick<WorkingFile, 'file' | 'callId' | 'text'>): string {
+  return `<file path=${JSON.stringify(file.file)} call=${JSON.stringify(file.callId)} chars="${file.text.length}">\n`;
+}
+
+/** The block that carries `files` after the notes: a heading, then each file as `<file path="…" call="…" chars="N">`, its text, `</file>`. */
+export function workingSetBlock(files: readonly Pick<WorkingFile, 'file' | 'callId' | 'text'>[]): string {
+  if (files.length === 0) return '';
+  return `\n\n${BLOCK_HEADING}\n${files.map((file) => `${fileOpening(file)}${file.text}\n</file>`).join('\n')}`;
+}
+
+const OPENING = /<file path=("(?:[^"\\]|\\.)*") call=("(?:[^"\\]|\\.)*") chars="(\d+)">\n/g;
+
+/** The files a block written by {@link workingSetBlock} carries, in its order (newest first); none when the text holds no block. */
+export function carriedFiles(text: string): Array<Pick<WorkingFile, 'file' | 'callId' | 'text'>> {
+  const at = text.indexOf(BLOCK_HEADING);
+  if (at === -1) return [];
+  const files: Array<Pick<WorkingFile, 'file' | 'callId' | 'text'>> = [];
+  OPENING.lastIndex = at;
+  for (let match = OPENING.exec(text); match !== null; match = OPENING.exec(text)) {
+    const start = match.index + match[0].length;
+    const length = Number(match[3]);
+    if (text.slice(start + length, start + length + 8) !== '\n</file>') break;
+    files.push({ file: JSON.parse(match[1]!) as string, callId: JSON.parse(match[2]!) as string, text: text.slice(start, start + length) });
+    OPENING.lastIndex = start + length;
+  }
+  return files;
+}
