@@ -15,6 +15,7 @@
  *
  *   npm run bench:compress            (npx tsx bench/compress.ts)
  *   TURNS=60 WINDOWS=8192 npm run bench:compress
+ *   VARIANTS=working-set SHAPES=reread npm run bench:compress   (adds `compaction.working_set` 0 and 0.5)
  */
 import type { ChatMessage } from '../src/transcript/message.js';
 import { turnMessages } from '../test/support/conversation.js';
@@ -58,10 +59,10 @@ function turnOf(shape: Shape, turn: number): ChatMessage[] {
   return shape === 'reread' ? reReadTurn(turn, { fileLines: FILE_LINES }) : turnMessages(turn, { turns: TURNS, stepsPerTurn: 2, resultBytes: 1500, largeResultEvery: 7, largeResultBytes: 12_000 });
 }
 
-async function measure(shape: Shape, window: number, name: string, compress: Extra): Promise<Row> {
+async function measure(shape: Shape, window: number, name: string, compress: Extra, compaction: Extra = {}): Promise<Row> {
   const upstream = await FakeUpstream.start();
   const llama = new SimulatedLlama(upstream, { window, summaryDelayMs: SUMMARY_MS });
-  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, compress } } });
+  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, compress, ...compaction } } });
   let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
   let requests = 0;
   let failed = 0;
@@ -111,26 +112,34 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
   }
 }
 
-/** How many of the three files have their newest version (as of the last turn) verbatim in the last prompt. */
+/** How many of the three files have their newest version (as of the last turn) verbatim in the last prompt (in a tool result, or carried after a summary's notes). */
 function newestFilesIn(messages: readonly ChatMessage[]): string {
   let found = 0;
   for (const [offset, path] of REREAD_FILES.entries()) {
     const newest = Array.from({ length: TURNS }, (_, index) => index + 1).filter((turn) => turn % REREAD_FILES.length === offset).at(-1)!;
-    if (messages.some((message) => message.content === fileAt(path, newest, FILE_LINES))) found++;
+    if (messages.some((message) => typeof message.content === 'string' && message.content.includes(fileAt(path, newest, FILE_LINES)))) found++;
   }
   return `${found}/${REREAD_FILES.length}`;
 }
 
-const VARIANTS: ReadonlyArray<[string, Extra]> = [
+/** Each variant: its name, `compaction.compress`, and other `compaction` keys. `VARIANTS=working-set` adds the working set off (what it costs). */
+const VARIANTS: ReadonlyArray<[string, Extra, Extra?]> = [
   ['off', { enabled: false }],
   ['on', {}],
   ...(process.env['VARIANTS'] === 'all' ? ([['on, clear_at_least 512', { clear_at_least: 512 }], ['on, clear_at_least 1024', { clear_at_least: 1024 }]] as Array<[string, Extra]>) : []),
+  ...(process.env['VARIANTS'] === 'working-set'
+    ? ([
+        ['on, working_set 0', {}, { working_set: 0 }],
+        ['on, working_set 0.5', {}, { working_set: 0.5 }],
+      ] as Array<[string, Extra, Extra]>)
+    : []),
 ];
+const SHAPES = (process.env['SHAPES'] ?? 'reread,agent').split(',') as Shape[];
 
 const rows: Row[] = [];
-for (const shape of ['reread', 'agent'] as const) {
+for (const shape of SHAPES) {
   for (const window of WINDOWS) {
-    for (const [name, compress] of VARIANTS) rows.push(await measure(shape, window, name, compress));
+    for (const [name, compress, compaction] of VARIANTS) rows.push(await measure(shape, window, name, compress, compaction));
   }
 }
 

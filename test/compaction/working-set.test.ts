@@ -48,6 +48,22 @@ function newestCopies(forwarded: readonly ChatMessage[], turn: number): number {
 /** Long user messages: nothing a compression frees, so the loop must summarize. */
 const USER_WORDS = ` ${'Keep the receipts exact to the cent. '.repeat(24)}`;
 
+/** The re-read loop's calls under one user message (opencode, qwen-code), each assistant answer long: the steps tier must summarize. */
+async function loop(compactor: Compactor, steps: number): Promise<Array<readonly ChatMessage[]>> {
+  let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }, { role: 'user', content: `Fix the cart.${USER_WORDS}` }];
+  const forwarded: Array<readonly ChatMessage[]> = [];
+  for (let step = 1; step <= steps; step++) {
+    const messages = reReadTurn(step)
+      .filter((message) => message.role !== 'user')
+      .map((message) => (message.role === 'assistant' && message.tool_calls === undefined ? { ...message, content: `${String(message.content)}${USER_WORDS}` } : message));
+    history = [...history, ...messages];
+    const compacted = await compact(compactor, history);
+    compacted.afterResponse?.();
+    forwarded.push(compacted.messages);
+  }
+  return forwarded;
+}
+
 describe('the working set (issue 32, shape 6)', () => {
   it('every request after a summary on an 8k window still holds the newest copy of each of the three files', async () => {
     const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 8192 }) });
@@ -60,26 +76,19 @@ describe('the working set (issue 32, shape 6)', () => {
     expect(bare.some((step) => newestCopies(step.forwarded, step.turn) < 3)).toBe(true);
   });
 
-  it('the summary prompt is told which files are kept after the notes, and they follow the notes in the summary pair', async () => {
+  it('a cut that carries files tells the summary prompt which, and writes them after the notes', async () => {
     const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 8192 }) });
-    const steps = await run(compactor, 30, USER_WORDS);
+    const forwarded = await loop(compactor, 30);
     const prompts = summarizer.bodies.map((body) => JSON.stringify(body['messages']));
     expect(prompts.some((prompt) => /These files stay verbatim after your notes, as they were last read: \\"src\/(cart|price|order)\.ts\\"/.test(prompt))).toBe(true);
-    const pair = steps.flatMap((step) => step.forwarded).find((message) => message.role === 'user' && String(message.content).startsWith('[compacted:summary]') && carriedFiles(String(message.content)).length > 0);
-    expect(pair).toBeDefined();
+    const notes = forwarded.flat().find((message) => String(message.content).startsWith('[compacted:steps]') && carriedFiles(String(message.content)).length > 0);
+    expect(notes).toBeDefined();
   });
 
   it('steps cuts carry it too: an agent loop under one user message keeps the files its old steps read', async () => {
     const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 8192 }) });
-    let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }, { role: 'user', content: `Fix the cart.${USER_WORDS}` }];
-    for (let step = 1; step <= 30; step++) {
-      // Every assistant message says something long (nothing a compression frees), so the loop must summarize its steps.
-      const messages = reReadTurn(step).filter((message) => message.role !== 'user').map((message) => (message.role === 'assistant' && message.tool_calls === undefined ? { ...message, content: `${String(message.content)}${USER_WORDS}` } : message));
-      history = [...history, ...messages];
-      const compacted = await compact(compactor, history);
-      compacted.afterResponse?.();
-      expect(newestCopies(compacted.messages, step + 1), `step ${step}`).toBe(3);
-    }
+    const forwarded = await loop(compactor, 30);
+    forwarded.forEach((messages, index) => expect(newestCopies(messages, index + 2), `step ${index + 1}`).toBe(3));
     expect(summarizer.calls).toBeGreaterThan(0);
   });
 

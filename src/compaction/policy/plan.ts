@@ -7,7 +7,7 @@ import { type CompressPlan, type CompressTierSettings, planCompress, resized } f
 import { type CompressedKept, compressedKept, keptPartOf } from './kept-part.js';
 import { type Sizes, totalSize } from './sizing.js';
 import type { WorkingFile } from '../../transcript/compress/working-set.js';
-import { keptIndexes, workingSetOf } from './working-set.js';
+import { cutKeepingFiles, keptIndexes, workingSetOf } from './working-set.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -226,7 +226,8 @@ export function planCompaction(
   }
   const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
   // The working set stays raw through every tier: no pruning or compression touches it.
-  const keep = keptIndexes(workingSetOf({ messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf));
+  const workingSet = workingSetOf({ messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf);
+  const keep = keptIndexes(workingSet);
 
   if (trigger === 'size') {
     const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut, shouldPrune: (_, index) => !keep.has(index) });
@@ -245,6 +246,10 @@ export function planCompaction(
   const measured = part?.sizes ?? sizes;
   let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);
   if (!hasSomethingToSummarize(messages, head, keptCut, trustedMarks(candidate))) keptCut = cut;
+  // The working set stays in place where its turns fit its share: kept there, a later re-read supersedes it (compressed),
+  // where a copy carried after the notes would stay beside the newer one until the next summary.
+  const inPlace = budget === null ? keptCut : cutKeepingFiles(messages, measured, workingSet, keptCut, (settings.workingSet ?? 0) * budget);
+  if (inPlace !== keptCut && hasSomethingToSummarize(messages, head, inPlace, trustedMarks(candidate))) keptCut = inPlace;
   const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
   const summaryCut = throughTurn?.cut ?? keptCut;
   let prunedEnd = 0;

@@ -1,6 +1,8 @@
 import type { ChatMessage } from '../../transcript/message.js';
+import { balanceCut, headLength, turnRanges } from '../../transcript/groups.js';
 import { DEFAULT_READ_TOOLS } from '../../transcript/compress/calls.js';
 import { type WorkingFile, fitting, newestReads, workingSetBlock } from '../../transcript/compress/working-set.js';
+import { type Sizes, totalSize } from './sizing.js';
 
 /**
  * The working set in the tiers (DESIGN.md § Compression, the working set):
@@ -61,4 +63,26 @@ export function withWorkingSet<P extends { readonly tier: string }>(plan: P, fil
   while (carried.length > 0 && budget !== null && cutPlan.size + cost(carried) > budget) carried.pop();
   if (carried.length === 0) return plan;
   return { ...plan, size: cutPlan.size + cost(carried), workingSet: carried };
+}
+
+/**
+ * Where a summary cuts so that the working set's files read before `cut`
+ * stay in place: the start of the turn of the oldest of them (newest first)
+ * whose turns, from there to `cut`, cost at most `share` tokens. In place, a
+ * later re-read supersedes a file (the compression tier makes it a marker);
+ * carried after the notes, the older copy would stay beside the newer one
+ * until the next summary. `cut` when none fits.
+ */
+export function cutKeepingFiles(messages: readonly ChatMessage[], sizes: Sizes, files: readonly WorkingFile[], cut: number, share: number): number {
+  const head = headLength(messages);
+  const starts = turnRanges(messages, head).map((range) => range.start).filter((start) => start > head);
+  let best = cut;
+  for (const file of files) {
+    if (file.carried || file.index >= cut) continue;
+    const start = starts.filter((at) => at <= file.index).at(-1);
+    if (start === undefined || start >= best) continue;
+    if (totalSize(sizes, start, cut) > share) break;
+    best = start;
+  }
+  return best === cut ? cut : balanceCut(messages, best);
 }
