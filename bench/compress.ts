@@ -47,6 +47,8 @@ interface Row {
   readonly waits: number;
   readonly facts: string;
   readonly files: string;
+  /** Requests whose prompt lacked the newest copy of a file read so far. */
+  readonly blind: number;
 }
 
 function counter(text: string, name: string): number {
@@ -66,11 +68,15 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
   let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
   let requests = 0;
   let failed = 0;
+  let blind = 0;
   const send = async (): Promise<void> => {
     requests++;
     const response = await fetch(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim', messages: history }) });
     if (response.status !== 200) failed++;
     await response.text();
+    // A request whose prompt lacks the newest copy of a file read so far: the model edits a file it cannot see.
+    const prompt = llama.chatRecords.at(-1)?.prompt ?? '';
+    if (shape === 'reread' && newestReadTexts(history).some((text) => !prompt.includes(JSON.stringify(text).slice(1, -1)) && !prompt.includes(text))) blind++;
     if (process.env['TRACE'] !== undefined) console.error(`${name} ${requests}: ${llama.chatRecords.at(-1)?.promptTokens} tokens, ${llama.summaryRecords.length} summaries — ${response.headers.get('x-compactor') ?? ''}`);
     await new Promise((resolve) => setTimeout(resolve, THINK_MS));
   };
@@ -105,11 +111,22 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
       waits: counter(metrics, 'compactor_summary_waits_total'),
       facts: `${facts}/${TURNS}`,
       files,
+      blind,
     };
   } finally {
     await proxy.close();
     await upstream.close();
   }
+}
+
+/** The text of the newest read of each file in a history. */
+function newestReadTexts(messages: readonly ChatMessage[]): string[] {
+  const newest = new Map<string, string>();
+  for (const message of messages) {
+    if (message.role !== 'tool' || typeof message.tool_call_id !== 'string' || !message.tool_call_id.startsWith('read_') || typeof message.content !== 'string') continue;
+    newest.set(message.content.slice(0, message.content.indexOf(',')), message.content);
+  }
+  return [...newest.values()];
 }
 
 /** How many of the three files have their newest version (as of the last turn) verbatim in the last prompt (in a tool result, or carried after a summary's notes). */
@@ -145,11 +162,11 @@ for (const shape of SHAPES) {
 
 const thousands = (value: number): string => value.toLocaleString('en-US');
 console.log(`Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; ${TURNS} turns\n`);
-console.log('| conversation | window | compress | requests | failed | summary calls per 100 turns | prompt tokens forwarded | KV reuse | waited for a summary | facts in the last prompt | newest file copies in it |');
-console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+console.log('| conversation | window | compress | requests | failed | summary calls per 100 turns | prompt tokens forwarded | KV reuse | waited for a summary | facts in the last prompt | newest file copies in it | requests missing a newest copy |');
+console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const row of rows) {
   const per100 = ((row.summaries * 100) / TURNS).toFixed(1);
   console.log(
-    `| ${row.shape === 'reread' ? 're-read loop' : 'agent run'} | ${row.window} | ${row.compress} | ${row.requests} | ${row.failed} | ${per100} (${row.summaries}) | ${thousands(row.forwarded)} | ${(row.reuse * 100).toFixed(1)}% | ${row.waits} | ${row.facts} | ${row.files} |`,
+    `| ${row.shape === 'reread' ? 're-read loop' : 'agent run'} | ${row.window} | ${row.compress} | ${row.requests} | ${row.failed} | ${per100} (${row.summaries}) | ${thousands(row.forwarded)} | ${(row.reuse * 100).toFixed(1)}% | ${row.waits} | ${row.facts} | ${row.files} | ${row.shape === 'reread' ? row.blind : '-'} |`,
   );
 }

@@ -80,7 +80,8 @@ function bodyOf(format: WireFormat, messages: readonly ChatMessage[]): Record<st
     for (const message of messages.slice(1)) {
       if (message.role === 'tool') {
         const last = wire.at(-1);
-        const block = { type: 'tool_result', tool_use_id: message.tool_call_id, content: message.content };
+        // A failed result says so with is_error, as Claude Code sends it.
+        const block = { type: 'tool_result', tool_use_id: message.tool_call_id, content: message.content, ...(String(message.content).startsWith('Error:') ? { is_error: true } : {}) };
         if (last?.['role'] === 'user' && Array.isArray(last['content'])) (last['content'] as unknown[]).push(block);
         else wire.push({ role: 'user', content: [block] });
       } else if (message.role === 'assistant' && message.tool_calls) {

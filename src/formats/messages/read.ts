@@ -98,7 +98,9 @@ function* userView(message: WireMessage, index: number): Steps<ChatMessage[]> {
     if (sliceEndsAt(position)) yield;
     if (block['type'] !== 'tool_result') continue;
     // Tagged with its block: a turn may repeat a tool_use_id, and each result is written back from its own block.
-    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block) }, index, position));
+    // `is_error` rides on the view: a failed result never supersedes a good one (transcript/compress/result-outcome.ts).
+    const failed = block['is_error'] === true ? { is_error: true } : {};
+    views.push(tag({ role: 'tool', tool_call_id: String(block['tool_use_id'] ?? ''), content: resultText(block), ...failed }, index, position));
   }
   const rest = blocks.filter((block) => block['type'] !== 'tool_result');
   if (rest.length > 0 || views.length === 0) views.push(tag({ role: 'user', content: rest.map(partOf) }, index));
