@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { movingAverage, type UnsharedMeasures } from './types.js';
+import { movingAverage, RATIO_RANGE, type UnsharedMeasures } from './types.js';
 
 /**
  * Per tenant and model, how many real tokens the upstream counts for one
@@ -36,8 +36,6 @@ const MIN_ESTIMATE_TO_LEARN = 64;
  */
 export const RATIOS_REMEMBERED = 1024;
 
-/** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
-const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
 export class TokenRatios {
   readonly #ratios = new LRUCache<string, number>({ max: RATIOS_REMEMBERED });

@@ -105,6 +105,9 @@ export interface EpochLease {
  */
 export const LEARNING_WEIGHT = 0.3;
 
+/** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
+export const RATIO_RANGE = { min: 0.5, max: 4 } as const;
+
 /** The moving average after `samples`, in order, by {@link LEARNING_WEIGHT}; the first measure replaces a missing average outright. */
 export function movingAverage(previous: number | undefined, samples: readonly number[]): number | undefined {
   let value = previous;

@@ -1,4 +1,4 @@
-import { type UnsharedMeasures, movingAverage } from '../types.js';
+import { movingAverage, RATIO_RANGE, type UnsharedMeasures } from '../types.js';
 import type { BadValues } from './bad-values.js';
 import type { LearnedState, SharedLearning } from './learning.js';
 import type { RedisConnection } from './redis-connection.js';
@@ -58,8 +58,6 @@ export const LEARNING_SCRIPTS = {
   backoffRead: { lua: BACKOFF_READ_SCRIPT, numberOfKeys: 1 },
 };
 
-/** Ratios outside this range come from a mismatched measure, not a tokenizer (token-ratio.ts keeps its own the same way). */
-const SAMPLE_RANGE = { min: 0.5, max: 4 } as const;
 
 export interface RedisLearningOptions {
   readonly connection: RedisConnection;
@@ -115,8 +113,8 @@ export class RedisLearning {
         continue;
       }
       const measures = opened.text.split(',').map(Number);
-      if (!measures.every((sample) => Number.isFinite(sample) && sample >= SAMPLE_RANGE.min && sample <= SAMPLE_RANGE.max)) {
-        badValues.report('ratio', { bad: 'schema', detail: `measures outside ${SAMPLE_RANGE.min}…${SAMPLE_RANGE.max}` }, Buffer.from(entry));
+      if (!measures.every((sample) => Number.isFinite(sample) && sample >= RATIO_RANGE.min && sample <= RATIO_RANGE.max)) {
+        badValues.report('ratio', { bad: 'schema', detail: `measures outside ${RATIO_RANGE.min}…${RATIO_RANGE.max}` }, Buffer.from(entry));
         continue;
       }
       samples.push(...measures);
