@@ -30,7 +30,7 @@ afterEach(async () => {
 
 const SECRET = 'a secret of at least sixteen characters';
 
-async function storeOn(url: string, options: { secret?: string; keySalt?: string } = {}): Promise<{ store: RedisEpochStore; bad: string[] }> {
+async function storeOn(url: string, options: { secret?: string; keySalt?: string; now?: () => number } = {}): Promise<{ store: RedisEpochStore; bad: string[] }> {
   const bad: string[] = [];
   const store = new RedisEpochStore({ url, keyPrefix: 'test:', ttlMs: 60_000, timeoutMs: 2_000, memory: new MemoryEpochStore(), onBadValue: (reason) => bad.push(reason), ...options });
   stores.push(store);
@@ -89,6 +89,42 @@ describe('issue 34 item 4: learned values are signed too', () => {
     expect(replica.summarizer.calls).toBe(1);
     expect(answered.changed).toBe(true);
     expect(b.bad).toContain('unsigned');
+  });
+});
+
+describe('issue 34 item 4: a signed value holds only where it was written', () => {
+  it('signed shares copied from one tenant\'s ratio to another\'s do not verify there', async () => {
+    const redis = opened(await RedisServer.start());
+    const raw = rawOn(redis.url);
+    const [mallory, alice] = [tenantOf({ authorization: 'Bearer mallory' }), tenantOf({ authorization: 'Bearer alice' })];
+    const writer = compactorWith({}, { store: (await storeOn(redis.url, { secret: SECRET })).store });
+    writer.compactor.learn('m', mallory, 40_000, 10_000);
+    await writer.compactor.shareRatios();
+    const [malloryKey] = await raw.keys('test:ratio:*');
+    writer.compactor.learn('m', alice, 10_000, 10_000);
+    await writer.compactor.shareRatios();
+    const aliceKey = (await raw.keys('test:ratio:*')).find((key) => key !== malloryKey)!;
+    await raw.del(aliceKey);
+    for (const entry of await raw.lrange(malloryKey!, 0, -1)) await raw.rpush(aliceKey, entry);
+    const reader = await storeOn(redis.url, { secret: SECRET });
+    expect(await reader.store.learning!.read(alice, 'm', 'a conversation')).toEqual({ backoffMs: 0 });
+    expect(reader.bad).toEqual(['signature']);
+    expect((await reader.store.learning!.read(mallory, 'm', 'a conversation')).ratio).toBe(4);
+  });
+
+  it('a back-off ends when its signed end comes, whatever TTL its key was given since', async () => {
+    const redis = opened(await RedisServer.start());
+    const raw = rawOn(redis.url);
+    let time = 1_000_000;
+    const writer = await storeOn(redis.url, { secret: SECRET, now: () => time });
+    await writer.store.learning!.noteFailure('a conversation', 60_000);
+    const [key] = await raw.keys('test:backoff:*');
+    await raw.pexpire(key!, 3_600_000);
+    const reader = await storeOn(redis.url, { secret: SECRET, now: () => time });
+    expect((await reader.store.learning!.read('', 'm', 'a conversation')).backoffMs).toBe(60_000);
+    time += 61_000;
+    expect((await reader.store.learning!.read('', 'm', 'a conversation')).backoffMs).toBe(0);
+    expect(await raw.pttl(key!)).toBeGreaterThan(60_000);
   });
 });
 
