@@ -173,7 +173,7 @@ export class CompactionEngine {
     const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversizedCount(input.request.messages, messages), mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up. With a shared store, only once this replica holds
-    // the tenant's model's ratio (read with a lookup): at the initial one it would forward raw what the others compact.
+    // the tenant's model's ratio (read beside a lookup): at the initial one it would forward raw what the others compact.
     const ratioSettled = this.#learning === undefined || this.ratios.known(model, input.tenant);
     if (mode !== 'force' && ratioSettled && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
       const line = messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio);

@@ -9,7 +9,7 @@ const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.ur
  * The connection of a Redis epoch store: one server (`Redis`) or a Redis
  * Cluster (`Cluster`, from seed nodes), the scripts it runs, the wait for a
  * process's first connection and each command's deadline. What a fault means
- * (memory answers, counted, warned once) is memory-fallback.ts's.
+ * (memory answers, counted, warned once) is store-health.ts's and repository.ts's.
  */
 
 /** The store's scripts, as ioredis defines them on the client (sent with EVALSHA, re-sent whole after a restart). */
