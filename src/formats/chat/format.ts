@@ -1,21 +1,34 @@
 import type { WireFormat } from '../wire-format.js';
+import { type WireReader, type WireView, readWire } from '../read-wire.js';
 import { CHAT_STREAM_END } from './stream.js';
-import { handlePairs } from '../pairs.js';
+import { CHAT_USAGE } from './usage.js';
 import { chatErrorBody, chatErrorEvent } from './errors.js';
-import { chatOutputLimit, readChatRequest } from './read.js';
+import { CHAT_OUTPUT_LIMIT_FIELDS, type ChatRequestBody, checkChatBody } from './read.js';
 import { chatBytesFor } from './write.js';
-import { checkPlanningItems } from '../planning-cap.js';
+
+/** Chat completions to the read skeleton: the view is the body itself, each chat message its own wire message. */
+const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
+  check: checkChatBody,
+  *view(body) {
+    return { chat: body };
+  },
+  wireIndexOf: (_chat, index) => index,
+  messagesAsParsed: true,
+  bytesFor: (raw, _view, messages, parsedAhead) => chatBytesFor(raw, messages, parsedAhead),
+};
 
 /** OpenAI's chat completions: the chat view is the body itself. */
 export const CHAT_FORMAT: WireFormat = {
   urls: ['/v1/chat/completions', '/chat/completions'],
-  streamEnd: CHAT_STREAM_END,
   listKey: 'messages',
-  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
-    const parsed = readChatRequest(raw, contentType);
-    checkPlanningItems(parsed.messages, maxItems);
-    return { pairs: yield* handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, messagesAsParsed: true, bytesFor: chatBytesFor };
-  },
+  streamEnd: CHAT_STREAM_END,
+  usage: CHAT_USAGE,
+  outputLimitFields: CHAT_OUTPUT_LIMIT_FIELDS,
+  // OpenAI's clients send `Authorization: Bearer`; a key sent as `x-api-key` (Anthropic's header) is read too, as on every route before formats said their own.
+  credentialHeaders: ['authorization', 'x-api-key'],
+  // llama-server's /v1/chat/completions reads `id_slot`.
+  pinsSlots: true,
+  read: (input) => readWire(CHAT_FORMAT, CHAT_READER, input),
   errorBody: chatErrorBody,
   errorEvent: chatErrorEvent,
 };
