@@ -1,3 +1,5 @@
+/** OpenAI's chat completions as a wire format: its read on the skeleton (the chat view is the body itself) and its adapter's fields. */
+
 import type { WireFormat } from '../wire-format.js';
 import { type WireReader, type WireView, readWire } from '../read-wire.js';
 import { CHAT_STREAM_END } from './stream.js';
@@ -6,7 +8,7 @@ import { chatErrorBody, chatErrorEvent } from './errors.js';
 import { CHAT_OUTPUT_LIMIT_FIELDS, type ChatRequestBody, checkChatBody } from './read.js';
 import { chatBytesFor } from './write.js';
 
-/** Chat completions to the read skeleton: the view is the body itself, each chat message its own wire message. */
+// The view is the body itself: each chat message is its own wire message.
 const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
   check: checkChatBody,
   *view(body) {
@@ -17,7 +19,6 @@ const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
   bytesFor: (raw, _view, messages, parsedAhead) => chatBytesFor(raw, messages, parsedAhead),
 };
 
-/** OpenAI's chat completions: the chat view is the body itself. */
 export const CHAT_FORMAT: WireFormat = {
   urls: ['/v1/chat/completions', '/chat/completions'],
   listKey: 'messages',

@@ -1,3 +1,5 @@
+/** The Anthropic Messages API (Claude Code) as a wire format: its read on the skeleton (the chat view made by read.ts, written back by write.ts) and its adapter's fields. */
+
 import type { WireFormat } from '../wire-format.js';
 import { type WireReader, readWire } from '../read-wire.js';
 import { MESSAGES_STREAM_END } from './stream.js';
@@ -8,7 +10,6 @@ import { messagesBytesFor } from './write.js';
 
 type CheckedBody = Parameters<typeof messagesViewSteps>[0];
 
-/** The Messages API to the read skeleton: the chat view made by read.ts, written back by write.ts. */
 const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
   check: (body) => {
     checkMessagesBody(body);
@@ -20,7 +21,6 @@ const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
   bytesFor: messagesBytesFor,
 };
 
-/** The Anthropic Messages API (Claude Code). */
 export const MESSAGES_FORMAT: WireFormat = {
   urls: ['/v1/messages'],
   listKey: 'messages',

@@ -1,3 +1,5 @@
+/** The OpenAI Responses API (Codex CLI) as a wire format: its read on the skeleton (the chat view made by read.ts, written back by write.ts) and its adapter's fields. */
+
 import type { WireFormat } from '../wire-format.js';
 import { type WireReader, readWire } from '../read-wire.js';
 import { RESPONSES_STREAM_END } from './stream.js';
@@ -8,7 +10,6 @@ import { responsesBytesFor } from './write.js';
 
 type CheckedBody = Parameters<typeof responsesView>[0];
 
-/** The Responses API to the read skeleton: the chat view made by read.ts, written back by write.ts. */
 const RESPONSES_READER: WireReader<CheckedBody, ResponsesView> = {
   check: (body) => {
     checkResponsesBody(body);
@@ -25,7 +26,6 @@ const RESPONSES_READER: WireReader<CheckedBody, ResponsesView> = {
   bytesFor: (raw, view, messages) => responsesBytesFor(raw, view, messages),
 };
 
-/** The OpenAI Responses API (Codex CLI). */
 export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
   listKey: 'input',
