@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WIRE_FORMATS, type WireFormat } from '../src/formats/registry.js';
+import { SseTap } from '../src/upstream/sse.js';
+import { usageOfJsonText } from '../src/upstream/usage-text.js';
 import { FakeUpstream } from './support/fake-upstream.js';
 import { formatAt } from './support/formats.js';
 import { closedAfterEachTest, startProxy } from './support/proxy.js';
@@ -80,6 +82,29 @@ describe('issue 35: a fourth wire format is its adapter and one entry in the lis
     expect(metrics).toMatch(/compactor_forwarded_prompt_tokens_total\{[^}]*\} [1-9]/);
     const line = await proxy.logs.request((entry) => entry['route'] === 'chat' && entry['path'] === TOY_URL);
     expect(line['slot']).toEqual([...slots][0]);
+  });
+
+  it('has its answers read in its own words: the usage key and fields, and the error event of its stream', () => {
+    // Words of Gemini's generateContent (https://ai.google.dev/api/generate-content#UsageMetadata): usage is `usageMetadata`,
+    // the prompt `promptTokenCount`, the answer `candidatesTokenCount`; a failure is an `{"error": …}` body.
+    const words = {
+      key: 'usageMetadata',
+      within: [],
+      read: (value: unknown) => {
+        const usage = value as { promptTokenCount?: unknown; candidatesTokenCount?: unknown };
+        return typeof usage.promptTokenCount === 'number' ? { prompt_tokens: usage.promptTokenCount, ...(typeof usage.candidatesTokenCount === 'number' ? { completion_tokens: usage.candidatesTokenCount } : {}) } : undefined;
+      },
+    };
+    const gemini: WireFormat = { ...TOY_FORMAT, usage: words, streamEnd: { events: new Set(), error: /^\{\s*"error"\s*:/ } };
+    const tap = new SseTap(gemini, { collectUsage: true });
+    tap.write(Buffer.from('data: {"candidates":[],"usageMetadata":{"promptTokenCount":41,"candidatesTokenCount":3}}\n\n'));
+    expect(tap.usage).toEqual({ prompt_tokens: 41, completion_tokens: 3 });
+    expect(tap.sawError).toBe(false);
+    tap.write(Buffer.from('data: {"error":{"code":503,"message":"overloaded"}}\n\n'));
+    expect(tap.errorStatus).toBe(503);
+    expect(usageOfJsonText('{"candidates":[],"usageMetadata":{"promptTokenCount":7}}', words)).toEqual({ usage: { prompt_tokens: 7 } });
+    // Chat completions' words find nothing there.
+    expect(usageOfJsonText('{"candidates":[],"usageMetadata":{"promptTokenCount":7}}', formatAt('/v1/chat/completions').usage)).toBeUndefined();
   });
 
   it('serves the registered formats alone when none is added', async () => {

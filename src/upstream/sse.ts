@@ -57,6 +57,9 @@ export class SseTap {
   readonly #collectUsage: boolean;
   readonly #end: StreamEnd;
   readonly #usageWords: UsageWords;
+  /** The usage key quoted, and a pattern of it or `timings` opening an object: a data line is parsed only when one is there. */
+  readonly #usageKey: string;
+  readonly #usageOrTimings: RegExp;
   #sawDone = false;
   #sawError = false;
   /** The data of the first error event, kept to read its status (error events are small and rare). */
@@ -75,6 +78,8 @@ export class SseTap {
     this.#collectUsage = options.collectUsage ?? false;
     this.#end = format.streamEnd;
     this.#usageWords = format.usage;
+    this.#usageKey = `"${format.usage.key}"`;
+    this.#usageOrTimings = usageOrTimings(format.usage.key);
   }
 
   /** The last `usage` and `timings` seen (with `collectUsage`). */
@@ -213,9 +218,9 @@ export class SseTap {
       return;
     }
     if (!this.#collectUsage) return;
-    if (data.indexOf(`"${this.#usageWords.key}"`) === -1 && data.indexOf('"timings"') === -1) return;
+    if (data.indexOf(this.#usageKey) === -1 && data.indexOf('"timings"') === -1) return;
     const text = data.toString('utf8');
-    if (!usageOrTimings(this.#usageWords.key).test(text)) return;
+    if (!this.#usageOrTimings.test(text)) return;
     let event: unknown;
     try {
       event = JSON.parse(text);
@@ -243,7 +248,7 @@ function isDone(data: Buffer): boolean {
   return data.length === DONE.length && data.toString('latin1') === DONE;
 }
 
-/** A key followed by an object, for llama-server's `timings` and the format's usage key; made once per key. */
+/** A key followed by an object, for llama-server's `timings` and the format's usage key; made once per key (a format's), not per stream. */
 const usageKeyPatterns = new Map<string, RegExp>();
 function usageOrTimings(key: string): RegExp {
   let pattern = usageKeyPatterns.get(key);
