@@ -8,6 +8,7 @@ import { callsOfResults } from '../../src/transcript/compress/calls.js';
 import { hasMarker } from '../../src/transcript/compress/markers.js';
 import { succeeded } from '../../src/transcript/compress/result-outcome.js';
 import { WIRE_FORMATS, type WireFormat } from '../../src/formats/registry.js';
+import { readInput } from '../support/formats.js';
 
 /**
  * Issue 32: a compressed result stands only for text the forwarded prompt
@@ -102,7 +103,7 @@ function bodyOf(format: WireFormat, messages: readonly ChatMessage[]): Record<st
 }
 
 function viewOf(format: WireFormat, bytes: Buffer): ChatMessage[] {
-  return [...(runNow(format.read(bytes, 'application/json', 'repair')).pairs.body.messages as ChatMessage[])];
+  return [...(runNow(format.read(readInput(bytes, 'repair'))).pairs.body.messages as ChatMessage[])];
 }
 
 const textOf = (message: ChatMessage): string =>
@@ -118,7 +119,7 @@ describe.each(WIRE_FORMATS.map((format) => [format.urls[0]!, format] as const))(
     fc.assert(
       fc.property(caseArbitrary, ({ messages, to, minResultChars }) => {
         const bytes = Buffer.from(JSON.stringify(bodyOf(format, messages)));
-        const read = runNow(format.read(bytes, 'application/json', 'repair'));
+        const read = runNow(format.read(readInput(bytes, 'repair')));
         const view = read.pairs.body.messages as ChatMessage[];
         const head = headLength(view);
         const settings = { superseded: true, identical: true, structure: true, minResultChars, keepItems: 3, keepLines: 5, clear: { keep: 0, excludeTools: [] } };
