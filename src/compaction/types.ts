@@ -6,11 +6,15 @@ import type { ChatMessage } from '../transcript/message.js';
  * any file of compaction/ can use them without importing another room.
  */
 
-/** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
+/**
+ * The name of the tier a compaction was made by (policy/tiers/list.ts lists
+ * them: prune, compress, summary, steps). A string, not a union: the list is
+ * the one place tiers are named, and an engine may be given another.
+ */
+export type TierName = string;
 
-/** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
-export type EpochStrategy = Tier | 'truncated';
+/** How the history before an epoch's cut is forwarded: by the tier that made it, or `truncated` when its summary failed. */
+export type EpochTier = TierName | 'truncated';
 
 /**
  * "The first `sourceLength` original messages of this conversation are
@@ -40,7 +44,8 @@ export interface Epoch {
   readonly marked?: readonly number[];
   /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
   readonly notes: string | null;
-  readonly strategy: EpochStrategy;
+  /** Stored as `strategy` (its name before tiers were a list): stored-epoch.ts reads and writes that field. */
+  readonly tier: EpochTier;
   /** The line that reported the compaction that made this epoch. */
   readonly report: string;
   /** Milliseconds since the epoch (clock) after which the entry is dropped early (truncations retry the summary). */

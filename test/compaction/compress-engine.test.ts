@@ -29,7 +29,7 @@ async function run(compactor: ReturnType<typeof compactorWith>['compactor'], tur
 }
 
 describe('the compression tier through the engine (issue 25)', () => {
-  it('compresses instead of summarizing: its report words, an epoch of strategy compress, replayed byte for byte, fewer summary calls', async () => {
+  it('compresses instead of summarizing: its report words, an epoch of tier compress, replayed byte for byte, fewer summary calls', async () => {
     const store = new MemoryEpochStore({ maxEntries: 100, ttlMs: 60_000 });
     const events: CompactionEvent[] = [];
     const observer = { compaction: (event: CompactionEvent) => events.push(event), summary: () => {}, epochLookup: () => {} };
@@ -80,8 +80,8 @@ describe('the compression tier through the engine (issue 25)', () => {
     expect(JSON.stringify(next.forwarded.slice(0, forwarded.length - 1))).toBe(JSON.stringify(forwarded.slice(0, -1)));
   });
 
-  it('the epoch keeps its strategy through a shared store\'s encoding', () => {
-    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
+  it('the epoch keeps its tier through a shared store\'s encoding', () => {
+    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, tier: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
     expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
   });
 

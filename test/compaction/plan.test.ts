@@ -9,7 +9,6 @@ import {
   candidateOf,
   chooseCut,
   epochBoundary,
-  planCompaction,
   summaryPairTokens,
   triggerOf,
   type Candidate,
@@ -17,8 +16,18 @@ import {
 } from '../../src/compaction/policy/plan.js';
 import { type Sizes, totalSize } from '../../src/compaction/policy/sizing.js';
 import type { Epoch } from '../../src/compaction/types.js';
-import { replacementOf } from '../../src/compaction/policy/replacement.js';
+import { planTiers } from '../../src/compaction/policy/tiers/list.js';
+import { pruneTier } from '../../src/compaction/policy/tiers/prune.js';
+import { compressTier } from '../../src/compaction/policy/tiers/compress.js';
+import { summaryTier } from '../../src/compaction/policy/tiers/summary.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
+
+/** The tiers that cut at a turn boundary, walked as the engine walks its list (the steps tier is decide.test.ts's). */
+const TURN_TIERS = [pruneTier, compressTier, summaryTier] as const;
+
+function planCompaction(candidate: Candidate, sizes: Sizes, budget: number | null, trigger: 'size' | 'count', settings: CompactionSettings, sizeOf: (message: ChatMessage) => number) {
+  return planTiers(TURN_TIERS, candidate, sizes, budget, trigger, settings, sizeOf);
+}
 
 const settings: CompactionSettings = {
   threshold: 0.85,
@@ -65,7 +74,7 @@ describe('candidateOf', () => {
   it("is the epoch's replacement followed by what it does not cover", () => {
     const messages = conversationOf(3);
     const replacement = [system, ...summaryPair('notes')];
-    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', tier: 'summary', report: '' };
     const built = candidateOf(messages, epoch);
     expect(built.messages).toEqual([...replacement, ...messages.slice(5)]);
     expect(built.replacementLength).toBe(3);
@@ -246,7 +255,7 @@ describe('planCompaction', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1)];
     // The pair is the epoch's: its marks are where the replacement put them.
     const summarized = candidateOf([system, ...turn(1)], {
-      key: 'k', sourceLength: 1, seenLength: 1, replacement: messages.slice(0, 3), marked: [1, 2], notes: 'notes', strategy: 'summary', report: '',
+      key: 'k', sourceLength: 1, seenLength: 1, replacement: messages.slice(0, 3), marked: [1, 2], notes: 'notes', tier: 'summary', report: '',
     });
     const sizes = estimatedSizes(messages);
     expect(planCompaction(summarized, sizes, 10_000, 'count', { ...settings, maxMessages: 2 }, sizeOf)).toEqual({
@@ -286,7 +295,7 @@ describe('epochBoundary', () => {
     seenLength: sourceLength,
     replacement,
     notes: 'notes',
-    strategy: 'summary',
+    tier: 'summary',
     report: '',
   });
   const original = conversationOf(6); // 25 messages
@@ -357,7 +366,7 @@ describe('planCompaction properties', () => {
         if (budget !== null) expect(plan.size).toBeLessThanOrEqual(budget);
 
         // Applied as the engine applies it, with notes as long as the summary may be: summaryMaxTokens tokens of text.
-        const applied = replacementOf(messages, plan, messages.length, 'n'.repeat(4 * settings.summaryMaxTokens), 'summary');
+        const applied = summaryTier.replacementOf(messages, plan, messages.length, 'n'.repeat(4 * settings.summaryMaxTokens), 'notes');
         const keptUserMessage = plan.turnStart === undefined ? 0 : 1;
         expect(findPairProblems(applied)).toEqual([]);
         applied.slice(0, head).forEach((message, index) => expect(message).toBe(messages[index]));

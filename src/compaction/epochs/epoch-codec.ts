@@ -7,8 +7,8 @@ import type { Epoch } from '../types.js';
  * in use with a fixed expiry, a truncation that must retry its summary; `p`
  * pending), one encoding byte (`j` JSON, `z` raw deflate of the JSON), then
  * the body. Only what an epoch must keep: its key, source and seen lengths,
- * replacement messages and which of them compactor marked, notes, strategy
- * and report line.
+ * replacement messages and which of them compactor marked, notes, tier
+ * (as `strategy`) and report line.
  */
 
 /**
@@ -27,9 +27,10 @@ function flagOf(epoch: Epoch): EpochFlag {
 }
 
 export function encodeEpoch(epoch: Epoch): Buffer {
-  const { key, sourceLength, seenLength, replacement, marked, notes, strategy, report, expiresAt } = epoch;
+  const { key, sourceLength, seenLength, replacement, marked, notes, tier, report, expiresAt } = epoch;
+  // The tier is stored as `strategy`, its field's name before tiers were a list: what replicas of either version read.
   const json = Buffer.from(
-    JSON.stringify({ key, sourceLength, seenLength, replacement, ...(marked === undefined ? {} : { marked }), notes, strategy, report, ...(expiresAt === undefined ? {} : { expiresAt }) }),
+    JSON.stringify({ key, sourceLength, seenLength, replacement, ...(marked === undefined ? {} : { marked }), notes, strategy: tier, report, ...(expiresAt === undefined ? {} : { expiresAt }) }),
   );
   const deflate = json.length >= DEFLATE_FROM_BYTES;
   const body = deflate ? deflateRawSync(json) : json;
@@ -45,9 +46,10 @@ export function decodeEpoch(value: Buffer): Epoch | undefined {
     const body = value.subarray(2);
     const json = encoding === 'z' ? inflateRawSync(body) : encoding === 'j' ? body : undefined;
     if (json === undefined) return undefined;
-    const parsed = JSON.parse(json.toString('utf8')) as Epoch;
+    const { strategy, ...parsed } = JSON.parse(json.toString('utf8')) as Omit<Epoch, 'tier'> & { strategy: Epoch['tier'] };
     if (typeof parsed.key !== 'string' || typeof parsed.sourceLength !== 'number' || typeof parsed.seenLength !== 'number' || !Array.isArray(parsed.replacement)) return undefined;
-    return flag === 'p' ? { ...parsed, pending: true } : parsed;
+    const epoch: Epoch = { ...parsed, tier: strategy };
+    return flag === 'p' ? { ...epoch, pending: true } : epoch;
   } catch {
     return undefined;
   }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ChatMessageSchema } from '../../transcript/message.js';
 import { encodeEpoch } from './epoch-codec.js';
 import type { Epoch } from '../types.js';
+import { STORED_TIERS } from '../policy/tiers/list.js';
 
 /**
  * An epoch read from a shared store is checked, never trusted (issue 21 item
@@ -35,7 +36,8 @@ export const StoredEpochSchema = z
     replacement: z.array(ChatMessageSchema),
     marked: z.array(z.number().int().nonnegative()).optional(),
     notes: z.string().nullable(),
-    strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
+    // The epoch's tier, under its field's name before tiers were a list (what stored epochs of either version hold).
+    strategy: z.enum(STORED_TIERS),
     report: z.string(),
     expiresAt: z.number().finite().optional(),
   })
@@ -119,6 +121,6 @@ export class StoredEpochCodec {
 
 /** zod leaves absent optional keys out already; this narrows the type to what `exactOptionalPropertyTypes` wants. */
 function withoutUndefined(data: z.infer<typeof StoredEpochSchema>): Epoch {
-  const { marked, expiresAt, ...rest } = data;
-  return { ...rest, ...(marked === undefined ? {} : { marked }), ...(expiresAt === undefined ? {} : { expiresAt }) };
+  const { marked, expiresAt, strategy, ...rest } = data;
+  return { ...rest, tier: strategy, ...(marked === undefined ? {} : { marked }), ...(expiresAt === undefined ? {} : { expiresAt }) };
 }

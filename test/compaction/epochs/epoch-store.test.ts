@@ -8,7 +8,7 @@ const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   seenLength: 3,
   replacement: [{ role: 'system', content: 'x' }],
   notes: null,
-  strategy: 'summary',
+  tier: 'summary',
   report: 'summarized',
   ...extra,
 });

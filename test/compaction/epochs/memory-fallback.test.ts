@@ -10,7 +10,7 @@ import type { Epoch } from '../../../src/compaction/types.js';
  */
 
 const hashes = ['h0', 'h1', 'h2', 'h3'];
-const epochAt = (length: number): Epoch => ({ key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'system', content: `notes ${length}` }], notes: null, strategy: 'summary', report: 'summarized' });
+const epochAt = (length: number): Epoch => ({ key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'system', content: `notes ${length}` }], notes: null, tier: 'summary', report: 'summarized' });
 
 /** A shared store whose commands all reject while `down`, and otherwise answer `found`. */
 function sharedDouble(): SharedEpochs & { down: boolean; saved: Epoch[]; found: SharedLookup; readyListeners: Array<() => void> } {
