@@ -29,6 +29,7 @@ import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
+import type { TierList } from './compaction/policy/tiers/tier.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
 
 /**
@@ -55,6 +56,8 @@ export interface AppDeps {
   readonly compactor?: CompactionEngine;
   /** The summary system prompt (the contents of `compaction.summary.prompt_file`, read by `main.ts`). */
   readonly summaryPrompt?: string;
+  /** The compaction tiers of the engine built here, cheapest first; the built-in list (policy/tiers/list.ts) when absent. */
+  readonly tiers?: TierList;
 }
 
 export interface ProxyHandle {
@@ -143,6 +146,7 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
     logger,
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
     ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
+    ...(deps.tiers === undefined ? {} : { tiers: deps.tiers }),
   });
   return { engine, epochs };
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-codec.js';
+import { StoredEpochCodec } from '../../src/compaction/epochs/stored-epoch.js';
 import type { CompactionEvent } from '../../src/compaction/ports.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
@@ -83,6 +84,17 @@ describe('the compression tier through the engine (issue 25)', () => {
   it('the epoch keeps its tier through a shared store\'s encoding', () => {
     const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, tier: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
     expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
+  });
+
+  it('issue 35: the tier is stored as `strategy`, so epochs a replica of the version before wrote are read with their tier', () => {
+    const epoch = { key: 'k'.repeat(16), sourceLength: 4, seenLength: 9, replacement: [{ role: 'user', content: 'notes' }], notes: 'notes', tier: 'summary' as const, report: 'summarized 4 messages' };
+    const stored = JSON.parse(encodeEpoch(epoch).subarray(2).toString('utf8')) as Record<string, unknown>;
+    expect(stored['strategy']).toBe('summary');
+    expect(stored).not.toHaveProperty('tier');
+    // A value as the version before wrote it: its fields, `strategy` among them, in its order.
+    const before = Buffer.from(`uj${JSON.stringify({ key: epoch.key, sourceLength: 4, seenLength: 9, replacement: epoch.replacement, notes: 'notes', strategy: 'summary', report: epoch.report })}`);
+    expect(new StoredEpochCodec({ keyPrefix: 'test:', secret: null, maxValueBytes: 1 << 20 }).decode(before)).toEqual({ epoch });
+    expect(decodeEpoch(before)).toEqual(epoch);
   });
 
   it('observe mode says what it would compress and writes nothing', async () => {
