@@ -5,7 +5,7 @@ import { compressedLine, wouldLine } from '../report.js';
 import type { ModelFreeTier } from './tier.js';
 
 /**
- * Tier 2, compression (DESIGN.md § Compression; its plan is compress-tier.ts's):
+ * Compression (DESIGN.md § Compression; its plan is compress-tier.ts's):
  * the old tool results compressed, and pruned, every message in place, no
  * model call. Taken when it alone brings the candidate under the threshold:
  * no summary is asked for (the next epoch, if it comes to that, is prepared in

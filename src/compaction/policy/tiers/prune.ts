@@ -8,7 +8,7 @@ import { prunedLine, wouldLine } from '../report.js';
 import type { ModelFreeTier } from './tier.js';
 
 /**
- * Tier 1, pruning: the old tool results of the turns before the cut cut down
+ * Pruning, the first tier: the old tool results of the turns before the cut cut down
  * to `prune.max_result_chars`, every message in place, no model call. Taken
  * when that alone meets the target.
  */

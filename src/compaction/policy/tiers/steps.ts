@@ -8,7 +8,7 @@ import { summarizedLine, truncatedLine, wouldSummarizeLine } from '../report.js'
 import type { ModelTier } from './tier.js';
 
 /**
- * Tier 4, a summary of old steps (its cut and size are plan-steps.ts's): when
+ * A summary of old steps (its cut and size are plan-steps.ts's): when
  * one long turn is the problem (an agent loop under a single user message),
  * its old steps summarized, the task anchor verbatim, the last steps raw, the
  * notes at the head of the first kept assistant message. Asked when the

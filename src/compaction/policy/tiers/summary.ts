@@ -8,7 +8,7 @@ import { type Sizes, totalSize } from '../sizing.js';
 import type { ModelTier } from './tier.js';
 
 /**
- * Tier 3, a summary of old turns: the turns before the cut replaced by a
+ * A summary of old turns: the turns before the cut replaced by a
  * summary pair (the notes a summary call writes, and the assistant's
  * acknowledgement), the recent turns kept raw. A summary that lands between
  * the target and the budget is still taken when no later tier does better;
