@@ -114,7 +114,16 @@ export class CompactionEngine {
     });
     this.#sharing = new RatioSharing(store, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
-    this.#background = new Background({ store, flights: this.#flights, writer: this.#writer, backoff: this.backoff, ratios: this.ratios, settings: this.#settings, tiers: this.#tiers, logger: options.logger });
+    this.#background = new Background({
+      store,
+      flights: this.#flights,
+      writer: this.#writer,
+      backoff: this.backoff,
+      ratios: this.ratios,
+      settings: this.#settings,
+      tiers: this.#tiers,
+      logger: options.logger,
+    });
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
@@ -294,7 +303,8 @@ export class CompactionEngine {
         // On another replica (see ReplicaRounds): looked up again until its epoch is stored or its lease is gone.
         if (running === undefined) return void (await waited(rounds.pollElsewhere(input.signal)));
         rounds.localWaits++;
-        this.#writer.promote(running); // A background summary still in line goes before the other background ones.
+        // A background summary still in line goes before the other background ones.
+        this.#writer.promote(running);
         await waited(this.#flights.wait(running, input.signal)).catch((error: unknown) => {
           if (input.signal.aborted) throw error;
         });

@@ -261,7 +261,16 @@ export class EpochWriter {
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
     const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
     observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
-    return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, tier: plan.tier, report });
+    return this.#stored(job, {
+      key: job.key,
+      sourceLength: boundary.sourceLength,
+      seenLength: job.seenLength,
+      replacement,
+      marked: job.marked,
+      notes: result.notes,
+      tier: plan.tier,
+      report,
+    });
   }
 
   /** No summary (it failed, or the back-off holds it): what `on_summary_failure` says; a background epoch that failed leaves nothing behind. */
@@ -291,8 +300,17 @@ export class EpochWriter {
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
-        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, tier: TRUNCATED, report, expiresAt: this.#truncationExpiry(request.model) };
-        return this.#stored(job, epoch);
+        return this.#stored(job, {
+          key: job.key,
+          sourceLength: boundary.sourceLength,
+          seenLength: job.seenLength,
+          replacement,
+          marked: job.marked,
+          notes: job.earlierNotes,
+          tier: TRUNCATED,
+          report,
+          expiresAt: this.#truncationExpiry(request.model),
+        });
       }
     }
   }
