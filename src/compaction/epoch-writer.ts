@@ -261,16 +261,7 @@ export class EpochWriter {
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
     const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
     observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
-    return this.#stored(job, {
-      key: job.key,
-      sourceLength: boundary.sourceLength,
-      seenLength: job.seenLength,
-      replacement,
-      marked: job.marked,
-      notes: result.notes,
-      tier: plan.tier,
-      report,
-    });
+    return this.#stored(job, epochOf(job, { replacement, notes: result.notes, tier: plan.tier, report }));
   }
 
   /** No summary (it failed, or the back-off holds it): what `on_summary_failure` says; a background epoch that failed leaves nothing behind. */
@@ -300,17 +291,8 @@ export class EpochWriter {
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
-        return this.#stored(job, {
-          key: job.key,
-          sourceLength: boundary.sourceLength,
-          seenLength: job.seenLength,
-          replacement,
-          marked: job.marked,
-          notes: job.earlierNotes,
-          tier: TRUNCATED,
-          report,
-          expiresAt: this.#truncationExpiry(request.model),
-        });
+        const epoch = epochOf(job, { replacement, notes: job.earlierNotes, tier: TRUNCATED, report });
+        return this.#stored(job, { ...epoch, expiresAt: this.#truncationExpiry(request.model) });
       }
     }
   }
@@ -325,6 +307,11 @@ export class EpochWriter {
     await this.#storeOf(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
     return epoch;
   }
+}
+
+/** The epoch a write stores: keyed by the whole history its summary saw, covering the decision's boundary. */
+function epochOf(job: WriteJob, made: Pick<Epoch, 'replacement' | 'notes' | 'tier' | 'report'>): Epoch {
+  return { key: job.key, sourceLength: job.decision.boundary.sourceLength, seenLength: job.seenLength, replacement: made.replacement, marked: job.marked, notes: made.notes, tier: made.tier, report: made.report };
 }
 
 function progressLine(progress: SummaryProgress): string {
