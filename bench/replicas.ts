@@ -138,7 +138,7 @@ async function realisticEpochBytes(url: string): Promise<Array<{ json: number; v
       ],
       marked: [1, 2],
       notes,
-      tier: 'summary',
+      strategy: 'summary',
       report: 'summarized 120 messages -> 1 summary + 30 kept (61.2k -> 9.8k tokens, 14.2s)',
     };
     const value = encodeEpoch(epoch);

@@ -5,7 +5,8 @@ import { resized } from '../src/compaction/policy/compress-tier.js';
 import { epochBoundary } from '../src/compaction/policy/plan.js';
 import { prunedEpoch } from '../src/compaction/policy/replacement.js';
 import { formatTokens } from '../src/compaction/policy/report.js';
-import { BUILT_IN_TIERS } from '../src/compaction/policy/tiers/list.js';
+import { BUILT_IN_TIERS, STORED_TIERS } from '../src/compaction/policy/tiers/list.js';
+import { type Epoch, EpochSchema } from '../src/compaction/types.js';
 import type { ModelFreeTier } from '../src/compaction/policy/tiers/tier.js';
 import { FakeUpstream } from './support/fake-upstream.js';
 import { send } from './support/http-client.js';
@@ -34,6 +35,7 @@ interface ElidePlan {
 
 const elidedLine = (plan: ElidePlan, before: number): string => `elided ${plan.results} tool results (${formatTokens(before)} -> ${formatTokens(plan.size)} tokens)`;
 
+// A shared store's schema knows the built-in tiers only: an epoch of a list given at run time is a memory store's.
 /** A toy tier, no model call: every tool result before the turn cut replaced by a fixed line. */
 const elideTier: ModelFreeTier<ElidePlan> = {
   name: 'elide',
@@ -49,7 +51,7 @@ const elideTier: ModelFreeTier<ElidePlan> = {
   },
   settles: () => true,
   boundaryOf: (candidate, plan) => epochBoundary(candidate, plan.cut),
-  epochOf: (hashes, candidate, { plan, boundary }, before) => prunedEpoch(hashes, candidate, plan.messages, boundary, elidedLine(plan, before), { tier: 'elide', seesWholeHistory: false }),
+  epochOf: (hashes, candidate, { plan, boundary }, before) => prunedEpoch(hashes, candidate, plan.messages, boundary, elidedLine(plan, before), { tier: 'elide' as Epoch['strategy'], seesWholeHistory: false }),
   wouldLine: ({ plan }, before) => `would ${elidedLine(plan, before).replace(/^elided/, 'elide')}`,
 };
 
@@ -111,5 +113,9 @@ describe('a compaction tier added through the tier list alone', () => {
     expect(steps.every((step) => !JSON.stringify(step.forwarded).includes(ELIDED))).toBe(true);
     const metrics = (await send(`${proxy.url}/metrics`)).body.toString('utf8');
     expect(metrics).toMatch(/compactor_compactions_total\{model="sim",tier="elide",outcome="observed"\} [1-9]/);
+  });
+
+  it("the stored epoch's tier names are the built-in list's, and truncated", () => {
+    expect([...EpochSchema.shape.strategy.options].sort()).toEqual([...STORED_TIERS].sort());
   });
 });

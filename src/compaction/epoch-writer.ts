@@ -3,8 +3,8 @@ import { headLength } from '../transcript/groups.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
-import type { Epoch, EpochStore } from './types.js';
-import { leased } from './epochs/lease.js';
+import type { Epoch } from './types.js';
+import { conversationOf, type EpochRepository } from './epochs/repository.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
 import { type Candidate, trustedMarks } from './policy/plan.js';
 import { TRUNCATED, tierNamed } from './policy/tiers/list.js';
@@ -46,7 +46,7 @@ const BACKGROUND_USEFUL_MS = 2 * 60_000;
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];
   readonly chat: ChatCall;
-  readonly store: EpochStore;
+  readonly epochs: EpochRepository;
   readonly ratios: TokenRatios;
   readonly backoff: SummaryBackoff;
   readonly now: () => number;
@@ -123,14 +123,9 @@ export class EpochWriter {
     this.#backgroundPlaces.get(key)?.promote();
   }
 
-  /** The store as the request's conversation uses it (on a Redis Cluster, its keys on one node). */
-  #storeOf(request: CompactionRequest): EpochStore {
-    return this.#options.store.forConversation?.(this.conversationOf(request)) ?? this.#options.store;
-  }
-
   /** Names a conversation by its prefix up to the first turn after the head: what a summary failure's back-off is kept by. */
   conversationOf(request: Pick<CompactionRequest, 'hashes' | 'messages'>): string {
-    return request.hashes[Math.min(headLength(request.messages) + 1, request.messages.length)]!;
+    return conversationOf(request);
   }
 
   /**
@@ -147,7 +142,7 @@ export class EpochWriter {
     // The epoch's own key (the whole history its summary sees): the lease, and what the holder finds written when it is back.
     const { key } = seenWhole(request);
     const { signal, onProgress, pending } = options;
-    return leased(this.#storeOf(request), key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
+    return this.#options.epochs.forHistory(request).leased(key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
   }
 
   async #write(request: CompactionRequest, candidate: Candidate, decision: ModelDecision, options: WriteOptions): Promise<Epoch | null> {
@@ -261,7 +256,7 @@ export class EpochWriter {
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
     const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
     observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
-    return this.#stored(job, epochOf(job, { replacement, notes: result.notes, tier: plan.tier, report }));
+    return this.#stored(job, epochOf(job, { replacement, notes: result.notes, strategy: plan.tier as Epoch['strategy'], report }));
   }
 
   /** No summary (it failed, or the back-off holds it): what `on_summary_failure` says; a background epoch that failed leaves nothing behind. */
@@ -291,7 +286,7 @@ export class EpochWriter {
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
-        const epoch = epochOf(job, { replacement, notes: job.earlierNotes, tier: TRUNCATED, report });
+        const epoch = epochOf(job, { replacement, notes: job.earlierNotes, strategy: TRUNCATED, report });
         return this.#stored(job, { ...epoch, expiresAt: this.#truncationExpiry(request.model) });
       }
     }
@@ -304,14 +299,14 @@ export class EpochWriter {
    */
   async #stored(job: WriteJob, epoch: Epoch): Promise<Epoch> {
     const { pending, inUse } = job.options;
-    await this.#storeOf(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
+    await this.#options.epochs.forHistory(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
     return epoch;
   }
 }
 
 /** The epoch a write stores: keyed by the whole history its summary saw, covering the decision's boundary. */
-function epochOf(job: WriteJob, made: Pick<Epoch, 'replacement' | 'notes' | 'tier' | 'report'>): Epoch {
-  return { key: job.key, sourceLength: job.decision.boundary.sourceLength, seenLength: job.seenLength, replacement: made.replacement, marked: job.marked, notes: made.notes, tier: made.tier, report: made.report };
+function epochOf(job: WriteJob, made: Pick<Epoch, 'replacement' | 'notes' | 'strategy' | 'report'>): Epoch {
+  return { key: job.key, sourceLength: job.decision.boundary.sourceLength, seenLength: job.seenLength, replacement: made.replacement, marked: job.marked, notes: made.notes, strategy: made.strategy, report: made.report };
 }
 
 function progressLine(progress: SummaryProgress): string {

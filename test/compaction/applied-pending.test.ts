@@ -19,7 +19,7 @@ function pendingOf(messages: readonly ChatMessage[]): Epoch {
   const kept = messages.findIndex((message) => message.role === 'user' && String(message.content).startsWith('Turn 7:'));
   const seen = messages.findIndex((message) => message.role === 'user' && String(message.content).startsWith('Turn 9:')) + 1;
   const replacement = [messages[0]!, { role: 'user', content: mark('summary', 'notes') }, { role: 'assistant', content: mark('summary', 'Understood; continuing from these notes.') }, ...messages.slice(kept, seen - 1)];
-  return { key: `h${seen}`, sourceLength: seen - 1, seenLength: seen, replacement, marked: [1, 2], notes: 'notes', tier: 'summary', report: 'summarized 40 messages -> 1 summary + 12 kept (9.0k -> 3.0k tokens, 1.0s)', pending: true };
+  return { key: `h${seen}`, sourceLength: seen - 1, seenLength: seen, replacement, marked: [1, 2], notes: 'notes', strategy: 'summary', report: 'summarized 40 messages -> 1 summary + 12 kept (9.0k -> 3.0k tokens, 1.0s)', pending: true };
 }
 
 describe('a pending epoch applied at the crossing', () => {
@@ -35,7 +35,7 @@ describe('a pending epoch applied at the crossing', () => {
     // It starts as the pending epoch did (the summary pair where it was) and covers more: keyed by the whole history, whose later calls its markers name.
     expect(applied.replacement.slice(0, 3)).toEqual(pending.replacement.slice(0, 3));
     expect(applied.replacement.length).toBeGreaterThan(pending.replacement.length);
-    expect(applied).toMatchObject({ marked: [1, 2], notes: 'notes', tier: 'summary', seenLength: messages.length, key: `h${messages.length}` });
+    expect(applied).toMatchObject({ marked: [1, 2], notes: 'notes', strategy: 'summary', seenLength: messages.length, key: `h${messages.length}` });
     expect(applied.replacement.some((message) => message.role === 'tool' && String(message.content).includes('[compressed: superseded by call '))).toBe(true);
     // What follows the epoch is the original history from its sourceLength on, and the current turn is never touched.
     const forwarded = candidateOf(messages, applied).messages;

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { decodeEpoch, encodeEpoch } from '../../src/compaction/epochs/epoch-codec.js';
-import { StoredEpochCodec } from '../../src/compaction/epochs/stored-epoch.js';
 import type { CompactionEvent } from '../../src/compaction/ports.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { compactorWith } from '../support/compaction.js';
@@ -30,7 +29,7 @@ async function run(compactor: ReturnType<typeof compactorWith>['compactor'], tur
 }
 
 describe('the compression tier through the engine (issue 25)', () => {
-  it('compresses instead of summarizing: its report words, an epoch of tier compress, replayed byte for byte, fewer summary calls', async () => {
+  it('compresses instead of summarizing: its report words, an epoch of strategy compress, replayed byte for byte, fewer summary calls', async () => {
     const store = new MemoryEpochStore({ maxEntries: 100, ttlMs: 60_000 });
     const events: CompactionEvent[] = [];
     const observer = { compaction: (event: CompactionEvent) => events.push(event), summary: () => {}, epochLookup: () => {} };
@@ -81,20 +80,9 @@ describe('the compression tier through the engine (issue 25)', () => {
     expect(JSON.stringify(next.forwarded.slice(0, forwarded.length - 1))).toBe(JSON.stringify(forwarded.slice(0, -1)));
   });
 
-  it('the epoch keeps its tier through a shared store\'s encoding', () => {
-    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, tier: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
+  it('the epoch keeps its strategy through a shared store\'s encoding', () => {
+    const epoch = { key: 'k'.repeat(22), sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
     expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
-  });
-
-  it('issue 35: the tier is stored as `strategy`, so epochs a replica of the version before wrote are read with their tier', () => {
-    const epoch = { key: 'k'.repeat(16), sourceLength: 4, seenLength: 9, replacement: [{ role: 'user', content: 'notes' }], notes: 'notes', tier: 'summary' as const, report: 'summarized 4 messages' };
-    const stored = JSON.parse(encodeEpoch(epoch).subarray(2).toString('utf8')) as Record<string, unknown>;
-    expect(stored['strategy']).toBe('summary');
-    expect(stored).not.toHaveProperty('tier');
-    // A value as the version before wrote it: its fields, `strategy` among them, in its order.
-    const before = Buffer.from(`uj${JSON.stringify({ key: epoch.key, sourceLength: 4, seenLength: 9, replacement: epoch.replacement, notes: 'notes', strategy: 'summary', report: epoch.report })}`);
-    expect(new StoredEpochCodec({ keyPrefix: 'test:', secret: null, maxValueBytes: 1 << 20 }).decode(before)).toEqual({ epoch });
-    expect(decodeEpoch(before)).toEqual(epoch);
   });
 
   it('observe mode says what it would compress and writes nothing', async () => {

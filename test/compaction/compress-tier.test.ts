@@ -57,7 +57,7 @@ describe('the compression tier', () => {
     const messages = historyOf(4300);
     const candidate = candidateOf(messages, null);
     expect(decide(candidate, sizes(messages), budget, idle, settings).kind).toBe('compress');
-    const pending: Epoch = { key: 'k', sourceLength: 3, seenLength: 3, replacement: messages.slice(0, 3), notes: 'n', tier: 'summary', report: '', pending: true };
+    const pending: Epoch = { key: 'k', sourceLength: 3, seenLength: 3, replacement: messages.slice(0, 3), notes: 'n', strategy: 'summary', report: '', pending: true };
     expect(decide(candidate, sizes(messages), budget, { ...idle, pending }, settings)).toMatchObject({ kind: 'forward', prepareNext: true });
     expect(decide(candidate, sizes(messages), budget, { ...idle, running: true }, settings)).toMatchObject({ kind: 'forward', prepareNext: true });
   });
@@ -91,7 +91,7 @@ describe('the compression tier', () => {
     const candidate = candidateOf(messages, null);
     const decision = decide(candidate, sizes(messages), budget, idle, settings);
     if (decision.kind !== 'compress') throw new Error(decision.kind);
-    const epoch: Epoch = { key: 'k', sourceLength: decision.boundary.sourceLength, seenLength: messages.length, replacement: decision.plan.messages.slice(0, decision.boundary.candidateEnd), notes: null, tier: 'compress', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: decision.boundary.sourceLength, seenLength: messages.length, replacement: decision.plan.messages.slice(0, decision.boundary.candidateEnd), notes: null, strategy: 'compress', report: '' };
     const next = candidateOf(messages, epoch);
     expect(decide(next, sizes(next.messages), budget, idle, settings).kind).toBe('forward');
   });

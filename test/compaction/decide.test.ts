@@ -18,7 +18,7 @@ function sized(messages: readonly ChatMessage[], total: number): CandidateSizes 
 
 const messages = conversation({ turns: 20 });
 const candidate = candidateOf(messages, null);
-const pending: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement: messages.slice(0, 3), notes: 'n', tier: 'summary', report: '', pending: true };
+const pending: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement: messages.slice(0, 3), notes: 'n', strategy: 'summary', report: '', pending: true };
 
 describe('decide', () => {
   it('forwards under the soft threshold, and asks for the next epoch in the soft zone', () => {

@@ -289,7 +289,7 @@ describe('CompactionEngine background epochs', () => {
     expect(summarizer.calls).toBe(1);
     // A pending epoch over a shorter prefix than the one in use: stale.
     const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
-    store.set({ key: hashes[5]!, sourceLength: 5, seenLength: 5, replacement: messages.slice(0, 5), notes: null, tier: 'summary', report: 'stale', pending: true });
+    store.set({ key: hashes[5]!, sourceLength: 5, seenLength: 5, replacement: messages.slice(0, 5), notes: null, strategy: 'summary', report: 'stale', pending: true });
     // Grow into the soft zone on top of the epoch: the next background epoch starts.
     let turn = CROSSING_TURNS;
     let background: (() => void) | undefined;

@@ -54,7 +54,7 @@ describe('issue 21 item 9: learned windows have a floor, and truncations expire 
     const prepared = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal });
     expect(prepared.report ?? '').toMatch(/^truncated/);
     const { inUse } = await store.lookup(prefixHashes({ tenant: '', model: 'm' }, messages));
-    expect(inUse?.tier).toBe('truncated');
+    expect(inUse?.strategy).toBe('truncated');
     expect(inUse!.expiresAt! - clock.now()).toBeLessThanOrEqual(60_000);
   });
 });

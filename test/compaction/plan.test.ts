@@ -74,7 +74,7 @@ describe('candidateOf', () => {
   it("is the epoch's replacement followed by what it does not cover", () => {
     const messages = conversationOf(3);
     const replacement = [system, ...summaryPair('notes')];
-    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', tier: 'summary', report: '' };
+    const epoch: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement, notes: 'notes', strategy: 'summary', report: '' };
     const built = candidateOf(messages, epoch);
     expect(built.messages).toEqual([...replacement, ...messages.slice(5)]);
     expect(built.replacementLength).toBe(3);
@@ -255,7 +255,7 @@ describe('planCompaction', () => {
     const messages = [system, ...summaryPair('notes'), ...turn(1)];
     // The pair is the epoch's: its marks are where the replacement put them.
     const summarized = candidateOf([system, ...turn(1)], {
-      key: 'k', sourceLength: 1, seenLength: 1, replacement: messages.slice(0, 3), marked: [1, 2], notes: 'notes', tier: 'summary', report: '',
+      key: 'k', sourceLength: 1, seenLength: 1, replacement: messages.slice(0, 3), marked: [1, 2], notes: 'notes', strategy: 'summary', report: '',
     });
     const sizes = estimatedSizes(messages);
     expect(planCompaction(summarized, sizes, 10_000, 'count', { ...settings, maxMessages: 2 }, sizeOf)).toEqual({
@@ -295,7 +295,7 @@ describe('epochBoundary', () => {
     seenLength: sourceLength,
     replacement,
     notes: 'notes',
-    tier: 'summary',
+    strategy: 'summary',
     report: '',
   });
   const original = conversationOf(6); // 25 messages

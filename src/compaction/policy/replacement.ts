@@ -54,7 +54,7 @@ export function prunedEpoch(
   pruned: readonly ChatMessage[],
   boundary: { readonly candidateEnd: number; readonly sourceLength: number },
   report: string,
-  { tier, seesWholeHistory }: { readonly tier: string; readonly seesWholeHistory: boolean },
+  { tier, seesWholeHistory }: { readonly tier: Epoch['strategy']; readonly seesWholeHistory: boolean },
 ): Epoch {
   // What applies only to a history that has what it was made from (a compression's markers name later calls) sees all of this one.
   const seen = seesWholeHistory ? hashes.length - 1 : boundary.sourceLength;
@@ -66,7 +66,7 @@ export function prunedEpoch(
     replacement: pruned.slice(0, boundary.candidateEnd),
     ...(candidate.epoch?.marked === undefined ? {} : { marked: candidate.epoch.marked }),
     notes: candidate.epoch?.notes ?? null,
-    tier,
+    strategy: tier,
     report,
     // Made on top of a truncation (within its back-off), it stands no longer than the truncation.
     ...(candidate.epoch?.expiresAt === undefined ? {} : { expiresAt: candidate.epoch.expiresAt }),

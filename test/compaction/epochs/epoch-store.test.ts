@@ -8,7 +8,7 @@ const epoch = (key: string, extra: Partial<Epoch> = {}): Epoch => ({
   seenLength: 3,
   replacement: [{ role: 'system', content: 'x' }],
   notes: null,
-  tier: 'summary',
+  strategy: 'summary',
   report: 'summarized',
   ...extra,
 });

@@ -40,7 +40,7 @@ async function connected(store: RedisEpochStore): Promise<RedisEpochStore> {
 
 const messages: ChatMessage[] = Array.from({ length: 8 }, (_, index) => ({ role: index % 2 === 0 ? 'user' : 'assistant', content: `message ${index} ${'text '.repeat(100)}` }));
 const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
-const epoch: Epoch = { key: hashes[4]!, sourceLength: 4, seenLength: 4, replacement: [{ role: 'user', content: '[compacted:summary] notes' }], notes: 'notes', tier: 'summary', report: 'summarized' };
+const epoch: Epoch = { key: hashes[4]!, sourceLength: 4, seenLength: 4, replacement: [{ role: 'user', content: '[compacted:summary] notes' }], notes: 'notes', strategy: 'summary', report: 'summarized' };
 
 function prepare(compactor: ReturnType<typeof compactorWith>['compactor'], history: ChatMessage[]) {
   return compactor.compact({ request: chatRequestView({ model: 'm', messages: history }), tenant: '', signal: new AbortController().signal });

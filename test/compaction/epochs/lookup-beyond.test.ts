@@ -4,7 +4,7 @@ import type { Epoch } from '../../../src/compaction/types.js';
 
 /** Issue 25: an epoch that compressed deep into its kept part covers up to its last compressed result; a summary prepared after it may cover no more. */
 
-const epoch = (key: string, sourceLength: number, seenLength: number, pending: boolean): Epoch => ({ key, sourceLength, seenLength, replacement: [], notes: null, tier: 'summary', report: '', pending });
+const epoch = (key: string, sourceLength: number, seenLength: number, pending: boolean): Epoch => ({ key, sourceLength, seenLength, replacement: [], notes: null, strategy: 'summary', report: '', pending });
 
 describe('a pending epoch beyond the one in use', () => {
   it('is one that covers more, or as much but was written from more of the history; else stale', () => {
@@ -22,7 +22,6 @@ describe('a pending epoch beyond the one in use', () => {
       ['h20', epoch('h20', 18, 20, false)],
       ['h24', epoch('h24', 18, 24, true)],
     ]);
-    const source = { get: (key: string) => stored.get(key), delete: (key: string) => void stored.delete(key), get size() { return stored.size; } };
-    expect(lookupEpochs(source, hashes)).toMatchObject({ inUse: { key: 'h20' }, pending: { key: 'h24' } });
+    expect(lookupEpochs((key) => stored.get(key), hashes, (stale) => void stored.delete(stale.key))).toMatchObject({ inUse: { key: 'h20' }, pending: { key: 'h24' } });
   });
 });

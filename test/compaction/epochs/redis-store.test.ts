@@ -21,7 +21,7 @@ const messages: ChatMessage[] = Array.from({ length: 8 }, (_, index) => ({ role:
 const hashes = prefixHashes({ tenant: '', model: 'm' }, messages);
 
 function epochAt(length: number, extra: Partial<Epoch> = {}): Epoch {
-  return { key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'user', content: `[compacted:summary] notes up to ${length}` }], notes: `notes up to ${length}`, tier: 'summary', report: 'summarized', ...extra };
+  return { key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'user', content: `[compacted:summary] notes up to ${length}` }], notes: `notes up to ${length}`, strategy: 'summary', report: 'summarized', ...extra };
 }
 
 /**
@@ -50,20 +50,20 @@ describe('RedisEpochStore', () => {
     expect(found.pending).toEqual(epochAt(5, { pending: true }));
     expect(await raw.pttl(`test:epoch:${hashes[3]}`)).toBeGreaterThan(1_000);
     // A truncation keeps its own expiry: it must retry its summary.
-    await a.save(epochAt(6, { tier: 'truncated', expiresAt: Date.now() + 2_000 }));
+    await a.save(epochAt(6, { strategy: 'truncated', expiresAt: Date.now() + 2_000 }));
     expect((await b.lookup(hashes)).inUse?.sourceLength).toBe(6);
     expect(await raw.pttl(`test:epoch:${hashes[6]}`)).toBeLessThanOrEqual(2_000);
     raw.disconnect();
   });
 
-  it('issue 25: a compression epoch reaches another replica byte for byte, its tier and markers kept, keyed past its source', async () => {
+  it('issue 25: a compression epoch reaches another replica byte for byte, its strategy and markers kept, keyed past its source', async () => {
     const redis = opened(await RedisServer.start());
     const [a, b] = [await storeOn(redis.url), await storeOn(redis.url)];
     const replacement: ChatMessage[] = [
       ...messages.slice(0, 3),
       { role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c9, the same read_file call made later (4120 bytes removed)]' },
     ];
-    const epoch = epochAt(7, { sourceLength: 4, replacement, notes: null, tier: 'compress', report: 'compressed 1 tool result (2.0k -> 1.1k tokens)' });
+    const epoch = epochAt(7, { sourceLength: 4, replacement, notes: null, strategy: 'compress', report: 'compressed 1 tool result (2.0k -> 1.1k tokens)' });
     await a.save(epoch);
     const found = (await b.lookup(hashes)).inUse;
     expect(found).toEqual(epoch);

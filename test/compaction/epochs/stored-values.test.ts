@@ -26,7 +26,7 @@ const hashes = prefixHashes({ tenant: 't', model: 'm' }, messages);
 const epochKey = (length: number) => `test:epoch:${hashes[length]}`;
 
 function epochAt(length: number): Epoch {
-  return { key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'user', content: `[compacted:summary] notes up to ${length}` }], marked: [0], notes: `notes up to ${length}`, tier: 'summary', report: 'summarized' };
+  return { key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'user', content: `[compacted:summary] notes up to ${length}` }], marked: [0], notes: `notes up to ${length}`, strategy: 'summary', report: 'summarized' };
 }
 
 interface Opened {
@@ -48,23 +48,17 @@ async function storeOn(url: string, options: { secret?: string; maxValueBytes?: 
 /** A plain JSON value as a writer without the secret stores it. */
 const plain = (value: unknown, flag = 'u') => Buffer.concat([Buffer.from(`${flag}j`), Buffer.from(JSON.stringify(value))]);
 
-/** An epoch as a store holds it: its tier under the field's stored name, `strategy`. */
-function storedAt(length: number): Record<string, unknown> {
-  const { tier, ...rest } = epochAt(length);
-  return { ...rest, strategy: tier };
-}
-
 describe('issue 21 item 6: epoch values read from Redis are checked, never trusted', () => {
   it('a malformed replacement, a sourceLength beyond or below the history, a bad marked index: each a miss, counted, logged once', async () => {
     const redis = opened(await RedisServer.start());
     const raw = new Redis(redis.url);
     const reader = await storeOn(redis.url);
     const cases: Array<[string, Record<string, unknown>]> = [
-      ['replacement: [null, 5, "x"]', { ...storedAt(4), replacement: [null, 5, 'x'] }],
-      ['sourceLength: 1e9', { ...storedAt(4), sourceLength: 1e9 }],
-      ['sourceLength: -4', { ...storedAt(4), sourceLength: -4 }],
-      ['marked index past the replacement', { ...storedAt(4), marked: [7] }],
-      ['no tier (stored as strategy)', { ...storedAt(4), strategy: 'whatever' }],
+      ['replacement: [null, 5, "x"]', { ...epochAt(4), replacement: [null, 5, 'x'] }],
+      ['sourceLength: 1e9', { ...epochAt(4), sourceLength: 1e9 }],
+      ['sourceLength: -4', { ...epochAt(4), sourceLength: -4 }],
+      ['marked index past the replacement', { ...epochAt(4), marked: [7] }],
+      ['no strategy', { ...epochAt(4), strategy: 'whatever' }],
     ];
     for (const [name, value] of cases) {
       await raw.set(epochKey(4), plain(value));
@@ -76,9 +70,9 @@ describe('issue 21 item 6: epoch values read from Redis are checked, never trust
     expect(reader.warnings).toHaveLength(5);
     expect(reader.warnings[0]).toContain('treated as a miss');
     // A valid one is still found, and load() checks the same way.
-    await raw.set(epochKey(4), plain(storedAt(4)));
+    await raw.set(epochKey(4), plain(epochAt(4)));
     expect((await reader.store.lookup(hashes)).inUse).toEqual(epochAt(4));
-    await raw.set(epochKey(5), plain({ ...storedAt(5), replacement: [null] }));
+    await raw.set(epochKey(5), plain({ ...epochAt(5), replacement: [null] }));
     expect(await reader.store.load(hashes[5]!)).toBeUndefined();
     raw.disconnect();
   });
@@ -88,7 +82,7 @@ describe('issue 21 item 6: epoch values read from Redis are checked, never trust
     const raw = new Redis(redis.url);
     const reader = await storeOn(redis.url, { maxValueBytes: 1_048_576 });
     // 40 MB of one character deflates to ~40 KB: the issue's 0.4 MB -> 400 MB at a tenth of the scale.
-    const bomb = deflateRawSync(Buffer.from(JSON.stringify({ ...storedAt(4), notes: 'a'.repeat(40_000_000) })));
+    const bomb = deflateRawSync(Buffer.from(JSON.stringify({ ...epochAt(4), notes: 'a'.repeat(40_000_000) })));
     expect(bomb.length).toBeLessThan(100_000);
     await raw.set(epochKey(4), Buffer.concat([Buffer.from('uz'), bomb]));
     const found = await reader.store.lookup(hashes);
@@ -116,7 +110,7 @@ describe('issue 21 item 6: epoch values read from Redis are checked, never trust
     expect((await reader.store.lookup(hashes)).inUse).toBeNull();
 
     // A value written without the secret (another app, an old replica).
-    await raw.set(epochKey(4), plain(storedAt(4)));
+    await raw.set(epochKey(4), plain(epochAt(4)));
     expect((await reader.store.lookup(hashes)).inUse).toBeNull();
 
     // Signed with another secret.
@@ -131,7 +125,7 @@ describe('issue 21 item 6: epoch values read from Redis are checked, never trust
     const redis = opened(await RedisServer.start());
     const raw = new Redis(redis.url);
     const reader = await storeOn(redis.url);
-    await raw.set(epochKey(4), plain({ ...storedAt(4), replacement: [{ role: 'user', content: 'written by someone else' }] }));
+    await raw.set(epochKey(4), plain({ ...epochAt(4), replacement: [{ role: 'user', content: 'written by someone else' }] }));
     expect((await reader.store.lookup(hashes)).inUse?.replacement).toEqual([{ role: 'user', content: 'written by someone else' }]);
     raw.disconnect();
   });

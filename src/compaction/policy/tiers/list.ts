@@ -25,7 +25,7 @@ export const BUILT_IN_TIERS = [
 export type PlanOf<T extends CompactionTier> = Parameters<T['settles']>[0];
 
 /** What an epoch made when a model tier's summary failed is stored as, instead of the tier's name. */
-export const TRUNCATED = 'truncated';
+export const TRUNCATED = 'truncated' as const;
 
 /** The names a stored epoch's tier may have: every built-in tier's, and `truncated`. */
 export const STORED_TIERS: readonly [string, ...string[]] = [TRUNCATED, ...BUILT_IN_TIERS.map((tier) => tier.name)];
