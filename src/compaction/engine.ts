@@ -5,6 +5,7 @@ import { SummaryBackoff, sharedBackoffOf } from './backoff.js';
 import { budgetOf } from './policy/budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
+import type { CostSpeeds } from './policy/cost.js';
 import { type CandidateSizes, type DecisionSettings, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
 import { MemoryEpochStore } from './epochs/epoch-store.js';
 import type { Epoch, EpochStore } from './types.js';
@@ -62,6 +63,8 @@ export interface CompactionEngineOptions {
   readonly summaryPrompt?: string;
   /** Told of each compaction, summary and epoch lookup (the metrics). */
   readonly observer?: CompactionObserver;
+  /** The upstream's learned speeds of a model (upstream/server-speeds.ts), for decisions by cost (`compaction.decide_by_cost`). */
+  readonly speeds?: (model: string) => CostSpeeds | null;
 }
 
 export class CompactionEngine {
@@ -81,6 +84,7 @@ export class CompactionEngine {
   readonly #background: Background;
   readonly #sizes: ExactSizes;
   readonly #prefixes = new KnownPrefixes(); // a known conversation's chain, hashed only past what it held
+  readonly #speeds: ((model: string) => CostSpeeds | null) | undefined;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
@@ -88,6 +92,7 @@ export class CompactionEngine {
     this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
+    this.#speeds = compaction.decide_by_cost ? options.speeds : undefined;
     this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
     this.#logger = options.logger;
     this.#observer = options.observer;
@@ -194,7 +199,10 @@ export class CompactionEngine {
 
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
   async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }): Promise<Compacted> {
-    const settings = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    const configured = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
+    const speeds = this.#speeds?.(request.model) ?? null;
+    const settings = speeds === null ? configured : { ...configured, cost: speeds };
     let ratio = this.ratios.get(request.model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();
