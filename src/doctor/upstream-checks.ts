@@ -1,5 +1,6 @@
 import { measureOf } from '../upstream/server-speeds.js';
 import { extractUsage } from '../upstream/usage.js';
+import { OWN_CALL_FORMAT } from '../formats/registry.js';
 import { type Check, type DoctorContext, type Finding, fail, ok, skip, warn } from './check.js';
 
 /**
@@ -151,7 +152,7 @@ const chat: Check = {
  * prompt would: its fixed cost shows.
  */
 function speedWords(body: unknown): string {
-  const measure = measureOf(extractUsage(body));
+  const measure = measureOf(extractUsage(body, OWN_CALL_FORMAT.usage));
   if (measure === null || measure.source !== 'timings' || measure.prefillMs === null || measure.decodeMs === null || measure.prefillMs <= 0 || measure.decodeMs <= 0) return '';
   const rate = (tokens: number, ms: number): string => Math.round((tokens * 1000) / ms).toLocaleString('en-US');
   return `; the server read ${measure.prefillTokens} prompt tokens at ${rate(measure.prefillTokens, measure.prefillMs)} t/s and wrote ${measure.decodeTokens} at ${rate(measure.decodeTokens, measure.decodeMs)} t/s`;

@@ -1,5 +1,6 @@
 import { type AnswerMeasure, type ServerSeconds, type ServerSpeeds, measureOf } from '../upstream/server-speeds.js';
 import { extractUsage } from '../upstream/usage.js';
+import { OWN_CALL_FORMAT } from '../formats/registry.js';
 import type { UsageObservation } from './chat/planner.js';
 import type { PrefixBreak, PrefixLedger } from './prefix-breaks.js';
 
@@ -64,7 +65,7 @@ export class ServerLedger {
 
   /** One summary call's answer (the parsed completion), on the upstream `upstream` (the summary one, when set). */
   summaryAnswer(upstream: string, model: string, answer: unknown): void {
-    const measure = measureOf(extractUsage(answer));
+    const measure = measureOf(extractUsage(answer, OWN_CALL_FORMAT.usage));
     if (measure === null) return;
     this.#speeds.observe(upstream, model, measure, { summary: true });
     const seconds = this.#speeds.secondsOf(upstream, model, measure);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { MAX_SPEED_KEYS, ServerSpeeds, measureOf } from '../../src/upstream/server-speeds.js';
 import { extractUsage } from '../../src/upstream/usage.js';
+import { CHAT_USAGE } from '../../src/formats/chat/usage.js';
 
 /**
  * Issue 36 item 1: speeds learned per upstream and model from llama-server's
@@ -21,14 +22,14 @@ function answerOf(name: string): unknown {
 
 describe('learned server speeds (issue 36)', () => {
   it('reads a recorded answer’s timings', () => {
-    const measure = measureOf(extractUsage(answerOf('cache_reuse_2.txt')));
+    const measure = measureOf(extractUsage(answerOf('cache_reuse_2.txt'), CHAT_USAGE));
     expect(measure).toEqual({ prefillTokens: 11, prefillMs: 22.017, decodeTokens: 4, decodeMs: 5.138, cachedTokens: 1656, source: 'timings' });
   });
 
   it('weighs each answer by its tokens, not one answer one vote', () => {
     const speeds = new ServerSpeeds();
-    speeds.observe('http://a', 'm', measureOf(extractUsage(answerOf('cache_reuse_1.txt')))!);
-    speeds.observe('http://a', 'm', measureOf(extractUsage(answerOf('cache_reuse_2.txt')))!);
+    speeds.observe('http://a', 'm', measureOf(extractUsage(answerOf('cache_reuse_1.txt'), CHAT_USAGE))!);
+    speeds.observe('http://a', 'm', measureOf(extractUsage(answerOf('cache_reuse_2.txt'), CHAT_USAGE))!);
     const learned = speeds.speedsOf('http://a', 'm')!;
     // 1,659 + 11 tokens over 66.161·0.9 + 22.017 ms: the long prompt's speed, barely moved by the 11-token one.
     expect(learned.prefill).toBeCloseTo(((1659 * 0.9 + 11) * 1000) / (66.161 * 0.9 + 22.017), 3);
