@@ -16,6 +16,9 @@ import { registerSlotMetrics } from './http/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
+import { PrefixLedger } from './http/prefix-breaks.js';
+import { ServerLedger, measuredChatCall } from './http/server-ledger.js';
+import { ServerSpeeds } from './upstream/server-speeds.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
@@ -127,6 +130,8 @@ interface EngineParts {
   readonly metrics: Metrics;
   readonly dashboard: DashboardState | null;
   readonly slots: SlotRouter | undefined;
+  readonly ledger: ServerLedger;
+  readonly speeds: ServerSpeeds;
 }
 
 /**
@@ -137,9 +142,10 @@ interface EngineParts {
 function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: CompactionEngine | null; epochs: ConfiguredStore | null } {
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
-  const { upstream, summaryUpstream, logger, metrics, dashboard, slots } = parts;
+  const { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds } = parts;
   const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
-  const chat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
+  const summaryUrl = config.compaction.summary.upstream ?? config.upstream.url;
+  const chat = measuredChatCall(chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }), ledger, summaryUrl);
   const engine = new CompactionEngine({
     config,
     upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
@@ -150,18 +156,28 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
     ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
     ...(deps.tiers === undefined ? {} : { tiers: deps.tiers }),
+    speeds: (model) => {
+      const learned = speeds.speedsOf(config.upstream.url, model);
+      return learned === null ? null : { ...learned, summaryTokens: speeds.summaryTokensOf(summaryUrl, model) };
+    },
   });
   return { engine, epochs };
 }
 
 /** The chat route's hooks: the planner (the app's, else the engine's), usage to the metrics and the dashboard, and the refusal hook. */
-function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null): ChatHooks {
+function chatHooksOf(
+  config: Config,
+  deps: AppDeps,
+  engineHooks: ReturnType<typeof compactionHooks> | undefined,
+  metrics: Metrics,
+  dashboard: DashboardState | null,
+  ledger: ServerLedger,
+): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage: UsageHook = withPromptTokens(
-    deps.onUsage,
-    metrics,
-    dashboard === null ? undefined : (observation, tokens) => dashboard.answered(answeredOf(observation, tokens)),
-  );
+  const onUsage: UsageHook = withPromptTokens(deps.onUsage, metrics, (observation, tokens) => {
+    const cost = ledger.answered(observation);
+    dashboard?.answered(answeredOf(observation, tokens, cost));
+  });
   // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
   const replans = engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact';
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
@@ -208,7 +224,11 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
   const slots = slotsOf(config, upstream, logger, metrics);
-  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
+  const speeds = new ServerSpeeds();
+  const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
+  metrics.watch({ speeds: () => speeds.snapshot() });
+  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds });
+  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
@@ -228,7 +248,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard),
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,

@@ -5,6 +5,7 @@ import { SummaryBackoff, sharedBackoffOf } from './backoff.js';
 import { budgetOf } from './policy/budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
+import type { CostSpeeds } from './policy/cost.js';
 import { type CandidateSizes, type DecisionSettings, type TierDecision, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
 import { MemoryEpochStore } from './epochs/epoch-store.js';
 import { EpochRepository } from './epochs/repository.js';
@@ -67,6 +68,8 @@ export interface CompactionEngineOptions {
   readonly observer?: CompactionObserver;
   /** The compaction tiers, cheapest first (policy/tiers/list.ts); the built-in list when absent. */
   readonly tiers?: TierList;
+  /** The upstream's learned speeds of a model (upstream/server-speeds.ts), for decisions by cost (`compaction.decide_by_cost`). */
+  readonly speeds?: (model: string) => CostSpeeds | null;
 }
 
 export class CompactionEngine {
@@ -89,6 +92,8 @@ export class CompactionEngine {
   readonly #sizes: ExactSizes;
   /** A known conversation's chain of prefix hashes: a request is hashed only past what it held. */
   readonly #prefixes = new KnownPrefixes();
+  /** The upstream's learned speeds, when the soft zone decides by cost. */
+  readonly #speeds: ((model: string) => CostSpeeds | null) | undefined;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
@@ -97,6 +102,7 @@ export class CompactionEngine {
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
     this.#tiers = options.tiers ?? BUILT_IN_TIERS;
+    this.#speeds = compaction.decide_by_cost ? options.speeds : undefined;
     const store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
     this.#epochs = store instanceof MemoryEpochStore ? EpochRepository.inMemory(store) : store;
     this.#learning = this.#epochs.learning;
@@ -228,7 +234,10 @@ export class CompactionEngine {
 
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
   async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }): Promise<Compacted> {
-    const settings = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    const configured = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
+    const speeds = this.#speeds?.(request.model) ?? null;
+    const settings = speeds === null ? configured : { ...configured, cost: speeds };
     let ratio = this.ratios.get(request.model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();

@@ -103,6 +103,8 @@ export const ConfigSchema = z
         target: Fraction.default(0.5),
         keep_recent: Fraction.default(0.25),
         max_messages: NonNegativeInteger.default(0),
+        /** Soft-zone choices (compress now, at the crossing, or prepare a summary) by the server seconds each costs, once the upstream's speeds are learned (issue 36); false: by tokens alone. */
+        decide_by_cost: z.boolean('expected true or false').default(true),
         prune: z.strictObject({ max_result_chars: PositiveInteger.default(8192) }).prefault({}),
         /** The compression tier (issue 25): old tool results compressed model-free before any summary; defaults measured by bench/compress.ts. */
         compress: z

@@ -1,3 +1,6 @@
+import { measureOf } from '../upstream/server-speeds.js';
+import { extractUsage } from '../upstream/usage.js';
+import { OWN_CALL_FORMAT } from '../formats/registry.js';
 import { type Check, type DoctorContext, type Finding, fail, ok, skip, warn } from './check.js';
 
 /**
@@ -139,9 +142,21 @@ const chat: Check = {
     const milliseconds = Math.round(context.now() - started);
     if (!answer.ok) return fail(`a tiny chat request failed after ${milliseconds} ms: ${answer.error}`, `the upstream's chat completions: ${answer.error}`);
     const choice = (answer.body as { choices?: Array<{ finish_reason?: unknown }> } | undefined)?.choices?.[0];
-    return ok(`a tiny chat request (max_tokens ${PROBE_MAX_TOKENS}) answered in ${milliseconds} ms, finish_reason ${String(choice?.finish_reason ?? 'none')}`);
+    return ok(`a tiny chat request (max_tokens ${PROBE_MAX_TOKENS}) answered in ${milliseconds} ms, finish_reason ${String(choice?.finish_reason ?? 'none')}${speedWords(answer.body)}`);
   },
 };
+
+/**
+ * The server's own speeds on the probe, from llama-server's `timings` (what compactor learns its decisions by
+ * cost from, upstream/server-speeds.ts); nothing when it sent none. A 25-token probe reads slower than a long
+ * prompt would: its fixed cost shows.
+ */
+function speedWords(body: unknown): string {
+  const measure = measureOf(extractUsage(body, OWN_CALL_FORMAT.usage));
+  if (measure === null || measure.source !== 'timings' || measure.prefillMs === null || measure.decodeMs === null || measure.prefillMs <= 0 || measure.decodeMs <= 0) return '';
+  const rate = (tokens: number, ms: number): string => Math.round((tokens * 1000) / ms).toLocaleString('en-US');
+  return `; the server read ${measure.prefillTokens} prompt tokens at ${rate(measure.prefillTokens, measure.prefillMs)} t/s and wrote ${measure.decodeTokens} at ${rate(measure.decodeTokens, measure.decodeMs)} t/s`;
+}
 
 /** The upstream URL as it may be printed: without credentials in it. */
 export function displayUrl(url: string): string {

@@ -1,6 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
+import type { LearnedSpeed, ServerSeconds } from '../upstream/server-speeds.js';
+import { BREAK_CAUSES, type PrefixBreak } from './prefix-breaks.js';
 import type { RouteKind } from './request-record.js';
 import { BUILT_IN_TIERS } from '../compaction/policy/tiers/list.js';
 import { ModelLabels } from './model-labels.js';
@@ -40,6 +42,8 @@ export interface MetricsSources {
   readonly epochBytes?: () => number;
   /** Summary computations running (`CompactionEngine.runningSummaries`). */
   readonly runningSummaries?: () => number;
+  /** The learned server speeds (`ServerSpeeds.snapshot`). */
+  readonly speeds?: () => readonly LearnedSpeed[];
 }
 
 /** Time to the upstream's response headers: loopback JSON calls take milliseconds, a local model reading a long prompt minutes. */
@@ -213,6 +217,27 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #serverSeconds = new Counter({
+    name: 'compactor_upstream_seconds_total',
+    help: "Seconds the upstream spent on answers, by kind (prefill: reading the prompt, decode: writing the answer) and call (main: a client's request, summary: compactor's own): llama-server's timings, else tokens at the learned speeds.",
+    labelNames: ['kind', 'call'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #prefixBreaks = new Counter({
+    name: 'compactor_prefix_breaks_total',
+    help: 'Forwarded requests whose prompt differs from the previous one of their conversation before its end, by cause (client, compression, summary, truncation, prune, repair; slot: another slot than last time; server: the server reused fewer tokens than the unchanged prefix).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #recomputedTokens = new Counter({
+    name: 'compactor_prefix_tokens_recomputed_total',
+    help: 'Prompt tokens after a prefix break that the server had read before and read again, by cause (as compactor_prefix_breaks_total).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+
   readonly #activeStreams = new Gauge({
     name: 'compactor_active_streams',
     help: 'Streamed (SSE) chat answers being relayed now.',
@@ -220,6 +245,12 @@ export class Metrics implements CompactionObserver {
   });
 
   constructor() {
+    // Every series of the ledger exists from the start, at 0, so a dashboard's rate() and a person's grep find them.
+    for (const kind of ['prefill', 'decode']) for (const call of ['main', 'summary']) this.#serverSeconds.inc({ kind, call }, 0);
+    for (const cause of BREAK_CAUSES) {
+      this.#prefixBreaks.inc({ cause }, 0);
+      this.#recomputedTokens.inc({ cause }, 0);
+    }
     const sources = (): MetricsSources => this.#sources;
     new Gauge({
       name: 'compactor_epoch_cache_entries',
@@ -238,6 +269,19 @@ export class Metrics implements CompactionObserver {
       },
     });
     new Gauge({
+      name: 'compactor_server_tokens_per_second',
+      help: 'The learned speed of each upstream and model (smoothed over its last answers), by kind: prefill (prompt tokens read) or decode (tokens written).',
+      labelNames: ['upstream', 'model', 'kind'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const speed of sources().speeds?.() ?? []) {
+          if (speed.prefill !== null) this.set({ upstream: speed.upstream, model: speed.model, kind: 'prefill' }, speed.prefill);
+          if (speed.decode !== null) this.set({ upstream: speed.upstream, model: speed.model, kind: 'decode' }, speed.decode);
+        }
+      },
+    });
+    new Gauge({
       name: 'compactor_summaries_running',
       help: 'Summary computations running now.',
       registers: [this.registry],
@@ -247,9 +291,23 @@ export class Metrics implements CompactionObserver {
     });
   }
 
-  /** Where the gauges read from (the engine, once it is built). */
+  /** Where the gauges read from (the engine, once it is built; the speeds). */
   watch(sources: MetricsSources): void {
-    this.#sources = sources;
+    this.#sources = { ...this.#sources, ...sources };
+  }
+
+  /** What the upstream spent on one answer (server-ledger.ts). */
+  upstreamSeconds(call: 'main' | 'summary', seconds: ServerSeconds): void {
+    if (seconds.prefill > 0) this.#serverSeconds.inc({ kind: 'prefill', call }, seconds.prefill);
+    if (seconds.decode > 0) this.#serverSeconds.inc({ kind: 'decode', call }, seconds.decode);
+  }
+
+  /** One request's prefix breaks (prefix-breaks.ts). */
+  prefixBreaks(breaks: readonly PrefixBreak[]): void {
+    for (const broken of breaks) {
+      this.#prefixBreaks.inc({ cause: broken.cause });
+      if (broken.recomputedTokens > 0) this.#recomputedTokens.inc({ cause: broken.cause }, broken.recomputedTokens);
+    }
   }
 
   /**

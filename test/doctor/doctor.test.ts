@@ -64,7 +64,7 @@ describe('compactor doctor', () => {
     // The recorded build answers 404 to a route it has no recording of: the fallback is named.
     expect(lineOf(lines, 'exact count')).toMatch(/^ok {3}exact count {2}\/v1\/chat\/completions\/input_tokens not served \(404\); exact counts go through \/apply-template and \/tokenize$/);
     expect(lineOf(lines, 'template')).toMatch(/^ok {3}template {5}the chat template renders tools \(\d+ characters/);
-    expect(lineOf(lines, 'chat')).toMatch(/^ok {3}chat {9}a tiny chat request \(max_tokens 8\) answered in \d+ ms, finish_reason \w+$/);
+    expect(lineOf(lines, 'chat')).toMatch(/^ok {3}chat {9}a tiny chat request \(max_tokens 8\) answered in \d+ ms, finish_reason \w+; the server read 25 prompt tokens at 11,374 t\/s and wrote 12 at 1,329 t\/s$/);
     expect(lineOf(lines, 'store')).toMatch(new RegExp(`^ok {3}store {8}redis at redis://127\\.0\\.0\\.1:${redis.port} answers: (Redis|Valkey) \\d+\\.\\d+\\.\\d+$`));
     expect(lineOf(lines, 'mode')).toBe('ok   mode         compact: requests near the window are pruned and summarized; tool pairs: repair');
     expect(lineOf(lines, 'keys')).toBe('ok   keys         upstream.api_key ***; compaction.summary.api_key none; auth.keys 2 (***, ***); auth.admin_keys none; cache.redis.url ' + redis.url + '; cache.redis.secret ***');

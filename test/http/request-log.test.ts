@@ -29,6 +29,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     closeListener: null,
     slot: null,
     slotWaitMs: null,
+    server: null,
     ...fields,
   };
 }

@@ -6,7 +6,8 @@ import type { Epoch } from '../types.js';
 import { type Candidate, type CompactionSettings, type Trigger, summaryPairTokens, triggerOf } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { compressForBudget, compressSettingsOf } from './compress-tier.js';
-import { compressesAtCrossing, compressNow } from './compress-ahead.js';
+import { compressesAtCrossing, compressNow, crossingCompression } from './compress-ahead.js';
+import { type CostSpeeds, compressionCost, compressionIsCheaper, crossingCost, summaryCost } from './cost.js';
 import { BUILT_IN_TIERS, planTiers, tierNamed } from './tiers/list.js';
 import { type ModelDecision, type ModelFreeDecision, type ModelFreeTier, type ModelTier, type Planned, type TierList, type TierPlan, isTierPlan } from './tiers/tier.js';
 
@@ -20,6 +21,8 @@ import { type ModelDecision, type ModelFreeDecision, type ModelFreeTier, type Mo
 export interface DecisionSettings extends CompactionSettings {
   /** Fraction of the budget from which the next epoch is prepared in the background. */
   readonly softThreshold: number;
+  /** The upstream's learned speeds, when the soft zone decides by cost (cost.ts); absent or null: by tokens alone. */
+  readonly cost?: CostSpeeds | null;
 }
 
 /** The settings of `compaction` in the configuration, as {@link decide} reads them. */
@@ -101,6 +104,7 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     // In the soft zone, compress before preparing a summary: when it frees enough, no summary call is made for it. Not
     // while a summary of the conversation is pending or running: this epoch would leave that one behind, unused.
     if (soft && epochs.pending === null && !epochs.running) {
+      if (settings.cost != null) return softZoneByCost(candidate, sizes, budget, settings, settings.cost, tiers);
       const compressed = compressNow(candidate, sizes, budget.tokens, settings);
       if (compressed !== null) return compressed;
       // Compression will do at the crossing: no summary is prepared for it.
@@ -146,6 +150,32 @@ export function decideAhead(candidate: Candidate, sizes: CandidateSizes, budget:
   const plan = planned(tiers, candidate, sizes, budget.tokens, 'size', ahead);
   if (!isTierPlan(plan) || tierNamed(tiers, plan.tier)?.needsModel !== true) return null;
   return decisionOf(tiers, candidate, plan) as ModelTierDecision;
+}
+
+/**
+ * The soft zone by cost (cost.ts), once the upstream's speeds are learned: the same three ways as by tokens
+ * (compress now, leave it to the crossing's compression, prepare a summary), but a compression now is taken
+ * when it frees a few percent of the budget and costs the server no more per token freed than the way it
+ * stands against: the crossing's compression when one can be expected (it frees more for about the same
+ * re-reading), else the summary that would be prepared.
+ */
+function softZoneByCost(candidate: Candidate, sizes: CandidateSizes, budget: Budget, settings: DecisionSettings, speeds: CostSpeeds, tiers: TierList): Decision {
+  const size = totalSize(sizes);
+  const tokens = budget.tokens!;
+  const threshold = settings.threshold * tokens;
+  const compressed = compressNow(candidate, sizes, tokens, settings, { atLeast: 0 });
+  const now = compressed === null ? null : compressionCost(candidate, sizes, compressed.plan, speeds);
+  const crossing = crossingCompression(candidate, sizes, tokens, settings);
+  if (crossing !== null) {
+    if (now !== null && compressionIsCheaper(now, crossingCost(sizes, crossing, threshold, speeds), tokens)) return compressed!;
+    return { kind: 'forward', size, prepareNext: false };
+  }
+  if (now !== null) {
+    const ahead = decideAhead(candidate, sizes, budget, settings, tiers);
+    const summary = ahead === null ? null : summaryCost(candidate, sizes, ahead.plan.size, threshold, budget.summaryTokens, speeds);
+    if (compressionIsCheaper(now, summary, tokens)) return compressed!;
+  }
+  return { kind: 'forward', size, prepareNext: true };
 }
 
 /** The settings with the summary planned at what this budget allows it (less than configured on a small window). */

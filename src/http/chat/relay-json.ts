@@ -8,7 +8,7 @@ import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
 import type { Forwarded } from './plan.js';
 import { midStreamError } from './relay-stream.js';
-import { type UsageSource, hasUsageHooks, reportUsageLater } from './usage-hooks.js';
+import { type UsageSource, hasUsageHooks, reportUsageLater, serverTimesOf } from './usage-hooks.js';
 
 /**
  * How a JSON (non-streamed) answer is relayed: byte for byte as it comes,
@@ -87,5 +87,15 @@ export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, 
   }
   writer.response.end();
   if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) writer.route.options.onContextExceeded?.(forwarded.figures.model);
-  if (collectUsage) reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source: copy, log: writer.request.log });
+  if (!collectUsage) return;
+  // Read here, once, so the log line carries the server's timings; the hooks still run on the next turn of the loop.
+  let found: UsageFound | undefined;
+  try {
+    found = copy?.usageFound();
+  } catch {
+    found = undefined;
+  }
+  record.server = serverTimesOf(found?.timings);
+  const source = found === undefined ? copy : { usageFound: () => found };
+  reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source, log: writer.request.log });
 }
