@@ -83,8 +83,16 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
-        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
-        allow_request_mode: z.boolean().default(true),
+        /**
+         * What a request's `x-compactor-mode: off | observe | compact` may do (issue 34 item 3): `lower` (the default)
+         * only lower the operator's mode (compact → observe → off), `raise` choose any mode, `never` nothing.
+         * `true` (the old default) is `lower`: the header is still honoured, but a client can no longer lift an
+         * operator's observe into summary calls; `false` is `never`, as it was.
+         */
+        allow_request_mode: z
+          .union([z.boolean(), z.enum(['lower', 'raise', 'never'])], 'expected lower, raise or never (true is lower, false is never)')
+          .default('lower')
+          .transform((value) => (value === true ? 'lower' : value === false ? 'never' : value)),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
