@@ -23,6 +23,7 @@
  * |                             |         | upstream_stream_incomplete             |
  * | SummaryFailedError          | 502/504 | summary_failed, summary_timeout        |
  * | ShuttingDownError           | 503     | shutting_down                          |
+ * | TooManyConnectionsError     | 503     | too_many_connections                   |
  * | LoopDetectedError           | 508     | loop_detected                          |
  * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
  * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
@@ -202,6 +203,16 @@ export class ShuttingDownError extends ProxyError {
     super({
       status: 503, type: 'server_error', code: 'shutting_down', headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
       message: 'compactor is shutting down; retry shortly',
+    });
+  }
+}
+
+/** 503: past `limits.max_connections`, a new connection is answered this rather than taking another client's place. */
+export class TooManyConnectionsError extends ProxyError {
+  constructor(max: number, retryAfterSeconds: number) {
+    super({
+      status: 503, type: 'server_error', code: 'too_many_connections', headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
+      message: `compactor holds its limit of ${max} connections (limits.max_connections); retry shortly`,
     });
   }
 }
