@@ -1,5 +1,6 @@
-import { type BodyScan, SCAN_SLICE_BYTES, scanBody } from './body-scan.js';
+import { type BodyScan, SCAN_SLICE_BYTES, type ScanBounds, scanBody } from './body-scan.js';
 import { MAX_NESTING_DEPTH, parseBody, rememberParsedAhead } from './json-body.js';
+import { type Slicing, parseInSlices } from './sliced-parse.js';
 
 /**
  * A large body parsed ahead of its read, the event loop turning between
@@ -10,10 +11,13 @@ import { MAX_NESTING_DEPTH, parseBody, rememberParsedAhead } from './json-body.j
  * `limits.max_items` is refused before any parse), then its conversation
  * list is parsed element by element, a turn of the loop after every MiB, and
  * the rest of the body, with an empty list in the conversation's place, in
- * one parse. The parts parse to what the whole would, since a JSON value
- * parses alone to what it is within the body. readJsonObject() takes the
- * result; whatever this cannot follow (not an object, no list, too deep, or
- * any piece refused), the whole-body parse reads and refuses in its own words.
+ * slices too (sliced-parse.ts: any object or array over a slice is parsed
+ * member by member, at any depth; issue 34 item 2). The parts parse to what
+ * the whole would, since a JSON value parses alone to what it is within the
+ * body. readJsonObject() takes the result; whatever this cannot follow (not
+ * an object, too deep, or any piece refused), the whole-body parse reads and
+ * refuses in its own words. A body past `limits.max_items` or
+ * `limits.max_values` is refused by the scan, before any parse.
  */
 
 /** From this size on a body is parsed ahead; smaller ones parse in a few milliseconds at most. */
@@ -28,14 +32,31 @@ const BYTE_ORDER_MARK = Buffer.from([0xef, 0xbb, 0xbf]);
  * (`messages`, or `input` for the Responses API); `pause` is the caller's
  * turn of the event loop (formats/ does no I/O of its own).
  */
-export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<void> {
-  if (!Buffer.isBuffer(raw) || raw.length < PARSE_AHEAD_BYTES) return;
-  const scan = await scanBody(raw, listKey, maxItems, pause);
-  if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return;
+export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>): Promise<void> {
+  if (!Buffer.isBuffer(raw)) return;
+  if (raw.length < PARSE_AHEAD_BYTES) {
+    // A body of n bytes holds at most n / 2 + 1 values (`[0,0,…]`): under the default bound a small body needs no scan.
+    if (raw.length / 2 + 1 > bounds.maxValues) await scanBody(raw, listKey, { maxItems: Number.POSITIVE_INFINITY, maxValues: bounds.maxValues }, pause);
+    return;
+  }
+  const scan = await scanBody(raw, listKey, bounds, pause);
+  if (!scan.followed || scan.depth > MAX_NESTING_DEPTH) return;
   // A byte order mark is refused by the whole-body parse (json-body.ts).
   if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return;
-  const parsed = await parseInPieces(raw, scan, listKey, pause);
+  const parsed = scan.list === undefined ? await parsedWhole(raw, pause) : await parseInPieces(raw, scan, listKey, pause);
   if (parsed !== undefined) rememberParsedAhead(raw, parsed);
+}
+
+const slicingOf = (pause: () => Promise<unknown>): Slicing => ({ sliceBytes: SCAN_SLICE_BYTES, pause });
+
+/** A body with no conversation list to follow, parsed in slices all the same (undefined: refused later by the whole-body parse). */
+async function parsedWhole(raw: Buffer, pause: () => Promise<unknown>): Promise<Record<string, unknown> | undefined> {
+  try {
+    const body = await parseInSlices(raw, slicingOf(pause));
+    return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -73,7 +94,7 @@ function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
 async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause: () => Promise<unknown>): Promise<Record<string, unknown> | undefined> {
   const { start, end } = scan.list!;
   try {
-    const top = parseBody(Buffer.concat([raw.subarray(0, start), EMPTY_LIST, raw.subarray(end)]).toString('utf8'));
+    const top = await parseInSlices(Buffer.concat([raw.subarray(0, start), EMPTY_LIST, raw.subarray(end)]), slicingOf(pause));
     if (typeof top !== 'object' || top === null || Array.isArray(top)) return undefined;
     const body = top as Record<string, unknown>;
     if (!Array.isArray(body[listKey])) return undefined;
@@ -96,8 +117,12 @@ async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<
   const list: unknown[] = [];
   let sincePause = 0;
   for (const [from, to] of bounds) {
-    const large = deeper && to - from >= PARSE_AHEAD_BYTES;
-    const element = large ? await parseLargeElement(raw, offset + from, offset + to, pause) : parseBody(raw.toString('utf8', offset + from, offset + to));
+    const large = to - from >= PARSE_AHEAD_BYTES;
+    const element = !large
+      ? parseBody(raw.toString('utf8', offset + from, offset + to))
+      : deeper
+        ? await parseLargeElement(raw, offset + from, offset + to, pause)
+        : await parseInSlices(raw.subarray(offset + from, offset + to), slicingOf(pause));
     if (typeof element === 'object' && element !== null) elementBytes.set(element, { raw, start: offset + from, end: offset + to });
     list.push(element);
     sincePause += large ? 0 : to - from;
@@ -117,11 +142,12 @@ async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<
  */
 async function parseLargeElement(raw: Buffer, start: number, end: number, pause: () => Promise<unknown>): Promise<unknown> {
   const piece = raw.subarray(start, end);
-  const scan = await scanBody(piece, 'content', Number.POSITIVE_INFINITY, pause);
-  if (!scan.followed || scan.list === undefined) return parseBody(piece.toString('utf8'));
-  const outer = parseBody(Buffer.concat([piece.subarray(0, scan.list.start), EMPTY_LIST, piece.subarray(scan.list.end)]).toString('utf8'));
+  // Counted already, with the whole body.
+  const scan = await scanBody(piece, 'content', { maxItems: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY }, pause);
+  if (!scan.followed || scan.list === undefined) return parseInSlices(piece, slicingOf(pause));
+  const outer = await parseInSlices(Buffer.concat([piece.subarray(0, scan.list.start), EMPTY_LIST, piece.subarray(scan.list.end)]), slicingOf(pause));
   if (typeof outer !== 'object' || outer === null || Array.isArray(outer) || !Array.isArray((outer as Record<string, unknown>)['content'])) {
-    return parseBody(piece.toString('utf8'));
+    return parseInSlices(piece, slicingOf(pause));
   }
   await pause();
   (outer as Record<string, unknown>)['content'] = await parseElements(raw, start, elementBounds(piece, scan), pause, false);

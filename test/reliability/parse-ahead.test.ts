@@ -14,6 +14,7 @@ import { closedAfterEachTest, startProxy } from '../support/proxy.js';
  */
 
 const opened = closedAfterEachTest();
+const UNBOUNDED = { maxItems: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY };
 afterEach(() => vi.restoreAllMocks());
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -61,9 +62,9 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     for (const [index, text] of trickyBodies().entries()) {
       for (const listKey of ['messages', 'input']) {
         const raw = Buffer.from(text);
-        await parseAhead(raw, listKey, Number.POSITIVE_INFINITY, turn);
+        await parseAhead(raw, listKey, UNBOUNDED, turn);
         expect(readJsonObject(raw, 'application/json'), `body ${index}, ${listKey}`).toEqual(JSON.parse(text));
-        const scan = await scanBody(raw, listKey, Number.POSITIVE_INFINITY, async () => undefined);
+        const scan = await scanBody(raw, listKey, UNBOUNDED, async () => undefined);
         expect(scan.followed, `body ${index}`).toBe(true);
         expect(scan.items, `body ${index}, ${listKey}`).toBe(plannedItems((JSON.parse(text) as Record<string, unknown>)[listKey]));
       }
@@ -88,7 +89,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
         }
       })();
       const raw = Buffer.from(text);
-      await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, turn);
+      await parseAhead(raw, 'messages', UNBOUNDED, turn);
       expect(() => readJsonObject(raw, 'application/json')).toThrow((whole as Error).message);
     }
   });
@@ -96,7 +97,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
   it('gives the event loop a turn after every MiB scanned and parsed', async () => {
     const raw = Buffer.from(JSON.stringify(agentBody(2_000, 8 * SCAN_SLICE_BYTES)));
     let turns = 0;
-    await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, async () => {
+    await parseAhead(raw, 'messages', UNBOUNDED, async () => {
       turns++;
     });
     // About 8 turns to scan and 8 to parse the list.
