@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
+import { BodyBudget } from './http/body-budget.js';
 import { capConnections, connectionBoundOf } from './http/connection-cap.js';
 import { answerClientError } from './http/client-error.js';
 import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
@@ -103,6 +104,8 @@ const REQUEST_RECEIVE_TIMEOUT_MS = 300_000;
 
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
+/** How long a large body waits for its place in limits.in_flight_bytes before its 503: a few bodies' read and plan. */
+const BODY_WAIT_MS = 10_000;
 
 /** The upstream client, and the one summaries go to (the same unless `summary.upstream` names another server). */
 function upstreamsOf(config: Config, deps: AppDeps): { upstream: UpstreamClient; summaryUpstream: UpstreamClient } {
@@ -254,6 +257,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     shutdown,
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
+    bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {

@@ -96,8 +96,16 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
-        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
-        allow_request_mode: z.boolean().default(true),
+        /**
+         * What a request's `x-compactor-mode: off | observe | compact` may do (issue 34 item 3): `lower` (the default)
+         * only lower the operator's mode (compact → observe → off), `raise` choose any mode, `never` nothing.
+         * `true` (the old default) is `lower`: the header is still honoured, but a client can no longer lift an
+         * operator's observe into summary calls; `false` is `never`, as it was.
+         */
+        allow_request_mode: z
+          .union([z.boolean(), z.enum(['lower', 'raise', 'never'])], 'expected lower, raise or never (true is lower, false is never)')
+          .default('lower')
+          .transform((value) => (value === true ? 'lower' : value === false ? 'never' : value)),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
@@ -198,13 +206,27 @@ export const ConfigSchema = z
         body_bytes: PositiveInteger.default(33_554_432),
         /** Messages, tool calls and content parts one request may carry: the planning work of a request is capped by it (413 past it). */
         max_items: PositiveInteger.default(50_000),
+        /**
+         * JSON values one body may hold, containers and scalars at any depth, counted by the scan before any parse (413 past
+         * it; issue 34 item 2: 10 million empty objects beside the messages were never counted). 500,000 is twice what the
+         * largest bodies `max_items` admits hold (the bench's 32 MiB shapes of 50,000 items: ~230,000 values each) and ~50x a
+         * real agent request (tool schemas and a long history: a few thousand to ~10,000); parsing 500,000 empty objects
+         * takes ~32 MiB of heap, against 640 MiB for the 10 million.
+         */
+        max_values: PositiveInteger.default(500_000),
+        /**
+         * The bytes of all large bodies (1 MiB or more) being read and planned at once; past it a newcomer waits its turn
+         * (up to 10 s), then gets a 503. Small bodies never wait. 128 MiB: four bodies of `body_bytes` at once (issue 34: four
+         * uncounted 28.6 MiB bodies took 3.8 GB, six no answer; with `max_values` a 32 MiB body parses to at most ~2-3x its bytes).
+         */
+        in_flight_bytes: PositiveInteger.default(134_217_728),
         /** Connections draining the rest of a body after its 413 at once; past it the 413 closes at once (each holds a descriptor). */
         max_draining: PositiveInteger.default(64),
         /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */
         drain_min_bytes_per_s: PositiveInteger.default(32_768),
         /**
-         * Client connections at once (each holds a descriptor, and one being answered another upstream); past it the one
-         * served least recently and not being answered is closed. auto: half of the open-file limit, less 64.
+         * Client connections at once (each holds a descriptor, and one being answered another upstream), per client address;
+         * past it the client holding the most pays (http/connection-cap.ts). auto: half of the open-file limit, less 64.
          */
         max_connections: z.union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE }).default('auto'),
       })

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { HeaderRecord, UpstreamResponse } from '../../upstream/client.js';
 import { forwardRequestHeaders } from '../headers.js';
 import { targetPath } from '../request-record.js';
@@ -42,6 +43,18 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
 }
 
 async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
+  // A large body takes its place in limits.in_flight_bytes for its read, plan and forward (body-budget.ts); it may wait, or get a 503.
+  const body: unknown = answer.request.body;
+  const { bodies } = answer.route.options;
+  const release = bodies !== undefined && Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES ? await bodies.take(body.length) : undefined;
+  try {
+    return await readPlanAndForward(answer, slot);
+  } finally {
+    release?.();
+  }
+}
+
+async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
   const { hooks } = answer.route.options;
   let planned = await readAndPlan(answer);
   if (planned === undefined) return undefined;
