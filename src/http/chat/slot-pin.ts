@@ -4,6 +4,7 @@ import { conversationKey } from '../../slots/conversation-key.js';
 import type { SlotLease } from '../../slots/scheduler.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './plan.js';
+import type { ReadAhead } from '../relay.js';
 
 /**
  * A chat completion sent to its conversation's home slot (src/slots/): the
@@ -25,9 +26,22 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise
   return { bytes: withIdSlot(planned.bytes, lease.slot), lease };
 }
 
+/**
+ * How much of an answer on a slot may wait for a slow client (relay.ts): the
+ * answer is taken in ahead of the client, so the slot's lease ends when the
+ * upstream's answer does (issue 33 item 1). 8 MiB holds a 32k-token answer
+ * streamed as llama-server's per-token events (~250 bytes each); past it the
+ * upstream waits, and a client that reads nothing is cut after idle_ms.
+ */
+export const SLOT_READ_AHEAD: ReadAhead = { maxBytes: 8 * 1024 * 1024 };
+
 /** The slot an exchange holds, if any: released when its answer ended, and before it is planned again. */
 export class SlotHold {
   #lease: SlotLease | null = null;
+
+  get held(): boolean {
+    return this.#lease !== null;
+  }
 
   set(lease: SlotLease | null): void {
     this.#lease?.release();
