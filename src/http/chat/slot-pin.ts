@@ -1,6 +1,7 @@
 import { CHAT_FORMAT } from '../../formats/registry.js';
 import { carriesIdSlot, withIdSlot } from '../../slots/id-slot.js';
 import { conversationKey } from '../../slots/conversation-key.js';
+import { tenantOfRequest } from '../tenant.js';
 import type { SlotLease } from '../../slots/scheduler.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './plan.js';
@@ -18,7 +19,8 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise
   const slots = answer.route.options.slots;
   if (slots === undefined || !slots.enabled || answer.route.format !== CHAT_FORMAT || carriesIdSlot(planned.body)) return null;
   const { body } = planned.context;
-  const key = conversationKey({ tenant: answer.record.tenant, model: body.model }, body.messages);
+  // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
+  const key = conversationKey({ tenant: tenantOfRequest({ tenant: answer.record.tenant, headers: answer.request.headers }), model: body.model }, body.messages);
   const lease = await slots.acquire(body.model, { kind: 'turn', key }, answer.abort.signal);
   if (lease === null) return null;
   answer.record.slot = lease.slot;
