@@ -1,6 +1,6 @@
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
-import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
+import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -36,6 +36,7 @@ import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type Sl
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
 export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView } from './slot-state.js';
+export { SlotWaitExpired } from './slot-state.js';
 
 export class SlotScheduler {
   readonly #slots: Slot[];
@@ -79,6 +80,11 @@ export class SlotScheduler {
         since,
         expired: false,
         cancel: () => undefined,
+        drop: (error) => {
+          this.#leave(waiter);
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
         grant: (granted) => {
           waiter.cancel();
           signal?.removeEventListener('abort', onAbort);
@@ -96,6 +102,7 @@ export class SlotScheduler {
   stats(): SlotStats {
     return {
       slots: this.#slots.map(viewOf),
+      waitingForAny: this.#homeless.length,
       ...this.#counts,
       ...this.#keeper.stats(),
     };
@@ -130,11 +137,16 @@ export class SlotScheduler {
     this.#queue(home, waiter);
   }
 
-  /** `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go elsewhere, but a summary stays (elsewhere it would re-read the whole history). */
+  /**
+   * `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go
+   * elsewhere, but a summary stays (elsewhere it would re-read the whole
+   * history), or leaves when it is background work.
+   */
   #queue(slot: Slot, waiter: Waiter): void {
     const after = slot.queue.findIndex((other) => other.seq > waiter.seq);
     slot.queue.splice(after === -1 ? slot.queue.length : after, 0, waiter);
-    if (waiter.work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+    waiter.cancel();
+    if (waiter.work.kind !== 'summary' || waiter.work.background !== undefined) waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
   }
 
   /** A new turn takes its waiting summary's place in line, the summary the turn's (at the end). */
@@ -260,6 +272,9 @@ export class SlotScheduler {
    * not), so moving would re-read it all; it waits for the summary.
    */
   #expire(waiter: Waiter): void {
+    // Background work does not wait: the next crossing decides again. A summary a request waits for stays where it is.
+    if (waiter.work.background?.() === true) return waiter.drop(new SlotWaitExpired());
+    if (waiter.work.kind === 'summary') return;
     if (this.#behindOwnSummary(waiter) && !this.#keeper.canRestore(waiter.work)) {
       waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
       return;

@@ -121,6 +121,7 @@ describe('upstream.slots: observable', () => {
     for (const name of ['a', 'b', 'a']) await post(proxy.url, bodyOf(name, 0));
     const text = await (await fetch(`${proxy.url}/metrics`)).text();
     expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="0"} 0');
+    expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="any"} 0');
     expect(text).toContain('compactor_slot_waits_total{model="sim.gguf",slot="0"} 3');
     expect(text).toMatch(/compactor_slot_wait_seconds_total\{model="sim.gguf",slot="0"\} \d/);
     expect(text).toMatch(/compactor_slot_wait_seconds_max\{model="sim.gguf",slot="0"\} \d/);
