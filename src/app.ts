@@ -148,10 +148,18 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
 }
 
 /** The chat route's hooks: the planner (the app's, else the engine's), usage to the metrics and the dashboard, and the refusal hook. */
-function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null): ChatHooks {
+function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null, slots: SlotRouter | undefined): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
+  // The server's reported prefill speed bounds a turn's wait for its slot (issue 33 item 4).
+  const learnSpeed: UsageHook | undefined =
+    slots === undefined
+      ? deps.onUsage
+      : (observation) => {
+          slots.learnPrefill(observation.request.model, observation.timings);
+          deps.onUsage?.(observation);
+        };
   const onUsage: UsageHook = withPromptTokens(
-    deps.onUsage,
+    learnSpeed,
     metrics,
     dashboard === null ? undefined : (observation, tokens) => dashboard.answered(answeredOf(observation, tokens)),
   );
@@ -221,7 +229,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard),
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, slots),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,

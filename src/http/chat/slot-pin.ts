@@ -2,6 +2,7 @@ import { CHAT_FORMAT } from '../../formats/registry.js';
 import { carriesIdSlot, withIdSlot } from '../../slots/id-slot.js';
 import { conversationKey } from '../../slots/conversation-key.js';
 import { tenantOfRequest } from '../tenant.js';
+import { BYTES_PER_TOKEN } from '../../transcript/tokens.js';
 import type { SlotLease } from '../../slots/scheduler.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './plan.js';
@@ -21,7 +22,9 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
   const key = conversationKey({ tenant: tenantOfRequest({ tenant: answer.record.tenant, headers: answer.request.headers }), model: body.model }, body.messages);
-  const lease = await slots.acquire(body.model, { kind: 'turn', key }, answer.abort.signal);
+  // Its size, what reading it anew in another slot costs: the bound of its wait (from the bytes: no walk of the history).
+  const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
+  const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens }, answer.abort.signal);
   if (lease === null) return null;
   answer.record.slot = lease.slot;
   answer.record.slotWaitMs = lease.waitedMs;
