@@ -251,8 +251,8 @@ describe('the rooms of src/', () => {
     expect(upward).toEqual([]);
   });
 
-  it('compaction/types.ts imports only the transcript, and compaction/policy/ nothing that does I/O', () => {
-    expect(violations('compaction/types', (target) => inLayer(target, 'transcript'))).toEqual([]);
+  it('compaction/types.ts imports only the transcript (and zod, as the transcript does, for the one Epoch schema), and compaction/policy/ nothing that does I/O', () => {
+    expect(violations('compaction/types', (target) => inLayer(target, 'transcript') || target === 'zod')).toEqual([]);
     const pure = (target: string): boolean =>
       inLayer(target, 'compaction/policy') || inLayer(target, 'transcript') || ['src/compaction/types.ts', 'src/errors.ts', 'src/config/schema.ts'].includes(target);
     expect(violations('compaction/policy', pure)).toEqual([]);

@@ -152,6 +152,8 @@ export const ConfigSchema = z
             timeout_ms: Milliseconds.default(50),
             /** Signs every stored epoch (HMAC-SHA256): one that does not verify is a miss. Without it, whoever can write the keys is trusted. */
             secret: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
+            /** Keys the tenant digests in key names (HMAC), so they differ per deployment; null: derived from `secret`. */
+            key_salt: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
             /** A stored epoch larger than this once inflated is a miss: no epoch is larger than a request body. */
             max_value_bytes: PositiveInteger.default(33_554_432),
           })
