@@ -60,8 +60,8 @@ export const ConfigSchema = z
           .prefault({}),
         /**
          * auto (the default): a conversation gets its own llama-server slot when the server reports two slots or more (/props
-         * total_slots; one slot is left alone unless slot_save); off: llama-server picks. On by default since issue 33: more KV
-         * reuse and fewer prompt tokens than llama-server alone with 8 conversations on 4 and on 2 slots (bench/README.md § slots.ts).
+         * total_slots; one slot is left alone unless slot_save); off: llama-server picks. On by default since issue 33: on a real
+         * llama-server it read 39% fewer prompt tokens than llama-server alone on 4 slots, 16% fewer on 2 (bench/README.md § slots.ts).
          */
         slots: z.enum(['auto', 'off']).default('auto'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
