@@ -61,7 +61,7 @@ export const ConfigSchema = z
         /**
          * auto (the default): a conversation gets its own llama-server slot when the server reports two slots or more (/props
          * total_slots; one slot is left alone unless slot_save); off: llama-server picks. On by default since issue 33: on a real
-         * llama-server it read 39% fewer prompt tokens than llama-server alone on 4 slots, 16% fewer on 2 (bench/README.md § slots.ts).
+         * llama-server (before a turn's wait was bounded by its re-read) it read 39% fewer prompt tokens than llama-server alone on 4 slots, 16% fewer on 2 (bench/README.md § slots.ts).
          */
         slots: z.enum(['auto', 'off']).default('auto'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
