@@ -1,4 +1,4 @@
-import type { Config, ModelConfig } from '../config/schema.js';
+import { type Config, type ModelConfig, modelSettingsOf } from '../config/schema.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { estimateRequestTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { SummaryBackoff, sharedBackoffOf } from './backoff.js';
@@ -142,8 +142,7 @@ export class CompactionEngine {
   }
 
   #modelConfig(model: string): ModelConfig {
-    const models = this.#config.models;
-    return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? { context_window: 'auto', reserve_output_tokens: 1024 };
+    return modelSettingsOf(this.#config.models, model);
   }
 
   /**

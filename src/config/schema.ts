@@ -24,15 +24,28 @@ const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constr
 
 const AUTO_OR_POSITIVE = 'expected "auto" or a positive integer';
 
+/**
+ * The room kept for the answer unless the request asks for more with its own
+ * `max_tokens`: a coding agent's usual answer (a tool call, an edit, a short
+ * reply) fits in it, and it costs an 8k window an eighth. It is capped at a
+ * quarter of the window like the request's own (compaction/policy/budget.ts).
+ */
+export const DEFAULT_RESERVE_OUTPUT_TOKENS = 1024;
+
 const ModelSchema = z.strictObject({
   context_window: z
     .union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE })
     .default('auto'),
-  reserve_output_tokens: NonNegativeInteger.default(1024),
+  reserve_output_tokens: NonNegativeInteger.default(DEFAULT_RESERVE_OUTPUT_TOKENS),
 });
 export type ModelConfig = z.infer<typeof ModelSchema>;
 
-const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: 1024 };
+const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: DEFAULT_RESERVE_OUTPUT_TOKENS };
+
+/** The settings of `model`: its own entry of `models`, else `models["*"]`, else the defaults (an own entry only: a model named `constructor` is not Object's). */
+export function modelSettingsOf(models: Readonly<Record<string, ModelConfig>>, model: string): ModelConfig {
+  return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? DEFAULT_MODEL;
+}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** `json` for machines (log collectors), `pretty` for a person at a terminal. */

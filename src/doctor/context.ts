@@ -1,4 +1,4 @@
-import type { Config } from '../config/schema.js';
+import { type Config, modelSettingsOf } from '../config/schema.js';
 import { upstreamJsonOf } from '../upstream/json-surface.js';
 import { UpstreamClient } from '../upstream/client.js';
 import { inspectUpstream } from '../upstream/inspect.js';
@@ -23,7 +23,7 @@ export interface UpstreamDoctorContext extends DoctorContext {
 
 /** The window compactor plans with for a model: the configured one, else what the upstream said. */
 export function plannedModel(config: Config, id: string, reported: number | null): PlannedModel {
-  const configured = (config.models[id] ?? config.models['*'])?.context_window ?? 'auto';
+  const configured = modelSettingsOf(config.models, id).context_window;
   if (configured !== 'auto') return { id, window: configured, source: 'configured' };
   return reported === null ? { id, window: null, source: 'unknown' } : { id, window: reported, source: 'upstream' };
 }

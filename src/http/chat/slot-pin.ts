@@ -1,4 +1,3 @@
-import { CHAT_FORMAT } from '../../formats/registry.js';
 import { carriesIdSlot, withIdSlot } from '../../slots/id-slot.js';
 import { conversationKey } from '../../slots/conversation-key.js';
 import { tenantOfRequest } from '../tenant.js';
@@ -12,13 +11,13 @@ import type { ReadAhead } from '../relay.js';
  * A chat completion sent to its conversation's home slot (src/slots/): the
  * slot queue's turn taken, `id_slot` put into the bytes to forward. The
  * lease is the exchange's until its answer ended (exchange.ts releases it).
- * Left alone: a request that names its own slot, the other wire formats
- * (their llama-server routes are not known to read `id_slot`), a server
- * without slots.
+ * Left alone: a request that names its own slot, a wire format whose
+ * server route is not known to read `id_slot` (WireFormat.pinsSlots), a
+ * server without slots.
  */
 export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
   const slots = answer.route.options.slots;
-  if (slots === undefined || !slots.enabled || answer.route.format !== CHAT_FORMAT || carriesIdSlot(planned.body)) return null;
+  if (slots === undefined || !slots.enabled || !answer.route.format.pinsSlots || carriesIdSlot(planned.body)) return null;
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
   const key = conversationKey({ tenant: tenantOfRequest({ tenant: answer.record.tenant, headers: answer.request.headers }), model: body.model }, body.messages);
