@@ -175,9 +175,18 @@ function chatHooksOf(
   metrics: Metrics,
   dashboard: DashboardState | null,
   ledger: ServerLedger,
+  slots: SlotRouter | undefined,
 ): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage: UsageHook = withPromptTokens(deps.onUsage, metrics, (observation, tokens) => {
+  // The server's reported prefill speed bounds a turn's wait for its slot (issue 33 item 4).
+  const learnSpeed: UsageHook | undefined =
+    slots === undefined
+      ? deps.onUsage
+      : (observation) => {
+          slots.learnPrefill(observation.request.model, observation.timings);
+          deps.onUsage?.(observation);
+        };
+  const onUsage: UsageHook = withPromptTokens(learnSpeed, metrics, (observation, tokens) => {
     const cost = ledger.answered(observation);
     dashboard?.answered(answeredOf(observation, tokens, cost));
   });
@@ -251,7 +260,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger),
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger, slots),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,

@@ -97,6 +97,19 @@ export class RequestTimeoutError extends ProxyError {
   }
 }
 
+/**
+ * 408 after the answer began: the client read nothing of it for
+ * `upstream.timeouts.idle_ms` (issue 33 item 1). Its connection is cut: the
+ * upstream's answer was already taken in (so its llama-server slot went to
+ * the next request), and an error event would wait behind the bytes it does
+ * not read.
+ */
+export class ClientStalledError extends ProxyError {
+  constructor() {
+    super({ status: 408, type: 'invalid_request_error', code: 'client_stalled', message: 'the client did not read the answer within upstream.timeouts.idle_ms' });
+  }
+}
+
 /** 431: the request's header block is over Node's `maxHeaderSize`. */
 export class HeadersTooLargeError extends ProxyError {
   constructor(limitBytes: number) {

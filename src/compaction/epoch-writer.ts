@@ -214,6 +214,7 @@ export class EpochWriter {
             onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
             slotKey: this.conversationOf(request),
+            place,
           },
           (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
         );

@@ -1,4 +1,4 @@
-import type { TierName } from './types.js';
+import type { SummaryPlace, TierName } from './types.js';
 
 /**
  * The engine's ports: what it calls out through (the summary call, the
@@ -20,7 +20,8 @@ export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, head
  * suffix call on its conversation's slot (its prompt extends what that slot
  * holds), a prepend call on nobody's (it shares no prefix with anyone).
  */
-export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
+export type SummarySlot = ({ readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' }) & { readonly place?: SummaryPlace };
+
 
 /** Where the engine writes its report lines; the server's logger in production. */
 export interface CompactionLogger {

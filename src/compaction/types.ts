@@ -131,6 +131,22 @@ export interface UnsharedMeasures {
   readonly samples: readonly number[];
 }
 
+/**
+ * A summary's place in the summary queue as its slot sees it (issue 33 item
+ * 2): the summary gives its concurrency place back while it waits for a
+ * slot and takes one again once it holds the slot, so a summary parked
+ * behind a busy slot never keeps another one from its free slot; and a
+ * background summary whose wait for a slot ran out is dropped.
+ */
+export interface SummaryPlace {
+  /** Prepared ahead of need (it may be dropped), not waited for by a request. */
+  readonly background: boolean;
+  /** Runs `wait` (the wait for a slot) without the concurrency place, then takes a place again, before every summary that has not begun. */
+  aside<T>(wait: () => Promise<T>): Promise<T>;
+  /** Its wait for a slot ran out: the summary is dropped (the next crossing decides again), and waits for no slot again. */
+  expire(): void;
+}
+
 export interface SummarizeRequest {
   /** The client's request body: model, tools and template fields come from it. */
   readonly body: Readonly<Record<string, unknown>>;
@@ -154,6 +170,8 @@ export interface SummarizeRequest {
   readonly onProgress?: (progress: SummaryProgress) => void;
   /** The conversation's home-slot key, when the upstream's slots are scheduled. */
   readonly slotKey?: string;
+  /** The summary's place in the summary queue, given back while a call waits for its slot (ports.ts). */
+  readonly place?: SummaryPlace;
 }
 
 export interface SummaryProgress {

@@ -72,12 +72,11 @@ export const ConfigSchema = z
           })
           .prefault({}),
         /**
-         * auto: a conversation gets its own llama-server slot when the server reports its slots (/props total_slots); off: llama-server picks.
-         * Off by default: without slot_save, auto is not within a point of the ideal KV reuse with 8 conversations on 2 slots and
-         * background summaries, and a turn waits for its own summary (bench/README.md § slots.ts); turn it on with slot_save and
-         * --slot-save-path.
+         * auto (the default): a conversation gets its own llama-server slot when the server reports two slots or more (/props
+         * total_slots; one slot is left alone unless slot_save); off: llama-server picks. On by default since issue 33: on a real
+         * llama-server (before a turn's wait was bounded by its re-read) it read 39% fewer prompt tokens than llama-server alone on 4 slots, 16% fewer on 2 (bench/README.md § slots.ts).
          */
-        slots: z.enum(['auto', 'off']).default('off'),
+        slots: z.enum(['auto', 'off']).default('auto'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
         slot_wait_ms: Milliseconds.default(5_000),
         /** The user started llama-server with --slot-save-path: evicted conversations are saved to a file and restored. */

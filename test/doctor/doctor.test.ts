@@ -165,13 +165,14 @@ describe('compactor doctor', () => {
   it('says the slots llama-server reports and whether compactor schedules them (issue 28)', async () => {
     recordedLlamaServer(upstream);
     // The recording: total_slots 1, where llama-server already runs one request at a time.
-    const one = await doctor({ COMPACTOR_SLOTS: 'auto' });
-    expect(lineOf(one.lines, 'slots')).toBe('ok   slots        llama-server reports 1 slot; upstream.slots: auto, not scheduled: with one slot llama-server already runs one request at a time (slot_save off)');
+    const one = await doctor({});
+    expect(lineOf(one.lines, 'slots')).toBe('ok   slots        llama-server reports 1 slot; upstream.slots: auto (on by default), not scheduled: with one slot llama-server already runs one request at a time (slot_save off)');
     const props = { default_generation_settings: { n_ctx: 2048, params: {} }, total_slots: 4, model_path: MODEL };
     upstream.route('GET', '/props', replies.json(200, props));
-    const auto = await doctor({ COMPACTOR_SLOTS: 'auto' });
+    // Issue 33: scheduled by default once the server reports two slots or more.
+    const auto = await doctor({});
     expect(auto.code, auto.out).toBe(0);
-    expect(lineOf(auto.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: auto: one conversation per slot, one request at a time in each, a turn waits up to 5000 ms for its own (slot_save off)');
+    expect(lineOf(auto.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: auto (on by default): one conversation per slot, one request at a time in each, a turn waits for its own at most 5000 ms or what re-reading it elsewhere costs (slot_save off; upstream.slots: off lets llama-server pick)');
     const off = await doctor({ COMPACTOR_SLOTS: 'off' });
     expect(lineOf(off.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: off: llama-server picks the slot');
   });
@@ -182,7 +183,7 @@ describe('compactor doctor', () => {
     upstream.route('GET', '/slots', replies.json(501, { error: { code: 501, message: 'This server does not support slots endpoint.', type: 'not_supported_error' } }));
     upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: 'other-server-model', object: 'model' }] }));
     const { lines } = await doctor({ COMPACTOR_SLOTS: 'auto', COMPACTOR_CONTEXT_WINDOW: '4096' });
-    expect(lineOf(lines, 'slots')).toBe('ok   slots        the upstream reports no slots (/props total_slots, /slots); upstream.slots: auto, not scheduled: llama-server (or whatever serves) picks the slot');
+    expect(lineOf(lines, 'slots')).toBe('ok   slots        the upstream reports no slots (/props total_slots, /slots); upstream.slots: auto (on by default), not scheduled: llama-server (or whatever serves) picks the slot');
   });
 
   it('tells Valkey from Redis by INFO server', () => {

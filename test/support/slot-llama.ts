@@ -152,7 +152,9 @@ export class SlotLlama {
     if (exchange.signal.aborted) return;
 
     const usage = { prompt_tokens: cacheN + promptN, completion_tokens: generated };
-    const timings = { cache_n: cacheN, prompt_n: promptN, prompt_ms: 1, predicted_n: generated, predicted_ms: 1 };
+    // As llama-server reports them: the time its prompt took (the double's clock), which the slot scheduler learns its speed from.
+    const promptMs = promptN * (this.#options.msPerPromptToken ?? 0);
+    const timings = { cache_n: cacheN, prompt_n: promptN, prompt_ms: promptMs, predicted_n: generated, predicted_ms: generated * (this.#options.msPerGeneratedToken ?? 0) };
     if (body['stream'] === true) return replies.sse(chatStreamEvents({ content: [answer], includeUsage: true, usage, timings }))(exchange);
     const verbose = body['verbose'] === true ? { __verbose: { id_slot: slot } } : {};
     return replies.json(200, { ...chatCompletionBody({ id: 'chatcmpl-slots', answer, usage, cachedTokens: cacheN, timings }), ...verbose })(exchange);

@@ -12,7 +12,7 @@ import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
-import { SlotHold, pinToSlot } from './slot-pin.js';
+import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -39,7 +39,8 @@ export async function runChatExchange(request: FastifyRequest, reply: FastifyRep
 async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
   // Planned and forwarded in a function of its own: its frame, which holds the parsed body, is gone while the answer streams.
   const sent = await planAndForward(answer, slot);
-  if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded);
+  // An exchange on a llama-server slot takes the answer in ahead of its client: the slot goes to the next when the upstream is done.
+  if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded, slot.held ? SLOT_READ_AHEAD : undefined);
 }
 
 async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {

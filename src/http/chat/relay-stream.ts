@@ -2,7 +2,7 @@ import { failureReason, toUpstreamError } from '../../upstream/failure.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { SseTap } from '../../upstream/sse.js';
 import { type ProxyError, UpstreamStreamError } from '../../errors.js';
-import { relay } from '../relay.js';
+import { type ReadAhead, relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
 import type { Forwarded } from './plan.js';
 import { hasUsageHooks, reportUsageLater, serverTimesOf } from './usage-hooks.js';
@@ -40,7 +40,7 @@ export function midStreamError(error: Error): ProxyError {
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */
-export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean): Promise<void> {
+export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean, ahead?: ReadAhead): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const response = writer.response;
@@ -50,7 +50,7 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
   const tap = encoded ? undefined : new SseTap(writer.route.format, { collectUsage });
 
   const relayStarted = performance.now();
-  const end = await relay(body, response, tap);
+  const end = await relay(body, response, tap, ahead);
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':

@@ -2,7 +2,7 @@ import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
 import { prefixPrintOf } from '../prefix-print.js';
-import { tenantOfRequest } from './engine-planner.js';
+import { tenantOfRequest } from '../tenant.js';
 import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
 
 /**
