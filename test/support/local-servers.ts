@@ -22,6 +22,12 @@ export interface LocalServerOptions {
 
 const notFound = replies.json(404, { error: 'not found' });
 
+/** The routes only llama-server has (the simulated model serves them): another server answers them 404. */
+function withoutLlamaRoutes(upstream: FakeUpstream): void {
+  upstream.route('GET', '/props', notFound);
+  for (const path of ['/tokenize', '/apply-template', '/v1/chat/completions/input_tokens']) upstream.route('POST', path, notFound);
+}
+
 /**
  * Ollama (docs/api.md: List Running Models, Show Model Information; docs
  * api/version; docs/openai.md for `/v1/models`): the loaded runner's
@@ -34,7 +40,7 @@ export function ollama(upstream: FakeUpstream, options: LocalServerOptions & { r
   const llama = new SimulatedLlama(upstream, { window: options.window });
   let loaded = options.loaded ?? true;
   llama.overflow = 'truncate';
-  upstream.route('GET', '/props', notFound);
+  withoutLlamaRoutes(upstream);
   upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: options.model, object: 'model', created: 1_733_000_000, owned_by: 'library' }] }));
   upstream.route('GET', '/api/version', replies.json(200, { version: '0.12.6' }));
   upstream.route('GET', '/api/ps', (exchange) =>
@@ -85,7 +91,7 @@ export function ollama(upstream: FakeUpstream, options: LocalServerOptions & { r
  */
 export function vllm(upstream: FakeUpstream, options: LocalServerOptions): SimulatedLlama {
   const llama = new SimulatedLlama(upstream, { window: options.window });
-  upstream.route('GET', '/props', notFound);
+  withoutLlamaRoutes(upstream);
   upstream.route(
     'GET',
     '/v1/models',
@@ -120,7 +126,7 @@ export function vllm(upstream: FakeUpstream, options: LocalServerOptions): Simul
 export function lmStudio(upstream: FakeUpstream, options: LocalServerOptions & { readonly loaded?: boolean }): SimulatedLlama {
   const llama = new SimulatedLlama(upstream, { window: options.window });
   const loaded = options.loaded ?? true;
-  upstream.route('GET', '/props', notFound);
+  withoutLlamaRoutes(upstream);
   upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: options.model, object: 'model', owned_by: 'organization_owner' }] }));
   upstream.route(
     'GET',
