@@ -1,9 +1,9 @@
 import { UpstreamStatusError } from '../errors.js';
 import type { UpstreamClient } from './client.js';
-import { upstreamJsonOf } from './json-surface.js';
+import { type UpstreamJson, upstreamJsonOf } from './json-surface.js';
 import { nativeAnswers, ollamaShow } from './native-windows.js';
 import { findWindow, type ServerKind, TRUNCATES_SILENTLY, type WindowAnswers } from './server-kind.js';
-import { type ListedModel, listedWindows, propsWindow, routerPropsWindow } from './window.js';
+import { type ListedModel, listedWindows, routerPropsWindow } from './window.js';
 
 /**
  * What compactor finds when it first asks the upstream, once at start, so
@@ -70,23 +70,23 @@ export async function inspectUpstream(upstream: UpstreamClient, options: { timeo
   if (health.status === null) return { state: 'unreachable', reason: 'no answer to its health check' };
   if (!health.ready) return { state: 'not ready', status: health.status, reason: whyNotReady(health.status) };
 
-  const props = await upstream.getJson('/props', { timeoutMs }).catch(() => undefined);
-  const settings = (props as { total_slots?: unknown } | undefined) ?? {};
+  const json = upstreamJsonOf(upstream, timeoutMs);
+  const reply = await json.getJson('/props').catch(() => undefined);
+  const props = (reply?.status === 200 ? reply.body : undefined) as { total_slots?: unknown; default_generation_settings?: { n_ctx?: unknown } } | undefined;
   const data = (models as { data?: unknown } | undefined)?.data;
   const ids = Array.isArray(data) ? (data as Array<{ id?: unknown } | null>).flatMap((entry) => (typeof entry?.id === 'string' ? [entry.id] : [])) : [];
-  const survey = await surveyWindows(upstream, timeoutMs, ids);
-  return { state: 'ready', kind: survey.kind, models: survey.models, slots: numberOrNull(settings.total_slots), truncatesSilently: TRUNCATES_SILENTLY.has(survey.kind) };
+  const survey = await surveyWindows(json, numberOrNull(props?.default_generation_settings?.n_ctx), ids);
+  return { state: 'ready', kind: survey.kind, models: survey.models, slots: numberOrNull(props?.total_slots), truncatesSilently: TRUNCATES_SILENTLY.has(survey.kind) };
 }
 
 /** Every listed model's window, each lookup asked once for all of them; a lookup that fails tells nothing (the start line says what it found). */
-async function surveyWindows(upstream: UpstreamClient, timeoutMs: number, ids: readonly string[]): Promise<{ kind: ServerKind; models: ServedModel[] }> {
-  const json = upstreamJsonOf(upstream, timeoutMs);
+async function surveyWindows(json: UpstreamJson, propsWindow: number | null, ids: readonly string[]): Promise<{ kind: ServerKind; models: ServedModel[] }> {
   const once = <T>(ask: () => Promise<T>, otherwise: T): (() => Promise<T>) => {
     let answer: Promise<T> | undefined;
     return () => (answer ??= ask().catch(() => otherwise));
   };
   const answers: WindowAnswers = {
-    props: once(() => propsWindow(json, undefined), null),
+    props: () => propsWindow,
     listed: once((): Promise<readonly ListedModel[]> => listedWindows(json, undefined), []),
     native: once(() => nativeAnswers(json, undefined), { ollama: null, lmStudio: null }),
     ollamaShow: (model) => ollamaShow(json, model, undefined).catch(() => null),
