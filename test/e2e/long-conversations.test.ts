@@ -109,6 +109,25 @@ describe('a slow summarizer', () => {
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
   });
 
+  it('issue 37: a stream that waited for its summary carries its x-compactor report as a trailer, declared at its start', async () => {
+    const { llama, url } = await setUp(8192);
+    llama.summaryDelayMs = 300;
+    const { request } = await import('node:http');
+    const body = JSON.stringify({ model: 'sim', messages: conversation({ turns: 22 }), stream: true });
+    const answer = await new Promise<{ headers: Record<string, unknown>; trailers: Record<string, string | undefined> }>((resolve, reject) => {
+      const sent = request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+        response.resume();
+        response.on('end', () => resolve({ headers: response.headers, trailers: response.trailers }));
+        response.on('error', reject);
+      });
+      sent.on('error', reject);
+      sent.end(body);
+    });
+    expect(answer.headers['trailer']).toBe('x-compactor');
+    expect(answer.headers['x-compactor']).toMatch(/the report follows in the x-compactor trailer/);
+    expect(answer.trailers['x-compactor']).toMatch(/^summarized \d+ messages -> 1 summary \+ \d+ kept/);
+  });
+
   it('ends a streamed answer that fails after progress comments with an SSE error event and no [DONE]', async () => {
     const { llama, url, upstream } = await setUp(8192);
     llama.summaryDelayMs = 200;
