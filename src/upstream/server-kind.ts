@@ -97,5 +97,6 @@ function lmStudioWindow(model: string, models: readonly LmStudioModel[]): FoundW
   const entry = models.find((candidate) => candidate.id === model) ?? (models.length === 1 ? models[0] : undefined);
   if (entry === undefined) return { kind: 'LM Studio', window: null, source: 'not one of its models (/api/v0/models)', settled: true };
   if (entry.loaded && entry.loadedContextLength !== null) return { kind: 'LM Studio', window: entry.loadedContextLength, source: '/api/v0/models loaded_context_length', settled: true };
-  return { kind: 'LM Studio', window: entry.maxContextLength, source: '/api/v0/models max_context_length (not loaded yet)', settled: false };
+  // Loaded by a version that does not report loaded_context_length: what it could is all it says, and asking again would not tell more.
+  return { kind: 'LM Studio', window: entry.maxContextLength, source: `/api/v0/models max_context_length${entry.loaded ? '' : ' (not loaded yet)'}`, settled: entry.loaded };
 }

@@ -23,27 +23,20 @@ async function send(url: string, model: string, messages: unknown[]): Promise<Re
 const LONG = conversation({ turns: 24, resultBytes: 800 });
 
 describe('a window configured larger than the server runs with', () => {
-  it("vLLM: its 400 \"maximum context length is 8192 tokens\" is learned, the request compacted and sent again, answered 200", async () => {
+  const servers = [
+    { name: 'vLLM: its 400 "This model\'s maximum context length is 8192 tokens …"', model: 'Qwen/Qwen3-8B', double: vllm },
+    { name: 'LM Studio: its 400 "… (n_keep: …>= n_ctx: 8192)"', model: 'qwen3-14b', double: lmStudio },
+  ];
+  it.each(servers)('$name is learned: the request compacted and sent again, answered 200', async ({ model, double }) => {
     const upstream = opened(await FakeUpstream.start());
-    const llama = vllm(upstream, { model: 'Qwen/Qwen3-8B', window: 8192, trained: 40_960 });
+    const llama = double(upstream, { model, window: 8192, trained: 40_960 });
     const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, models: { '*': { context_window: 32_768 } } } }));
-    const response = await send(proxy.url, 'Qwen/Qwen3-8B', LONG);
+    const response = await send(proxy.url, model, LONG);
     expect(response.status).toBe(200);
     expect(response.headers.get('x-compactor')).toMatch(/^upstream window 8192 learned from its refusal, sent again/);
     await response.arrayBuffer();
     expect(llama.chatRecords.map((record) => record.status)).toEqual([400, 200]);
     expect(llama.chatRecords[1]!.promptTokens).toBeLessThanOrEqual(8192);
-  });
-
-  it('LM Studio: its 400 "… (n_keep: …>= n_ctx: 8192)" is learned the same way', async () => {
-    const upstream = opened(await FakeUpstream.start());
-    const llama = lmStudio(upstream, { model: 'qwen3-14b', window: 8192, trained: 32_768 });
-    const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, models: { '*': { context_window: 32_768 } } } }));
-    const response = await send(proxy.url, 'qwen3-14b', LONG);
-    expect(response.status).toBe(200);
-    expect(response.headers.get('x-compactor')).toMatch(/^upstream window 8192 learned from its refusal, sent again/);
-    await response.arrayBuffer();
-    expect(llama.chatRecords.map((record) => record.status)).toEqual([400, 200]);
   });
 });
 

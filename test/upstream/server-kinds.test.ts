@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ContextWindows } from '../../src/compaction/context-window.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { inspectUpstream } from '../../src/upstream/inspect.js';
@@ -7,6 +7,7 @@ import { isContextExceeded, refusedWindow } from '../../src/upstream/refusal.js'
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { lmStudio, ollama, router, vllm } from '../support/local-servers.js';
+import { closedAfterEachTest } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 
 /**
@@ -17,20 +18,11 @@ import { SimulatedLlama } from '../support/simulated-llama.js';
  */
 
 const TIMEOUTS = { connectMs: 1_000, headersMs: 5_000, idleMs: 5_000 };
-let upstream: FakeUpstream | undefined;
-let client: UpstreamClient | undefined;
-
-afterEach(async () => {
-  await client?.close();
-  await upstream?.close();
-  client = undefined;
-  upstream = undefined;
-});
+const opened = closedAfterEachTest();
 
 async function started(): Promise<{ upstream: FakeUpstream; client: UpstreamClient }> {
-  upstream = await FakeUpstream.start();
-  client = new UpstreamClient({ url: upstream.url, timeouts: TIMEOUTS });
-  return { upstream, client };
+  const upstream = opened(await FakeUpstream.start());
+  return { upstream, client: opened(new UpstreamClient({ url: upstream.url, timeouts: TIMEOUTS })) };
 }
 
 function windowsOf(json: UpstreamClient): ContextWindows {
@@ -113,8 +105,6 @@ describe('Ollama', () => {
     const first = await started();
     ollama(first.upstream, { model: 'qwen3:14b', window: 8192, trained: 40_960, loaded: false, numCtx: 8192 });
     expect(await inspectUpstream(first.client)).toMatchObject({ models: [{ window: 8192, source: '/api/show parameters num_ctx (not loaded yet)' }] });
-    await first.client.close();
-    await first.upstream.close();
     const second = await started();
     ollama(second.upstream, { model: 'tiny:latest', window: 4096, trained: 2048, loaded: false });
     expect(await inspectUpstream(second.client)).toMatchObject({ models: [{ window: 2048, source: expect.stringContaining("Ollama's default context") as unknown }] });
