@@ -157,3 +157,17 @@ describe('anything else OpenAI-compatible', () => {
     expect(await inspectUpstream(client)).toMatchObject({ kind: 'OpenAI-compatible', models: [{ id: 'gpt-x', window: null, source: 'not reported' }] });
   });
 });
+
+describe('the start log', () => {
+  it('names the server and, for one that truncates silently, says so', async () => {
+    const { logInspection } = await import('../../src/http/start.js');
+    const lines: Array<{ level: string; msg: string }> = [];
+    const log = { info: (_: unknown, msg: string) => lines.push({ level: 'info', msg }), warn: (_: unknown, msg: string) => lines.push({ level: 'warn', msg }) };
+    const { upstream, client } = await started();
+    ollama(upstream, { model: 'qwen3:latest', window: 4096, trained: 40_960 });
+    logInspection(log as never, upstream.url, await inspectUpstream(client));
+    expect(lines[0]).toEqual({ level: 'info', msg: 'upstream ready: Ollama, 1 model(s)' });
+    expect(lines[1]?.level).toBe('warn');
+    expect(lines[1]?.msg).toMatch(/^Ollama cuts a prompt longer than the window it runs with without an error/);
+  });
+});
