@@ -7,8 +7,8 @@
  *   npx tsx bench/planning-cpu.ts [iterations=60] [--json]
  *
  * Planning is the route's own work, in its order: bytes to text, `JSON.parse`,
- * the prototype-key check and validation (`readChatRequest`), pair repair
- * (`applyPairMode`), `CompactionEngine.compact()` (size estimate, prefix hash chain,
+ * the prototype-key check, validation and pair repair (the chat format's
+ * `read`, src/formats/read-wire.ts), `CompactionEngine.compact()` (size estimate, prefix hash chain,
  * epoch lookup, decision) and the forwarded body: the new `messages`
  * serialized and spliced into the client's bytes (`spliceMessages`). Three cases:
  * - cached epoch: an earlier request compacted this history (an in-process
@@ -22,8 +22,9 @@
  * epoch's short `messages` and for a repair that keeps all 500.
  * Each case runs `iterations` times after a warm-up; the median is reported.
  */
-import { type ChatRequestBody, chatRequestView, readChatRequest } from '../src/formats/chat/read.js';
-import { applyPairMode } from '../src/formats/pairs.js';
+import { type ChatRequestBody, chatRequestView } from '../src/formats/chat/read.js';
+import { CHAT_FORMAT } from '../src/formats/chat/format.js';
+import { runNow } from '../src/transcript/steps.js';
 import { spliceMessages } from '../src/formats/splice.js';
 import { CompactionEngine } from '../src/compaction/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
@@ -124,8 +125,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
 
   // The route's planning, as src/http/chat/plan.ts does it with a planner (chat/engine-planner.ts).
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
-    const parsed = readChatRequest(raw, 'application/json');
-    const pairs = applyPairMode(parsed, 'repair');
+    const { pairs } = runNow(CHAT_FORMAT.read({ raw, contentType: 'application/json', pairs: 'repair', observe: false, maxItems: Number.POSITIVE_INFINITY }));
     const result = await compactor.compact({ request: chatRequestView(pairs.body), tenant: 'tenant', signal });
     const bytes = result.changed ? spliceMessages(raw, result.messages) : raw;
     return { forwarded: bytes.length };

@@ -30,6 +30,7 @@ import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
+import { WIRE_FORMATS, type WireFormat } from './formats/registry.js';
 
 /**
  * The wiring: the upstream clients, the compaction engine, the metrics, the
@@ -55,6 +56,8 @@ export interface AppDeps {
   readonly compactor?: CompactionEngine;
   /** The summary system prompt (the contents of `compaction.summary.prompt_file`, read by `main.ts`). */
   readonly summaryPrompt?: string;
+  /** The wire formats served: the registry's (src/formats/registry.ts) when absent; a test serves a toy one beside them. */
+  readonly formats?: readonly WireFormat[];
 }
 
 export interface ProxyHandle {
@@ -225,6 +228,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,
+    formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
   };
   app.register(async (scope) =>

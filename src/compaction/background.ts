@@ -2,14 +2,15 @@ import type { SummaryBackoff } from './backoff.js';
 import type { EpochWriter } from './epoch-writer.js';
 import type { SummaryDecision } from './write-job.js';
 import type { SingleFlight } from './epochs/single-flight.js';
-import { derivesFromTruncation, epochBeneath } from './epochs/truncations.js';
+import { derivesFromTruncation } from './epochs/truncations.js';
+import type { EpochRepository } from './epochs/repository.js';
 import { type CompactionRequest, keptForLater, seenWhole } from './request.js';
 import type { CompactionLogger } from './ports.js';
 import { type CandidateSizes, type DecisionSettings, decideAhead } from './policy/decide.js';
 import { type Candidate, candidateOf } from './policy/plan.js';
 import { sizesOf } from './policy/sizing.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { Epoch, EpochStore } from './types.js';
+import type { Epoch } from './types.js';
 
 /**
  * The epochs prepared ahead of need: between the soft threshold and the
@@ -20,7 +21,7 @@ import type { Epoch, EpochStore } from './types.js';
  */
 
 export interface BackgroundOptions {
-  readonly store: EpochStore;
+  readonly epochs: EpochRepository;
   readonly flights: SingleFlight<Epoch | null>;
   readonly writer: EpochWriter;
   readonly backoff: SummaryBackoff;
@@ -69,15 +70,9 @@ export class Background {
 
   /** The candidate made of the original messages beneath the candidate's truncation, and its sizes. */
   async beneath(request: CompactionRequest, candidate: Candidate): Promise<{ candidate: Candidate; sizes: CandidateSizes }> {
-    const beneath = candidateOf(request.messages, await epochBeneath(this.#storeOf(request), request.hashes, candidate.epoch!));
+    const beneath = candidateOf(request.messages, await this.#options.epochs.forHistory(request).beneath(request.hashes, candidate.epoch!));
     const ratio = this.#options.ratios.get(request.model, request.tenant);
     return { candidate: beneath, sizes: { ...sizesOf(beneath.messages, request.toolsEstimate, ratio), ratio } };
-  }
-
-  /** The store as the request's conversation uses it (on a Redis Cluster, its keys on one node). */
-  #storeOf(request: CompactionRequest): EpochStore {
-    const { store, writer } = this.#options;
-    return store.forConversation?.(writer.conversationOf(request)) ?? store;
   }
 
   /** The background epoch: on top of a truncation, written from the original messages, and in use at once (it replaces the truncation). */
@@ -85,7 +80,7 @@ export class Background {
     // Looked up again: the request's own lookup is older than its answer, and the background epoch of the
     // request before it (keyed by that shorter history) may have been written since. After the answer, off the hot path.
     // Not while another replica computes it either: that one is the conversation's next epoch.
-    const now = await this.#storeOf(request).lookup(request.hashes);
+    const now = await this.#options.epochs.forHistory(request).lookup(request.hashes);
     if (now.pending !== null || now.runningElsewhere !== undefined) return null;
     const repair = derivesFromTruncation(current.epoch);
     const { candidate, sizes } = repair ? await this.beneath(request, current) : { candidate: current, sizes: currentSizes };

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { EpochStore } from './types.js';
+import type { SharedLearning } from './epochs/learning.js';
 
 /**
  * Conversations whose summary failed within the last minute: they are not
@@ -26,11 +26,11 @@ export interface SharedBackoff {
  * replica retries that conversation's summary within the minute; a success
  * too, so none waits out a minute another replica's failure began.
  */
-export function sharedBackoffOf(store: Pick<EpochStore, 'noteFailure' | 'clearFailure'>): SharedBackoff | undefined {
-  if (store.noteFailure === undefined) return undefined;
+export function sharedBackoffOf(learning: SharedLearning | undefined): SharedBackoff | undefined {
+  if (learning === undefined) return undefined;
   return {
-    failed: (conversation) => void store.noteFailure?.(conversation, FAILURE_BACKOFF_MS),
-    succeeded: (conversation) => void store.clearFailure?.(conversation),
+    failed: (conversation) => void learning.noteFailure(conversation, FAILURE_BACKOFF_MS),
+    succeeded: (conversation) => void learning.clearFailure(conversation),
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Config, ModelConfig } from '../config/schema.js';
+import { type Config, type ModelConfig, modelSettingsOf } from '../config/schema.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { estimateRequestTokens, estimateToolsTokens } from '../transcript/tokens.js';
 import { SummaryBackoff, sharedBackoffOf } from './backoff.js';
@@ -7,7 +7,9 @@ import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
 import { type CandidateSizes, type DecisionSettings, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
 import { MemoryEpochStore } from './epochs/epoch-store.js';
-import type { Epoch, EpochStore } from './types.js';
+import { EpochRepository } from './epochs/repository.js';
+import type { SharedLearning } from './epochs/learning.js';
+import type { Epoch } from './types.js';
 import { KnownPrefixes } from './epochs/known-prefixes.js';
 import { SingleFlight } from './epochs/single-flight.js';
 import { EpochWriter } from './epoch-writer.js';
@@ -28,7 +30,7 @@ import { yieldOnLongHistory } from './long-history.js';
 import { Background } from './background.js';
 import { RatioSharing } from './ratio-sharing.js';
 import { ReplicaRounds, type Step } from './replica-rounds.js';
-import { sharedRatioName, TokenRatios } from './token-ratio.js';
+import { TokenRatios } from './token-ratio.js';
 import type { UpstreamJson } from '../upstream/json-surface.js';
 
 export type { Compacted, CompactionInput } from './request.js';
@@ -55,7 +57,8 @@ export interface CompactionEngineOptions {
   readonly upstream: UpstreamJson;
   /** One non-streamed chat completion for summaries (the summary upstream, when configured). */
   readonly chat: ChatCall;
-  readonly store?: EpochStore;
+  /** The epochs repository (a memory store alone is made one); a shared one brings its learning port. */
+  readonly store?: EpochRepository | MemoryEpochStore;
   readonly now?: () => number;
   readonly logger?: CompactionLogger;
   /** The summary system prompt (the contents of `summary.prompt_file`), when replaced. */
@@ -71,7 +74,8 @@ export class CompactionEngine {
   readonly backoff: SummaryBackoff;
   readonly #config: Config;
   readonly #settings: DecisionSettings;
-  readonly #store: EpochStore;
+  readonly #epochs: EpochRepository;
+  readonly #learning: SharedLearning | undefined;
   readonly #logger: CompactionLogger | undefined;
   readonly #observer: CompactionObserver | undefined;
   readonly #flights = new SingleFlight<Epoch | null>();
@@ -88,16 +92,17 @@ export class CompactionEngine {
     this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
-    this.#store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
+    const store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
+    this.#epochs = store instanceof MemoryEpochStore ? EpochRepository.inMemory(store) : store;
+    this.#learning = this.#epochs.learning;
     this.#logger = options.logger;
     this.#observer = options.observer;
-    const store = this.#store;
-    this.ratios = new TokenRatios({ shared: store.shareRatios !== undefined });
-    this.backoff = new SummaryBackoff(now, sharedBackoffOf(store));
+    this.ratios = new TokenRatios({ shared: this.#learning !== undefined });
+    this.backoff = new SummaryBackoff(now, sharedBackoffOf(this.#learning));
     this.#writer = new EpochWriter({
       config: compaction,
       chat: options.chat,
-      store: this.#store,
+      epochs: this.#epochs,
       ratios: this.ratios,
       backoff: this.backoff,
       now,
@@ -106,9 +111,9 @@ export class CompactionEngine {
       summaryPrompt: options.summaryPrompt,
       learnedWindowUntil: (model) => this.windows.learnedUntil(model),
     });
-    this.#sharing = new RatioSharing(store, this.ratios);
+    this.#sharing = new RatioSharing(this.#learning, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
-    this.#background = new Background({ store, flights: this.#flights, writer: this.#writer, backoff: this.backoff, ratios: this.ratios, settings: this.#settings, logger: options.logger });
+    this.#background = new Background({ epochs: this.#epochs, flights: this.#flights, writer: this.#writer, backoff: this.backoff, ratios: this.ratios, settings: this.#settings, logger: options.logger });
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
@@ -123,8 +128,8 @@ export class CompactionEngine {
   }
 
   get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
-  get epochCount(): number { return this.#store.size; } // prettier-ignore: epochs held in this process (metrics)
-  get epochBytes(): number { return this.#store.bytes; } // prettier-ignore: what they cost in bytes, about (metrics)
+  get epochCount(): number { return this.#epochs.size; } // prettier-ignore: epochs held in this process (metrics)
+  get epochBytes(): number { return this.#epochs.bytes; } // prettier-ignore: what they cost in bytes, about (metrics)
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
@@ -136,11 +141,8 @@ export class CompactionEngine {
     await this.#sharing.share();
   }
 
-  #storeOf = (request: CompactionRequest): EpochStore => this.#store.forConversation?.(this.#writer.conversationOf(request)) ?? this.#store; // on a Redis Cluster: its keys on one node
-
   #modelConfig(model: string): ModelConfig {
-    const models = this.#config.models;
-    return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? { context_window: 'auto', reserve_output_tokens: 1024 };
+    return modelSettingsOf(this.#config.models, model);
   }
 
   /**
@@ -170,8 +172,8 @@ export class CompactionEngine {
     const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversizedCount(input.request.messages, messages), mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up. With a shared store, only once this replica holds
-    // the tenant's model's ratio (read with a lookup): at the initial one it would forward raw what the others compact.
-    const ratioSettled = this.#store.shareRatios === undefined || this.ratios.known(model, input.tenant);
+    // the tenant's model's ratio (read beside a lookup): at the initial one it would forward raw what the others compact.
+    const ratioSettled = this.#learning === undefined || this.ratios.known(model, input.tenant);
     if (mode !== 'force' && ratioSettled && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
       const line = messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio);
       if (mode === 'observe') return { ...compactedOf(input, { messages: input.request.messages, report: line === null ? null : wouldLine(line), estimate: estimateOf(input.request.messages) }), clientTokens: clientSize };
@@ -183,7 +185,7 @@ export class CompactionEngine {
     const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
-    if (mode === 'observe') return told(await observeOnce({ store: this.#storeOf(request), ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));
+    if (mode === 'observe') return told(await observeOnce({ epochs: this.#epochs, ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));
     const waits = { milliseconds: 0, count: 0 };
     try {
       return told(await this.#decideAndApply(input, request, waits));
@@ -219,13 +221,16 @@ export class CompactionEngine {
   async #decideOnce(input: CompactionInput, request: CompactionRequest, settings: DecisionSettings, { attempt, rounds }: { attempt: number; rounds: ReplicaRounds }, learned: number): Promise<Step> {
     const { hashes, messages, model, budget, toolsEstimate } = request;
     let ratio = learned;
-    // The first lookup also reads what other replicas learned (the same round trip): the ratio, a summary's back-off.
+    // The first lookup also reads what other replicas learned (sent at once beside it): the ratio, a summary's back-off.
     const first = rounds.isFirst(attempt);
-    const shared = first ? { ratio: sharedRatioName(model, request.tenant), conversation: this.#writer.conversationOf(request) } : undefined;
-    const { inUse, pending, shared: state, degraded, runningElsewhere } = await this.#storeOf(request).lookup(hashes, shared, { patient: rounds.patient });
-    if (state !== undefined && shared !== undefined) {
-      if (state.ratio !== undefined) this.ratios.adopt(model, request.tenant, state.ratio);
-      this.backoff.adopt(shared.conversation, state.backoffMs);
+    const conversation = this.#writer.conversationOf(request);
+    const [{ inUse, pending, degraded, runningElsewhere }, shared] = await Promise.all([
+      this.#epochs.forConversation(conversation).lookup(hashes, { patient: rounds.patient }),
+      first ? this.#learning?.read(request.tenant, model, conversation) : undefined,
+    ]);
+    if (shared !== undefined) {
+      if (shared.ratio !== undefined) this.ratios.adopt(model, request.tenant, shared.ratio);
+      if (shared.backoffMs !== undefined) this.backoff.adopt(conversation, shared.backoffMs);
       ratio = this.ratios.get(model, request.tenant);
     }
     let candidate = candidateOf(messages, inUse);
@@ -251,7 +256,7 @@ export class CompactionEngine {
   async #perform(step: Step, input: CompactionInput, request: CompactionRequest, waited: <T>(work: Promise<T>) => Promise<T>, rounds: ReplicaRounds): Promise<Compacted | undefined> {
     const { candidate, sizes, decision, pending, running } = step;
     const { hashes, messages, model, budget, originalSize } = request;
-    const store = this.#storeOf(request);
+    const epochs = this.#epochs.forHistory(request);
     switch (decision.kind) {
       case 'forward': {
         const reused = candidate.epoch === null ? null : reusedLine({ before: originalSize, after: decision.size });
@@ -261,7 +266,7 @@ export class CompactionEngine {
         return compactedOf(input, { messages: forwarded, report: reused, estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate, afterResponse: background, epoch: candidate.epoch === null ? 'none' : 'reused' });
       }
       case 'apply-pending':
-        await store.save(appliedPending(decision.epoch, request, this.#settings, step.ratio));
+        await epochs.save(appliedPending(decision.epoch, request, this.#settings, step.ratio));
         return undefined;
       case 'wait':
         input.onProgress?.(`compacting (waiting for the summary already running)`);
@@ -278,7 +283,7 @@ export class CompactionEngine {
       case 'prune':
       case 'compress': {
         const epoch = modelFreeEpoch(hashes, candidate, decision, originalSize);
-        await store.save(epoch);
+        await epochs.save(epoch);
         this.#logger?.info({ model, tier: decision.kind }, epoch.report);
         this.#observer?.compaction({ model, tier: decision.kind, outcome: 'compacted', tokensBefore: originalSize, tokensAfter: decision.plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report: epoch.report, milliseconds: 0, notes: null } });
         return this.#sizes.applied(epoch, input, request);

@@ -3,8 +3,8 @@ import { headLength } from '../transcript/groups.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import { SummaryFailedError } from '../errors.js';
 import type { SummaryBackoff } from './backoff.js';
-import type { Epoch, EpochStore } from './types.js';
-import { leased } from './epochs/lease.js';
+import type { Epoch } from './types.js';
+import { conversationOf, type EpochRepository } from './epochs/repository.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
 import { type Candidate, type PrunedKept, trustedMarks } from './policy/plan.js';
 import { markedIndexesOf, replacementOf, truncationText } from './policy/replacement.js';
@@ -45,7 +45,7 @@ const BACKGROUND_USEFUL_MS = 2 * 60_000;
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];
   readonly chat: ChatCall;
-  readonly store: EpochStore;
+  readonly epochs: EpochRepository;
   readonly ratios: TokenRatios;
   readonly backoff: SummaryBackoff;
   readonly now: () => number;
@@ -83,9 +83,8 @@ export class EpochWriter {
   }
 
   /** Names a conversation by its prefix up to the first turn after the head: what a summary failure's back-off is kept by. */
-  #storeOf = (request: CompactionRequest): EpochStore => this.#options.store.forConversation?.(this.conversationOf(request)) ?? this.#options.store; // a Cluster: one node
   conversationOf(request: Pick<CompactionRequest, 'hashes' | 'messages'>): string {
-    return request.hashes[Math.min(headLength(request.messages) + 1, request.messages.length)]!;
+    return conversationOf(request);
   }
 
   /**
@@ -102,7 +101,7 @@ export class EpochWriter {
     // The epoch's own key (the whole history its summary sees): the lease, and what the holder finds written when it is back.
     const { key } = seenWhole(request);
     const { signal, onProgress, pending } = options;
-    return leased(this.#storeOf(request), key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
+    return this.#options.epochs.forHistory(request).leased(key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
   }
 
   async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
@@ -256,7 +255,7 @@ export class EpochWriter {
    */
   async #stored(job: WriteJob, epoch: Epoch): Promise<Epoch> {
     const { pending, inUse } = job.options;
-    await this.#storeOf(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
+    await this.#options.epochs.forHistory(job.request).save(pending && inUse !== true ? { ...epoch, pending: true } : epoch);
     return epoch;
   }
 }

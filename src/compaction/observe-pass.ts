@@ -6,11 +6,11 @@ import { observedDecision } from './policy/observe-mode.js';
 import { candidateOf } from './policy/plan.js';
 import { sizesOf } from './policy/sizing.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { EpochStore } from './types.js';
+import type { EpochRepository } from './epochs/repository.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 
 export interface ObservePassOptions {
-  readonly store: EpochStore;
+  readonly epochs: EpochRepository;
   readonly ratios: TokenRatios;
   readonly settings: DecisionSettings;
   readonly observer: CompactionObserver | undefined;
@@ -23,10 +23,10 @@ export interface ObservePassOptions {
  * client's messages are forwarded as they came, oversized results included.
  */
 export async function observeOnce(options: ObservePassOptions, input: CompactionInput, request: CompactionRequest): Promise<Compacted> {
-  const { store, ratios, settings, observer, logger } = options;
+  const { epochs, ratios, settings, observer, logger } = options;
   const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
   const ratio = ratios.get(model, request.tenant);
-  const { inUse, pending } = await store.lookup(hashes);
+  const { inUse, pending } = await epochs.forHistory(request).lookup(hashes);
   const candidate = candidateOf(messages, inUse);
   observer?.epochLookup(candidate.epoch !== null);
   const sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { LEARNING_WEIGHT, type UnsharedMeasures } from './types.js';
+import { movingAverage, RATIO_RANGE, type UnsharedMeasures } from './types.js';
 
 /**
  * Per tenant and model, how many real tokens the upstream counts for one
@@ -36,13 +36,11 @@ const MIN_ESTIMATE_TO_LEARN = 64;
  */
 export const RATIOS_REMEMBERED = 1024;
 
-/** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
-const RATIO_RANGE = { min: 0.5, max: 4 } as const;
 
 export class TokenRatios {
   readonly #ratios = new LRUCache<string, number>({ max: RATIOS_REMEMBERED });
   /** Measures taken since the shared store last took them, in order (see {@link adopt}). */
-  readonly #unshared = new Map<string, number[]>();
+  readonly #unshared = new Map<string, { readonly tenant: string; readonly model: string; readonly samples: number[] }>();
   readonly #shared: boolean;
 
   /** `shared`: measures are kept for a shared store until {@link takeUnshared} (without one, none are kept). */
@@ -77,9 +75,9 @@ export class TokenRatios {
     this.#ratios.set(key, averaged(this.#ratios.get(key), [sample]));
     // Bounded like the ratios: past that many pairs within one share, a new pair's measures stay this replica's.
     if (!this.#shared || (!this.#unshared.has(key) && this.#unshared.size >= RATIOS_REMEMBERED)) return;
-    const unshared = this.#unshared.get(key) ?? [];
-    unshared.push(sample);
-    if (unshared.length > UNSHARED_KEPT) unshared.shift();
+    const unshared = this.#unshared.get(key) ?? { tenant, model, samples: [] };
+    unshared.samples.push(sample);
+    if (unshared.samples.length > UNSHARED_KEPT) unshared.samples.shift();
     this.#unshared.set(key, unshared);
   }
 
@@ -90,7 +88,7 @@ export class TokenRatios {
 
   /** The measures taken since the last call, for the shared store, which merges them into its own average in order. */
   takeUnshared(): UnsharedMeasures[] {
-    const taken = [...this.#unshared].map(([name, samples]) => ({ name, samples }));
+    const taken = [...this.#unshared.values()];
     this.#unshared.clear();
     return taken;
   }
@@ -103,20 +101,13 @@ export class TokenRatios {
   adopt(model: string, tenant: string, shared: number): void {
     if (!(shared >= RATIO_RANGE.min && shared <= RATIO_RANGE.max)) return;
     const key = keyOf(model, tenant);
-    this.#ratios.set(key, averaged(shared, this.#unshared.get(key) ?? []));
+    this.#ratios.set(key, averaged(shared, this.#unshared.get(key)?.samples ?? []));
   }
-}
-
-/** The ratio's name in a shared store: the tenant and the model, NUL between them (Redis keys are binary-safe). */
-export function sharedRatioName(model: string, tenant: string): string {
-  return keyOf(model, tenant);
 }
 
 /** The moving average after `samples`, in order; the first measure replaces a missing average outright. */
 function averaged(previous: number | undefined, samples: readonly number[]): number {
-  let value = previous;
-  for (const sample of samples) value = value === undefined ? sample : value + LEARNING_WEIGHT * (sample - value);
-  return value ?? INITIAL_TOKEN_RATIO;
+  return movingAverage(previous, samples) ?? INITIAL_TOKEN_RATIO;
 }
 
 /** A tenant is a digest or ''; NUL never occurs in one, so no two pairs share a key. */

@@ -1,64 +1,76 @@
-import type { ChatMessage } from '../transcript/message.js';
+import { z } from 'zod';
+import { ChatMessageSchema, type ChatMessage } from '../transcript/message.js';
 
 /**
  * The words compaction's rooms share (policy/, epochs/, summary/, the
- * engine): types only, importing nothing but the transcript's message, so
- * any file of compaction/ can use them without importing another room.
+ * engine): types, the epoch's schema and the one moving average, importing
+ * nothing but the transcript's message and zod, so any file of compaction/
+ * can use them without importing another room.
  */
 
 /** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
 export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
 
-/** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
-export type EpochStrategy = Tier | 'truncated';
-
 /**
  * "The first `sourceLength` original messages of this conversation are
  * forwarded as `replacement`", for a history that begins with the first
  * `seenLength` messages its text was written from (whose prefix hash is `key`).
+ *
+ * The one definition of an epoch: the type is inferred from it, and a value
+ * read from a shared store is checked by it (epochs/stored-epoch.ts), every
+ * length a count within the history, every index within the replacement.
+ * Its fields are the JSON fields every version has stored (`pending` is never
+ * in the JSON: a stored value's flag byte says it, epochs/epoch-codec.ts).
  */
-export interface Epoch {
-  /** The prefix hash of the first `seenLength` original messages: `hashes[seenLength]`. */
-  readonly key: string;
-  readonly sourceLength: number;
-  /**
-   * How many original messages the replacement's text was written from
-   * (≥ `sourceLength`): a suffix-mode summary sees the whole history, kept
-   * turns included, and may carry them, so the epoch applies only to a
-   * history that contains everything its summary request saw. A growing
-   * conversation keeps it; a branch (an edited or regenerated message,
-   * another user sharing a preamble) does not.
-   */
-  readonly seenLength: number;
-  readonly replacement: readonly ChatMessage[];
-  /**
-   * The indexes of `replacement` that compactor wrote (the summary pair, a
-   * truncation notice, the message leading with steps notes): the only
-   * places a mark is genuine. Absent: none. Text elsewhere that starts like a
-   * mark is a client's, and ordinary content.
-   */
-  readonly marked?: readonly number[];
-  /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
-  readonly notes: string | null;
-  readonly strategy: EpochStrategy;
-  /** The line that reported the compaction that made this epoch. */
-  readonly report: string;
-  /** Milliseconds since the epoch (clock) after which the entry is dropped early (truncations retry the summary). */
-  readonly expiresAt?: number;
-  /**
-   * Prepared in the background and not applied yet: the raw turns are
-   * forwarded as long as they fit, and the first request that crosses the
-   * threshold applies this epoch with no waiting.
-   */
-  readonly pending?: boolean;
-}
+export const EpochSchema = z
+  .strictObject({
+    /** The prefix hash of the first `seenLength` original messages: `hashes[seenLength]`. */
+    key: z.string().regex(/^[\w-]{16,128}$/, 'not a prefix hash'),
+    sourceLength: z.number().int().nonnegative(),
+    /**
+     * How many original messages the replacement's text was written from
+     * (≥ `sourceLength`): a suffix-mode summary sees the whole history, kept
+     * turns included, and may carry them, so the epoch applies only to a
+     * history that contains everything its summary request saw. A growing
+     * conversation keeps it; a branch (an edited or regenerated message,
+     * another user sharing a preamble) does not.
+     */
+    seenLength: z.number().int().positive(),
+    replacement: z.array(ChatMessageSchema).readonly(),
+    /**
+     * The indexes of `replacement` that compactor wrote (the summary pair, a
+     * truncation notice, the message leading with steps notes): the only
+     * places a mark is genuine. Absent: none. Text elsewhere that starts like a
+     * mark is a client's, and ordinary content.
+     */
+    marked: z.array(z.number().int().nonnegative()).readonly().exactOptional(),
+    /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
+    notes: z.string().nullable(),
+    /** How the history before the cut is forwarded: by a tier, or truncated when its summary failed. */
+    strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
+    /** The line that reported the compaction that made this epoch. */
+    report: z.string(),
+    /** Milliseconds since the epoch (clock) after which the entry is dropped early (truncations retry the summary). */
+    expiresAt: z.number().finite().exactOptional(),
+    /**
+     * Prepared in the background and not applied yet: the raw turns are
+     * forwarded as long as they fit, and the first request that crosses the
+     * threshold applies this epoch with no waiting.
+     */
+    pending: z.boolean().exactOptional(),
+  })
+  .refine((epoch) => epoch.sourceLength <= epoch.seenLength, 'sourceLength is beyond seenLength')
+  .refine((epoch) => (epoch.marked ?? []).every((index) => index < epoch.replacement.length), 'a marked index is outside the replacement');
+
+export type Epoch = Readonly<z.infer<typeof EpochSchema>>;
+
+/** How the history before an epoch's cut is forwarded: by a tier, or truncated when its summary failed. */
+export type EpochStrategy = Epoch['strategy'];
 
 /** What a history's prefix hashes find: the epoch in use of the longest prefix that has one, and the longest pending epoch beyond it. */
 export interface EpochLookup {
   readonly inUse: Epoch | null;
   readonly pending: Epoch | null;
-  /** What a shared store read with the epochs (same round trip), when asked and reachable. */
-  readonly shared?: SharedState;
   /** A shared store did not answer (down, or slower than its bound): this is what this process's memory knows. */
   readonly degraded?: true;
   /**
@@ -78,21 +90,6 @@ export interface LookupOptions {
   readonly patient?: boolean;
 }
 
-/** What a lookup also reads from a shared store: the state replicas learn from one another. */
-export interface SharedReads {
-  /** The tenant's model, named as `sharedRatioName` does. */
-  readonly ratio: string;
-  /** The conversation, named as the back-off names it. */
-  readonly conversation: string;
-}
-
-export interface SharedState {
-  /** The token ratio every replica's measures made, when one was shared. */
-  readonly ratio: number | undefined;
-  /** How long a summary failure of the conversation still holds back its summary (ms; 0: none). */
-  readonly backoffMs: number;
-}
-
 /** The right to compute the epoch of one key, held by one replica at a time (see `leased`). */
 export interface EpochLease {
   /** Extends the lease while the summary runs; false when it was lost (expired and taken). */
@@ -101,48 +98,27 @@ export interface EpochLease {
 }
 
 /**
- * Where epochs live: this process's memory, or a store shared by replicas
- * (Redis, Valkey). Asynchronous, so a shared store answers a lookup in one
- * round trip; every call is made past the fast path only.
- */
-export interface EpochStore {
-  /** The epochs for a history whose prefix hashes are `hashes` (`hashes[i]` names the first `i` messages): one round trip. */
-  lookup(hashes: readonly string[], shared?: SharedReads, options?: LookupOptions): Promise<EpochLookup>;
-  /**
-   * The store as one conversation's requests use it (named as the back-off
-   * names it): a Redis Cluster keeps a conversation's keys on one node.
-   * Absent: the store itself.
-   */
-  forConversation?(conversation: string): EpochStore;
-  /** A shared store merges these measures into its ratios (off the request path); absent in memory. */
-  shareRatios?(measures: readonly UnsharedMeasures[]): Promise<void>;
-  /** A shared store holds the conversation's summary back for `ms` on every replica; absent in memory. */
-  noteFailure?(conversation: string, ms: number): Promise<void>;
-  /** A shared store ends the conversation's back-off on every replica (its summary succeeded); absent in memory. */
-  clearFailure?(conversation: string): Promise<void>;
-  /** The epoch stored under `key`, in use or pending. */
-  load(key: string): Promise<Epoch | undefined>;
-  save(epoch: Epoch): Promise<void>;
-  /** Takes the lease on computing `key` for `ttlMs`; null while another replica holds it. */
-  lease(key: string, ttlMs: number): Promise<EpochLease | null>;
-  /** Epochs held in this process (a shared store's are counted by the store itself). */
-  readonly size: number;
-  /** What the epochs held in this process cost, in bytes about. */
-  readonly bytes: number;
-}
-
-/**
  * Weight of a new token-ratio measure: a few requests are enough to follow a
  * change of model, one odd request is not. The one constant here: the
  * learned ratios (token-ratio.ts) and a shared store's merge of every
- * replica's measures (epochs/redis-store.ts) must average alike.
+ * replica's measures (epochs/redis-learning.ts) must average alike.
  */
 export const LEARNING_WEIGHT = 0.3;
 
-/** A (tenant, model) pair's measures not yet given to the shared store. */
+/** Ratios outside this range come from a mismatched measure (another model, a cached count), not a tokenizer. */
+export const RATIO_RANGE = { min: 0.5, max: 4 } as const;
+
+/** The moving average after `samples`, in order, by {@link LEARNING_WEIGHT}; the first measure replaces a missing average outright. */
+export function movingAverage(previous: number | undefined, samples: readonly number[]): number | undefined {
+  let value = previous;
+  for (const sample of samples) value = value === undefined ? sample : value + LEARNING_WEIGHT * (sample - value);
+  return value;
+}
+
+/** A (tenant, model) pair's measures not yet given to the shared store, in the order they were taken. */
 export interface UnsharedMeasures {
-  /** The pair's name in the store: see {@link sharedRatioName}. */
-  readonly name: string;
+  readonly tenant: string;
+  readonly model: string;
   readonly samples: readonly number[];
 }
 

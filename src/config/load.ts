@@ -49,6 +49,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_CACHE_STORE: { path: ['cache', 'store'] },
   COMPACTOR_REDIS_URL: { path: ['cache', 'redis', 'url'], kind: 'text or list' },
   COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
+  COMPACTOR_REDIS_KEY_SALT: { path: ['cache', 'redis', 'key_salt'] },
   COMPACTOR_REDIS_CLUSTER: { path: ['cache', 'redis', 'cluster'], kind: 'boolean' },
 };
 
@@ -220,7 +221,7 @@ export function printableConfig(config: Config): string {
       },
     },
     auth: { keys: config.auth.keys.map(() => MASK), admin_keys: config.auth.admin_keys.map(() => MASK) },
-    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url), secret: config.cache.redis.secret === null ? null : MASK } },
+    cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url), secret: config.cache.redis.secret === null ? null : MASK, key_salt: config.cache.redis.key_salt === null ? null : MASK } },
   };
   return stringify(masked);
 }

@@ -25,15 +25,28 @@ const MapKey = z.string().refine((key) => key !== '__proto__' && key !== 'constr
 
 const AUTO_OR_POSITIVE = 'expected "auto" or a positive integer';
 
+/**
+ * The room kept for the answer unless the request asks for more with its own
+ * `max_tokens`: a coding agent's usual answer (a tool call, an edit, a short
+ * reply) fits in it, and it costs an 8k window an eighth. It is capped at a
+ * quarter of the window like the request's own (compaction/policy/budget.ts).
+ */
+export const DEFAULT_RESERVE_OUTPUT_TOKENS = 1024;
+
 const ModelSchema = z.strictObject({
   context_window: z
     .union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE })
     .default('auto'),
-  reserve_output_tokens: NonNegativeInteger.default(1024),
+  reserve_output_tokens: NonNegativeInteger.default(DEFAULT_RESERVE_OUTPUT_TOKENS),
 });
 export type ModelConfig = z.infer<typeof ModelSchema>;
 
-const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: 1024 };
+const DEFAULT_MODEL: ModelConfig = { context_window: 'auto', reserve_output_tokens: DEFAULT_RESERVE_OUTPUT_TOKENS };
+
+/** The settings of `model`: its own entry of `models`, else `models["*"]`, else the defaults (an own entry only: a model named `constructor` is not Object's). */
+export function modelSettingsOf(models: Readonly<Record<string, ModelConfig>>, model: string): ModelConfig {
+  return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? DEFAULT_MODEL;
+}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** `json` for machines (log collectors), `pretty` for a person at a terminal. */
@@ -154,6 +167,8 @@ export const ConfigSchema = z
             timeout_ms: Milliseconds.default(50),
             /** Signs every stored epoch (HMAC-SHA256): one that does not verify is a miss. Without it, whoever can write the keys is trusted. */
             secret: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
+            /** Keys the tenant digests in key names (HMAC), so they differ per deployment; null: derived from `secret`. */
+            key_salt: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
             /** A stored epoch larger than this once inflated is a miss: no epoch is larger than a request body. */
             max_value_bytes: PositiveInteger.default(33_554_432),
           })

@@ -27,7 +27,8 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_AUTH_KEYS         auth.keys, comma-separated
   COMPACTOR_REDIS_URL         cache.redis.url (redis:// or rediss://, may hold a password; comma-separated seed nodes of a cluster)
   COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
-  COMPACTOR_REDIS_SECRET      cache.redis.secret: signs every epoch stored in Redis
+  COMPACTOR_REDIS_SECRET      cache.redis.secret: signs every value stored in Redis
+  COMPACTOR_REDIS_KEY_SALT    cache.redis.key_salt: keys the tenant digests in Redis key names
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis

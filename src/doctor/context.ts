@@ -1,4 +1,4 @@
-import type { Config } from '../config/schema.js';
+import { type Config, modelSettingsOf } from '../config/schema.js';
 import { upstreamJsonOf } from '../upstream/json-surface.js';
 import { UpstreamClient } from '../upstream/client.js';
 import { inspectUpstream, type ServedModel } from '../upstream/inspect.js';
@@ -24,8 +24,9 @@ export interface UpstreamDoctorContext extends DoctorContext {
 /** The window compactor plans with for a model: the configured one, else what the upstream said. */
 export function plannedModel(config: Config, served: ServedModel): PlannedModel {
   const { id, window: reported, source: reportedSource } = served;
-  const key = config.models[id] === undefined ? '*' : id;
-  const configured = config.models[key]?.context_window ?? 'auto';
+  // The key that sets the window, as modelSettingsOf reads it: the model's own entry, else "*".
+  const key = Object.hasOwn(config.models, id) ? id : '*';
+  const configured = modelSettingsOf(config.models, id).context_window;
   const seen = { reported, reportedSource };
   if (configured !== 'auto') return { id, window: configured, source: 'configured', ...seen, configuredKey: `models."${key}".context_window` };
   return { id, window: reported, source: reported === null ? 'unknown' : 'upstream', ...seen, configuredKey: null };

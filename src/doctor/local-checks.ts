@@ -1,5 +1,5 @@
 import { budgetOf } from '../compaction/policy/budget.js';
-import type { Config } from '../config/schema.js';
+import { type Config, modelSettingsOf } from '../config/schema.js';
 import { MASK, maskUrls } from '../config/mask.js';
 import { type Check, type PlannedModel, fail, ok, skip, warn } from './check.js';
 
@@ -68,7 +68,7 @@ const keys: Check = {
 
 /** What compactor does with a request whose prompt fills the window: where its threshold and target fall. */
 export function windowPlan(config: Config, model: PlannedModel & { readonly window: number }): string {
-  const reserve = (config.models[model.id] ?? config.models['*'])?.reserve_output_tokens ?? 1024;
+  const reserve = modelSettingsOf(config.models, model.id).reserve_output_tokens;
   const budget = budgetOf(model.window, undefined, reserve, config.compaction.summary.max_tokens);
   const tokens = budget.tokens ?? 0;
   const { threshold, target } = config.compaction;

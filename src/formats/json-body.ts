@@ -113,8 +113,7 @@ export function readJsonObject(raw: unknown, contentType: string | undefined): R
     if (declaredOther) throw new UnsupportedMediaTypeError(contentType);
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body is empty; expected a JSON object' });
   }
-  let json: unknown = takeParsedAhead(raw);
-  if (json === undefined) json = parseWhole(raw, declaredOther ? contentType : undefined);
+  const json = parseWhole(raw, declaredOther ? contentType : undefined);
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new InvalidRequestError({ code: 'invalid_body', message: 'the request body must be a JSON object' });
   }
@@ -134,20 +133,6 @@ function parseWhole(raw: Buffer, otherType: string | undefined): unknown {
     throw new InvalidRequestError({ code: 'invalid_body', message: `the request body nests deeper than ${MAX_NESTING_DEPTH} levels` });
   }
   return parsed.json;
-}
-
-/** Bodies parse-ahead.ts parsed (its scan checked their nesting), each taken once by its read. */
-const parsedAhead = new WeakMap<Buffer, Record<string, unknown>>();
-
-export function rememberParsedAhead(raw: Buffer, parsed: Record<string, unknown>): void {
-  parsedAhead.set(raw, parsed);
-}
-
-/** Taken, not read: a request read a second time (sent again after a refusal) is parsed again, since its first parse may have been changed since. */
-function takeParsedAhead(raw: Buffer): Record<string, unknown> | undefined {
-  const parsed = parsedAhead.get(raw);
-  if (parsed !== undefined) parsedAhead.delete(raw);
-  return parsed;
 }
 
 /** Whether a body's first character (after white space) opens a JSON object: it was meant as JSON, whatever its type said. */

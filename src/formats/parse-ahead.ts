@@ -1,5 +1,5 @@
 import { type BodyScan, SCAN_SLICE_BYTES, scanBody } from './body-scan.js';
-import { MAX_NESTING_DEPTH, parseBody, rememberParsedAhead } from './json-body.js';
+import { MAX_NESTING_DEPTH, parseBody } from './json-body.js';
 
 /**
  * A large body parsed ahead of its read, the event loop turning between
@@ -11,9 +11,11 @@ import { MAX_NESTING_DEPTH, parseBody, rememberParsedAhead } from './json-body.j
  * list is parsed element by element, a turn of the loop after every MiB, and
  * the rest of the body, with an empty list in the conversation's place, in
  * one parse. The parts parse to what the whole would, since a JSON value
- * parses alone to what it is within the body. readJsonObject() takes the
- * result; whatever this cannot follow (not an object, no list, too deep, or
- * any piece refused), the whole-body parse reads and refuses in its own words.
+ * parses alone to what it is within the body. The result rides in the
+ * read's input (wire-format.ts `ReadInput`), and the read takes it rather
+ * than parsing again; whatever this cannot follow (not an object, no list,
+ * too deep, or any piece refused), the whole-body parse reads and refuses in
+ * its own words.
  */
 
 /** From this size on a body is parsed ahead; smaller ones parse in a few milliseconds at most. */
@@ -23,41 +25,52 @@ const EMPTY_LIST = Buffer.from('[]');
 const BYTE_ORDER_MARK = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
- * Scans and parses `raw` ahead when it is a large body; throws a
- * TooManyItemsError past `maxItems`. `listKey` names the conversation
- * (`messages`, or `input` for the Responses API); `pause` is the caller's
- * turn of the event loop (formats/ does no I/O of its own).
+ * A body parsed ahead, and where its pieces lie in the client's bytes: a
+ * body written back after a repair copies the client's own bytes of every
+ * element it kept (chat/write.ts, messages/write.ts) rather than serializing
+ * 32 MiB again. Elements are known by identity: the passes over messages
+ * never change one in place (they make a new one, which is serialized).
  */
-export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<void> {
-  if (!Buffer.isBuffer(raw) || raw.length < PARSE_AHEAD_BYTES) return;
-  const scan = await scanBody(raw, listKey, maxItems, pause);
-  if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return;
-  // A byte order mark is refused by the whole-body parse (json-body.ts).
-  if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return;
-  const parsed = await parseInPieces(raw, scan, listKey, pause);
-  if (parsed !== undefined) rememberParsedAhead(raw, parsed);
+export class ParsedAhead {
+  /** The bytes it was parsed from: what it says holds for those bytes only. */
+  readonly raw: Buffer;
+  readonly body: Record<string, unknown>;
+  /** Where the conversation list lies: from its `[` to just past its `]`. */
+  readonly list: { readonly start: number; readonly end: number };
+  readonly #elements: ReadonlyMap<object, readonly [start: number, end: number]>;
+
+  constructor(raw: Buffer, body: Record<string, unknown>, list: { readonly start: number; readonly end: number }, elements: ReadonlyMap<object, readonly [number, number]>) {
+    this.raw = raw;
+    this.body = body;
+    this.list = list;
+    this.#elements = elements;
+  }
+
+  /** The client's own bytes of `element` (an element of the list, or a content block of a large one), when it was parsed here from `raw`. */
+  bytesOf(element: object, raw: Buffer): Buffer | undefined {
+    const span = this.#elements.get(element);
+    return span === undefined || raw !== this.raw ? undefined : raw.subarray(span[0], span[1]);
+  }
 }
 
 /**
- * Where the elements parsed ahead lie in their body, and where its list
- * lies: a body written back after a repair copies the client's own bytes of
- * every element it kept (chat/write.ts) rather than serializing 32 MiB again.
- * Kept by identity: the passes over messages never change one in place
- * (they make a new one, which is serialized).
+ * Scans and parses `raw` ahead when it is a large body; throws a
+ * TooManyItemsError past `maxItems`. `listKey` names the conversation
+ * (`messages`, or `input` for the Responses API); `pause` is the caller's
+ * turn of the event loop (formats/ does no I/O of its own). Undefined for an
+ * ordinary body, or one the whole-body parse must read.
  */
-const elementBytes = new WeakMap<object, { readonly raw: Buffer; readonly start: number; readonly end: number }>();
-const listSpans = new WeakMap<Buffer, { readonly start: number; readonly end: number }>();
-
-/** The client's own bytes of `element` when it was parsed ahead from `raw`. */
-export function clientBytesOf(element: object, raw: Buffer): Buffer | undefined {
-  const span = elementBytes.get(element);
-  return span === undefined || span.raw !== raw ? undefined : raw.subarray(span.start, span.end);
+export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
+  if (!Buffer.isBuffer(raw) || raw.length < PARSE_AHEAD_BYTES) return undefined;
+  const scan = await scanBody(raw, listKey, maxItems, pause);
+  if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return undefined;
+  // A byte order mark is refused by the whole-body parse (json-body.ts).
+  if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return undefined;
+  return parseInPieces(raw, scan, listKey, pause);
 }
 
-/** Where the conversation list of a body parsed ahead lies: from its `[` to just past its `]`. */
-export function listSpanOf(raw: Buffer): { readonly start: number; readonly end: number } | undefined {
-  return listSpans.get(raw);
-}
+/** Where each element parsed lies in the body, by identity. */
+type ElementSpans = Map<object, readonly [number, number]>;
 
 /** Where each element of the list lies: between `[`, the list's commas and `]` (offsets in `raw`). */
 function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
@@ -70,16 +83,16 @@ function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
   return bounds;
 }
 
-async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause: () => Promise<unknown>): Promise<Record<string, unknown> | undefined> {
+async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
   const { start, end } = scan.list!;
   try {
     const top = parseBody(Buffer.concat([raw.subarray(0, start), EMPTY_LIST, raw.subarray(end)]).toString('utf8'));
     if (typeof top !== 'object' || top === null || Array.isArray(top)) return undefined;
     const body = top as Record<string, unknown>;
     if (!Array.isArray(body[listKey])) return undefined;
-    body[listKey] = await parseElements(raw, 0, elementBounds(raw, scan), pause, true);
-    listSpans.set(raw, scan.list!);
-    return body;
+    const spans: ElementSpans = new Map();
+    body[listKey] = await parseElements(raw, 0, elementBounds(raw, scan), pause, true, spans);
+    return new ParsedAhead(raw, body, scan.list!, spans);
   } catch {
     return undefined;
   }
@@ -92,13 +105,13 @@ async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause
  * `content` list parsed the same way, when `deeper`. Throws what a piece's
  * parse throws.
  */
-async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<readonly [number, number]>, pause: () => Promise<unknown>, deeper: boolean): Promise<unknown[]> {
+async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<readonly [number, number]>, pause: () => Promise<unknown>, deeper: boolean, spans: ElementSpans): Promise<unknown[]> {
   const list: unknown[] = [];
   let sincePause = 0;
   for (const [from, to] of bounds) {
     const large = deeper && to - from >= PARSE_AHEAD_BYTES;
-    const element = large ? await parseLargeElement(raw, offset + from, offset + to, pause) : parseBody(raw.toString('utf8', offset + from, offset + to));
-    if (typeof element === 'object' && element !== null) elementBytes.set(element, { raw, start: offset + from, end: offset + to });
+    const element = large ? await parseLargeElement(raw, offset + from, offset + to, pause, spans) : parseBody(raw.toString('utf8', offset + from, offset + to));
+    if (typeof element === 'object' && element !== null) spans.set(element, [offset + from, offset + to]);
     list.push(element);
     sincePause += large ? 0 : to - from;
     if (sincePause >= SCAN_SLICE_BYTES) {
@@ -115,7 +128,7 @@ async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<
  * then the list's blocks one by one. An element the scan cannot follow, or
  * whose content is not a list, is parsed whole.
  */
-async function parseLargeElement(raw: Buffer, start: number, end: number, pause: () => Promise<unknown>): Promise<unknown> {
+async function parseLargeElement(raw: Buffer, start: number, end: number, pause: () => Promise<unknown>, spans: ElementSpans): Promise<unknown> {
   const piece = raw.subarray(start, end);
   const scan = await scanBody(piece, 'content', Number.POSITIVE_INFINITY, pause);
   if (!scan.followed || scan.list === undefined) return parseBody(piece.toString('utf8'));
@@ -124,6 +137,6 @@ async function parseLargeElement(raw: Buffer, start: number, end: number, pause:
     return parseBody(piece.toString('utf8'));
   }
   await pause();
-  (outer as Record<string, unknown>)['content'] = await parseElements(raw, start, elementBounds(piece, scan), pause, false);
+  (outer as Record<string, unknown>)['content'] = await parseElements(raw, start, elementBounds(piece, scan), pause, false, spans);
   return outer;
 }

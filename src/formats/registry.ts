@@ -5,15 +5,19 @@ import type { WireFormat } from './wire-format.js';
 
 /**
  * The wire formats compactor serves, one line each: the rest of src/ reaches
- * a format only through here (test/layers.test.ts holds it to that). A
+ * a format only through here (test/layers.test.ts holds it to that), and
+ * only through its WireFormat's fields, never by asking which one it is. A
  * fourth API is one folder beside these and one line below.
  */
 export const WIRE_FORMATS: readonly WireFormat[] = [CHAT_FORMAT, MESSAGES_FORMAT, RESPONSES_FORMAT];
 
-/** Chat completions: the format `/v1/compact` reads its body in, and the routes' default. */
-export { CHAT_FORMAT };
+/**
+ * The format `/v1/compact` reads its body in: chat completions, whose chat
+ * view is the body itself (so the route's own `force` is read off it).
+ */
+export const COMPACT_BODY_FORMAT: WireFormat = CHAT_FORMAT;
 
-export type { ReadRequest, WireFormat } from './wire-format.js';
+export type { ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';
@@ -21,4 +25,4 @@ export { chatRequestView } from './chat/read.js';
 export { findMessagesSpan } from './splice.js';
 export type { PairMode, PairOutcome } from './pairs.js';
 /** A large body scanned and parsed in pieces before its read (issue 21 item 2). */
-export { PARSE_AHEAD_BYTES, parseAhead } from './parse-ahead.js';
+export { PARSE_AHEAD_BYTES, type ParsedAhead, parseAhead } from './parse-ahead.js';

@@ -1,17 +1,36 @@
 import type { ProxyError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
-import type { OutputLimit } from '../transcript/request-view.js';
+import type { OutputLimit, OutputLimitField } from '../transcript/request-view.js';
 import type { Steps } from '../transcript/steps.js';
+import type { StreamEnd } from '../upstream/sse.js';
+import type { UsageWords } from '../upstream/usage.js';
 import type { PairMode, PairOutcome } from './pairs.js';
+import type { ParsedAhead } from './parse-ahead.js';
 
 /**
- * What a wire format (an API compactor serves) is to the exchange: each one
- * is a folder of src/formats/ with the same files (read.ts: the body into
- * the chat view; write.ts: only what changed, spliced into the client's
- * bytes; stream.ts: how its stream ends; errors.ts: compactor's errors in
- * its own shape; format.ts: this
- * interface put together), and one line in registry.ts.
+ * What a wire format (an API compactor serves) is to the rest of compactor:
+ * the whole adapter. Each one is a folder of src/formats/ with the same
+ * files (read.ts: the body into the chat view; write.ts: only what changed,
+ * spliced into the client's bytes; stream.ts: how its stream ends or fails;
+ * usage.ts: what its answer says it cost; errors.ts: compactor's errors in
+ * its own shape; format.ts: this interface put together), and one line in
+ * registry.ts. Outside src/formats/ nothing asks which format a request
+ * came in: it reads the fields below.
  */
+
+/** What a format's read is given: the client's body and how to handle its pairs. */
+export interface ReadInput {
+  /** The client's bytes (a Buffer; anything else is refused as an empty body). */
+  readonly raw: unknown;
+  readonly contentType: string | undefined;
+  readonly pairs: PairMode;
+  /** Observe mode: pairs are checked and reported, never repaired or refused. */
+  readonly observe: boolean;
+  /** `limits.max_items`: more messages, tool calls and content parts than this are refused with a 413. */
+  readonly maxItems: number;
+  /** The body parsed ahead of the read, when it was large (parse-ahead.ts): the read takes it rather than parsing again. */
+  readonly parsedAhead?: ParsedAhead | undefined;
+}
 
 export interface ReadRequest {
   /** The chat view after pair handling. */
@@ -27,24 +46,28 @@ export interface ReadRequest {
   bytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer;
 }
 
-/** How a stream of the format ends properly besides `data: [DONE]`: its final events' names, and a data line that ends it. */
-export interface StreamEnd {
-  readonly events: ReadonlySet<string>;
-  readonly data?: RegExp;
-}
-
 export interface WireFormat {
   /** The paths it is served at. */
   readonly urls: readonly string[];
-  readonly streamEnd: StreamEnd;
   /** The top-level key of the conversation list (`messages`; `input` for the Responses API): a large body is parsed ahead by its elements (parse-ahead.ts). */
   readonly listKey: string;
+  /** How its stream ends properly besides `data: [DONE]`, and what an error event inside it looks like (stream.ts; read by upstream/sse.ts). */
+  readonly streamEnd: StreamEnd;
+  /** Where its answers say what they cost, and in which words (usage.ts; read by upstream/usage.ts). */
+  readonly usage: UsageWords;
+  /** The fields its clients limit the answer with, in its own words; the largest one set counts, and the 400 that names it advises lowering it. */
+  readonly outputLimitFields: readonly OutputLimitField[];
   /**
-   * `observe`: pairs are checked and reported, never repaired or refused (observe mode).
-   * `maxItems` (`limits.max_items`): more messages, tool calls and content parts than this are refused with a 413.
-   * As steps (transcript/steps.ts): run at once for an ordinary body, a slice at a time for a large one.
+   * The headers its clients send their key in, the first one present wins:
+   * `authorization` is passed on as it is, any other holds the bare key and
+   * goes as `Bearer <key>` on compactor's own calls for the request (a
+   * summary, a count), which go through chat completions.
    */
-  read(raw: unknown, contentType: string | undefined, pairs: PairMode, observe?: boolean, maxItems?: number): Steps<ReadRequest>;
+  readonly credentialHeaders: readonly string[];
+  /** Whether the server's route for it reads llama-server's `id_slot`, so a conversation can be sent to its home slot (src/slots/). */
+  readonly pinsSlots: boolean;
+  /** The body read into the chat view, pairs handled (read-wire.ts): as steps, run at once for an ordinary body, a slice at a time for a large one. */
+  read(input: ReadInput): Steps<ReadRequest>;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

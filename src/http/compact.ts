@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CompactionEngine } from '../compaction/engine.js';
 import type { Config } from '../config/schema.js';
 import { InternalError, InvalidRequestError, ProxyError } from '../errors.js';
-import { CHAT_FORMAT, type ChatRequestBody, chatRequestView } from '../formats/registry.js';
+import { COMPACT_BODY_FORMAT, type ChatRequestBody, chatRequestView } from '../formats/registry.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import { credentialHeaders, tenantOfRequest } from './chat/engine-planner.js';
@@ -50,7 +50,7 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
-  const settings = { format: CHAT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items };
+  const settings = { format: COMPACT_BODY_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items };
   const read = (await readExchange(settings, request.body, request.headers['content-type'])).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
@@ -71,7 +71,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
     request: chatRequestView(pairs.body, read.maxOutputTokens),
     tenant,
     signal,
-    upstreamHeaders: credentialHeaders(request, upstream),
+    upstreamHeaders: credentialHeaders(request.headers, COMPACT_BODY_FORMAT, upstream),
     mode: force ? 'force' : 'compact',
   });
   const report = [pairs.report, prepared.report].filter((line) => line !== undefined && line !== null).join('; ') || 'nothing to compact';

@@ -1,5 +1,5 @@
 import { budgetOf } from '../compaction/policy/budget.js';
-import type { Config } from '../config/schema.js';
+import { type Config, modelSettingsOf } from '../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent, WrittenEpoch } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
 import { isMarked } from '../transcript/marks.js';
@@ -254,7 +254,7 @@ export function answeredOf(observation: UsageObservation, tokens: PromptTokens |
 export function dashboardModels(config: Config, windows: Record<string, number | null>): Array<{ model: string; window: number | null; threshold: number | null; softThreshold: number | null }> {
   const { threshold, soft_threshold: softThreshold, summary } = config.compaction;
   return Object.entries(windows).map(([model, window]) => {
-    const settings = (Object.hasOwn(config.models, model) ? config.models[model] : undefined) ?? config.models['*']!;
+    const settings = modelSettingsOf(config.models, model);
     const budget = budgetOf(window, undefined, settings.reserve_output_tokens, summary.max_tokens).tokens;
     return {
       model,

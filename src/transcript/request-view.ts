@@ -7,8 +7,13 @@ import type { ChatMessage } from './message.js';
  * the same budget through every route.
  */
 
-/** The field a client limits its answer with, in its own API's words (the 400 that names it advises lowering it). */
-export type OutputLimitField = 'max_tokens' | 'max_completion_tokens' | 'max_output_tokens';
+/**
+ * The field a client limits its answer with, in its own API's words
+ * (`max_tokens`, `max_completion_tokens`, `max_output_tokens`: each wire
+ * format names its own, WireFormat.outputLimitFields); the 400 that names it
+ * advises lowering it.
+ */
+export type OutputLimitField = string;
 
 /** The most tokens the client lets the answer take, and the field that said so. */
 export interface OutputLimit {

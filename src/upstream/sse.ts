@@ -1,4 +1,4 @@
-import { type Timings, type Usage, extractUsage } from './usage.js';
+import { type Timings, type Usage, type UsageWords, extractUsage } from './usage.js';
 
 /**
  * A tap on a copy of an SSE answer: it reads the bytes after they were
@@ -26,28 +26,29 @@ const LINE_FEED = 0x0a;
 const CARRIAGE_RETURN = 0x0d;
 const DATA_PREFIX = Buffer.from('data:');
 const DONE = '[DONE]';
-// llama-server and OpenAI report failures inside a stream as `data: {"error": …}`; the Anthropic Messages and
-// OpenAI Responses APIs as `data: {"type":"error", …}`.
-const ERROR_EVENT = /^\{\s*(?:"error"\s*:|"type"\s*:\s*"error")/;
 const EVENT_PREFIX = Buffer.from('event:');
 /**
- * How a stream of one API ends properly besides `data: [DONE]` (each wire
- * format says its own, src/formats/<name>/stream.ts): the names of its final
- * events, read off their `event:` line (the data of `response.completed`
- * holds the whole response and may name its type last), and a data line
- * that ends it when no `event:` line came.
+ * How a stream of one API ends (each wire format says its own,
+ * src/formats/<name>/stream.ts): properly besides `data: [DONE]`, by the
+ * names of its final events, read off their `event:` line (the data of
+ * `response.completed` holds the whole response and may name its type
+ * last), or by a data line that ends it when no `event:` line came; or with
+ * an error event, whose data `error` recognises from its first 32 bytes.
  */
 export interface StreamEnd {
   readonly events: ReadonlySet<string>;
   readonly data?: RegExp;
+  readonly error: RegExp;
 }
 
-/** Chat completions: `[DONE]` alone ends a stream. */
-const DONE_ONLY: StreamEnd = { events: new Set() };
+/** What the tap reads a stream by: its wire format's stream end and usage words (src/formats/<name>/). */
+export interface TappedFormat {
+  readonly streamEnd: StreamEnd;
+  readonly usage: UsageWords;
+}
 
 // An error event that names no status is a failure of the server behind compactor: a bad gateway.
 const UNKNOWN_ERROR_STATUS = 502;
-const USAGE_OR_TIMINGS = /"(?:usage|timings)"\s*:\s*\{/;
 
 export class SseTap {
   usage: Usage | undefined;
@@ -55,6 +56,10 @@ export class SseTap {
 
   readonly #collectUsage: boolean;
   readonly #end: StreamEnd;
+  readonly #usageWords: UsageWords;
+  /** The usage key quoted, and a pattern of it or `timings` opening an object: a data line is parsed only when one is there. */
+  readonly #usageKey: string;
+  readonly #usageOrTimings: RegExp;
   #sawDone = false;
   #sawError = false;
   /** The data of the first error event, kept to read its status (error events are small and rare). */
@@ -69,9 +74,12 @@ export class SseTap {
   /** The last byte seen was a CR ending a line: an LF right after it belongs to the same line end (CRLF). */
   #afterCarriageReturn = false;
 
-  constructor(options: { collectUsage?: boolean; end?: StreamEnd } = {}) {
+  constructor(format: TappedFormat, options: { collectUsage?: boolean } = {}) {
     this.#collectUsage = options.collectUsage ?? false;
-    this.#end = options.end ?? DONE_ONLY;
+    this.#end = format.streamEnd;
+    this.#usageWords = format.usage;
+    this.#usageKey = `"${format.usage.key}"`;
+    this.#usageOrTimings = usageOrTimings(format.usage.key);
   }
 
   /** The last `usage` and `timings` seen (with `collectUsage`). */
@@ -90,7 +98,7 @@ export class SseTap {
 
   /** An error event went by: the stream already tells the client it failed. */
   get sawError(): boolean {
-    return this.#sawError || this.#lastLineIs((data) => isErrorEvent(data));
+    return this.#sawError || this.#lastLineIs((data) => this.#isErrorEvent(data));
   }
 
   /**
@@ -184,6 +192,11 @@ export class SseTap {
     return data !== null && test(data);
   }
 
+  // Only the first bytes are needed to recognise an error event.
+  #isErrorEvent(data: Buffer): boolean {
+    return this.#end.error.test(data.subarray(0, 32).toString('latin1'));
+  }
+
   #line(line: Buffer): void {
     if (line.length === 0) {
       this.#eventLines = 0;
@@ -199,22 +212,22 @@ export class SseTap {
       this.#sawDone = true;
       return;
     }
-    if (isErrorEvent(data)) {
+    if (this.#isErrorEvent(data)) {
       this.#sawError = true;
       this.#errorData ??= Buffer.from(data);
       return;
     }
     if (!this.#collectUsage) return;
-    if (data.indexOf('"usage"') === -1 && data.indexOf('"timings"') === -1) return;
+    if (data.indexOf(this.#usageKey) === -1 && data.indexOf('"timings"') === -1) return;
     const text = data.toString('utf8');
-    if (!USAGE_OR_TIMINGS.test(text)) return;
+    if (!this.#usageOrTimings.test(text)) return;
     let event: unknown;
     try {
       event = JSON.parse(text);
     } catch {
       return;
     }
-    const found = extractUsage(event);
+    const found = extractUsage(event, this.#usageWords);
     if (found.usage !== undefined) this.usage = found.usage;
     if (found.timings !== undefined) this.timings = found.timings;
   }
@@ -235,7 +248,13 @@ function isDone(data: Buffer): boolean {
   return data.length === DONE.length && data.toString('latin1') === DONE;
 }
 
-// Only the first bytes are needed to recognise an error event.
-function isErrorEvent(data: Buffer): boolean {
-  return ERROR_EVENT.test(data.subarray(0, 32).toString('latin1'));
+/** A key followed by an object, for llama-server's `timings` and the format's usage key; made once per key (a format's), not per stream. */
+const usageKeyPatterns = new Map<string, RegExp>();
+function usageOrTimings(key: string): RegExp {
+  let pattern = usageKeyPatterns.get(key);
+  if (pattern === undefined) {
+    pattern = new RegExp(`"(?:${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}|timings)"\\s*:\\s*\\{`);
+    usageKeyPatterns.set(key, pattern);
+  }
+  return pattern;
 }

@@ -1,27 +1,28 @@
-import { extractUsage, type UsageFound } from './usage.js';
+import { extractUsage, type UsageFound, type UsageWords } from './usage.js';
 
 /**
- * `usage` and `timings` read from a JSON answer's text without parsing the
- * whole answer: each is the object after the last `"usage"` / `"timings"`
- * key (OpenAI and llama-server write them after the choices), parsed alone.
+ * The format's usage and llama-server's `timings` read from a JSON answer's
+ * text without parsing the whole answer: each is the object after the last
+ * `"usage"` (the format's usage key) / `"timings"` key (OpenAI and
+ * llama-server write them after the choices), parsed alone.
  * Inside a JSON string a quote is always escaped, so an unescaped `"usage"`
  * followed by `:` is a key. Undefined when neither is found whole this way
  * or a key is there but not read whole (the caller then parses the answer as
  * a whole, which also tells a non-JSON answer apart).
  *
  * @example
- * usageOfJsonText('{"choices":[],"usage":{"prompt_tokens":25}}') // → { usage: { prompt_tokens: 25 } }
+ * usageOfJsonText('{"choices":[],"usage":{"prompt_tokens":25}}', chatWords) // → { usage: { prompt_tokens: 25 } }
  */
-export function usageOfJsonText(text: string): UsageFound | undefined {
-  const usage = objectAfterKey(text, 'usage');
+export function usageOfJsonText(text: string, words: UsageWords): UsageFound | undefined {
+  const usage = objectAfterKey(text, words.key);
   const timings = objectAfterKey(text, 'timings');
   // A key named but not read whole here (a value "usage", an object cut short): the whole answer decides.
   if (usage === undefined || timings === undefined || (usage === null && timings === null)) return undefined;
   try {
     const value: Record<string, unknown> = {};
-    if (usage !== null) value['usage'] = JSON.parse(usage);
+    if (usage !== null) value[words.key] = JSON.parse(usage);
     if (timings !== null) value['timings'] = JSON.parse(timings);
-    return extractUsage(value);
+    return extractUsage(value, words);
   } catch {
     return undefined;
   }

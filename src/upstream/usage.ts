@@ -1,8 +1,10 @@
 import { z } from 'zod';
 
 /**
- * What an answer says it cost: OpenAI's `usage`, and llama-server's
- * `timings` (`cache_n` tokens reused from the KV cache, `prompt_n` read anew).
+ * What an answer says it cost: OpenAI's `usage` (the chat completions form
+ * every wire format's own usage is read into: src/formats/<name>/usage.ts),
+ * and llama-server's `timings` (`cache_n` tokens reused from the KV cache,
+ * `prompt_n` read anew).
  * Loose schemas: other fields pass through, a missing field is not an error.
  */
 
@@ -50,53 +52,42 @@ export interface UsageFound {
 }
 
 /**
- * Reads `usage` and `timings` from a completion or a stream chunk, when they
- * are there and well-formed.
+ * Where one wire format's answers say what they cost, and in which words
+ * (each format says its own, src/formats/<name>/usage.ts). `timings` is
+ * llama-server's own, the same on every route.
+ */
+export interface UsageWords {
+  /** The key of the object that says it, at the top of an answer or of a stream event (`usage` in the APIs served today). */
+  readonly key: string;
+  /** Objects of a stream's events that hold that key too (Messages' `message_start` holds it in `message`, Responses' `response.completed` in `response`). */
+  readonly within: readonly string[];
+  /** That object in chat completions' words (the `Usage` compactor reads), or undefined when it says nothing about the prompt. */
+  read(value: unknown): Usage | undefined;
+}
+
+/**
+ * Reads the format's usage and llama-server's `timings` from a completion
+ * or a stream chunk, when they are there and well-formed.
  *
  * @example
- * extractUsage({ usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } })
+ * extractUsage({ usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } }, chatWords)
  * // → { usage: { prompt_tokens: 25 }, timings: { cache_n: 24, prompt_n: 1 } }
  */
-export function extractUsage(value: unknown): UsageFound {
+export function extractUsage(value: unknown, words: UsageWords): UsageFound {
   if (typeof value !== 'object' || value === null) return {};
   const found: UsageFound = {};
-  if ('usage' in value) {
-    if (isUsage(value.usage)) found.usage = value.usage;
-    else {
-      const other = usageOfOtherApis(value.usage);
-      if (other !== undefined) found.usage = other;
-    }
-  }
-  // Messages API: `message_start` holds it in `message`; Responses API: `response.completed` in `response`.
-  for (const key of ['message', 'response'] as const) {
+  const usage = words.key in value ? words.read((value as Record<string, unknown>)[words.key]) : undefined;
+  if (usage !== undefined) found.usage = usage;
+  for (const key of words.within) {
     if (found.usage !== undefined || !(key in value)) continue;
     const inner = (value as Record<string, unknown>)[key];
-    if (typeof inner === 'object' && inner !== null && 'usage' in inner) {
-      const other = usageOfOtherApis(inner.usage);
-      if (other !== undefined) found.usage = other;
+    if (typeof inner === 'object' && inner !== null && words.key in inner) {
+      const innerUsage = words.read((inner as Record<string, unknown>)[words.key]);
+      if (innerUsage !== undefined) found.usage = innerUsage;
     }
   }
   if ('timings' in value) {
     if (isTimings(value.timings)) found.timings = value.timings;
   }
   return found;
-}
-
-/**
- * The Anthropic Messages API's and the OpenAI Responses API's usage in chat
- * terms: `input_tokens` (plus Anthropic's cache reads and writes, which it
- * counts apart) is the prompt. A `message_delta` usage without
- * `input_tokens` says nothing about the prompt: undefined.
- */
-function usageOfOtherApis(value: unknown): Usage | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const usage = value as Record<string, unknown>;
-  const input = usage['input_tokens'];
-  if (typeof input !== 'number') return undefined;
-  const count = (key: string): number => (typeof usage[key] === 'number' ? (usage[key] as number) : 0);
-  const output = usage['output_tokens'];
-  return {
-    prompt_tokens: input + count('cache_read_input_tokens') + count('cache_creation_input_tokens'),
-    ...(typeof output === 'number' ? { completion_tokens: output } : {}),
-  };
 }

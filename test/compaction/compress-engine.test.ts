@@ -81,7 +81,7 @@ describe('the compression tier through the engine (issue 25)', () => {
   });
 
   it('the epoch keeps its strategy through a shared store\'s encoding', () => {
-    const epoch = { key: 'k', sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
+    const epoch = { key: 'k'.repeat(22), sourceLength: 4, seenLength: 9, replacement: [{ role: 'tool', tool_call_id: 'c1', content: '[compressed: superseded by call c2, the same read_file call made later (900 bytes removed)]' }], notes: null, strategy: 'compress' as const, report: 'compressed 1 tool result (2.0k -> 1.0k tokens)' };
     expect(decodeEpoch(encodeEpoch(epoch))).toEqual(epoch);
   });
 

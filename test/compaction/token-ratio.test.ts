@@ -114,7 +114,7 @@ describe('TokenRatios shared between replicas (issue 15, item 1)', () => {
     expect(alone.hasUnshared).toBe(false);
     const ratios = new TokenRatios({ shared: true });
     ratios.learn('m', 't', 2_000, 1_000);
-    expect(ratios.takeUnshared()).toEqual([{ name: 't\u0000m', samples: [2] }]);
+    expect(ratios.takeUnshared()).toEqual([{ tenant: 't', model: 'm', samples: [2] }]);
     expect(ratios.hasUnshared).toBe(false);
     ratios.learn('m', 't', 1_000, 1_000);
     // Another replica's measures made the shared ratio 3; this replica's measure of 1 is not shared yet: 3 + 0.3 × (1 - 3).

@@ -18,6 +18,7 @@ import { type Proxy, sharedForSuite } from '../support/proxy.js';
 import { parseSse, sseData } from '../support/sse.js';
 import { anyTranscriptArbitrary, propertyParameters } from '../transcript/arbitraries.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
+import { formatAt } from '../support/formats.js';
 
 /**
  * Issue 7, "Invariants under fast-check". 100 runs per property in CI;
@@ -99,7 +100,7 @@ const streamAndPartitionArbitrary = streamShapeArbitrary.chain((shape) => {
 });
 
 function tapOf(chunks: readonly Buffer[]): { sawDone: boolean; sawError: boolean; closing: string; usage: unknown } {
-  const tap = new SseTap({ collectUsage: true });
+  const tap = new SseTap(formatAt('/v1/chat/completions'), { collectUsage: true });
   for (const chunk of chunks) tap.write(chunk);
   return { sawDone: tap.sawDone, sawError: tap.sawError, closing: tap.closingBytes(), usage: tap.usage };
 }

@@ -7,8 +7,8 @@ import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { renderTranscript } from '../../src/transcript/render.js';
 import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
 import { spliceMessages } from '../../src/formats/splice.js';
-import { readChatRequest } from '../../src/formats/chat/read.js';
-import { applyPairMode } from '../../src/formats/pairs.js';
+import { runNow } from '../../src/transcript/steps.js';
+import { formatAt, readInput } from '../support/formats.js';
 import { messagesView } from '../../src/formats/messages/read.js';
 import { messagesFromView } from '../../src/formats/messages/write.js';
 import { responsesView } from '../../src/formats/responses/read.js';
@@ -117,8 +117,7 @@ describe('linear work: doubling the input at most ~2.5x the work (issue 21 item 
   it('the chat read, repair and splice of the forwarded body', () => {
     const raw = (n: number) => Buffer.from(JSON.stringify({ model: 'm', messages: sharedIdHistory(n) }));
     expectLinear(raw, (bytes: Buffer) => {
-      const body = readChatRequest(Buffer.from(bytes), 'application/json');
-      const outcome = applyPairMode(body, 'repair');
+      const outcome = runNow(formatAt('/v1/chat/completions').read(readInput(Buffer.from(bytes), 'repair'))).pairs;
       spliceMessages(Buffer.from(bytes), outcome.body.messages);
     });
   });

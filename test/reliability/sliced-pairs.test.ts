@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WIRE_FORMATS } from '../../src/formats/registry.js';
+import { formatAt, readInput } from '../support/formats.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblemSteps, repairPairSteps } from '../../src/transcript/pairs.js';
 import { runInSlices, runNow, SLICE_ITEMS, type Steps } from '../../src/transcript/steps.js';
@@ -12,7 +12,6 @@ import { anyTranscriptArbitrary, call, propertyParameters } from '../transcript/
  * gives the same result in slices as at once. Slices are counted, never timed.
  */
 
-const formatAt = (url: string) => WIRE_FORMATS.find((format) => format.urls.includes(url))!;
 
 /** Runs `steps` in slices, counting the pauses. */
 async function counted<T>(steps: Steps<T>): Promise<{ value: T; pauses: number }> {
@@ -65,7 +64,7 @@ describe('issue 21 item 1: the pair check of a large history runs in slices', ()
 
   it('a chat body of 10,000 misplaced results is read in slices', async () => {
     const body = Buffer.from(JSON.stringify({ model: 'm', messages: sharedId(10_000) }));
-    const sliced = await counted(formatAt('/v1/chat/completions').read(body, 'application/json', 'repair'));
+    const sliced = await counted(formatAt('/v1/chat/completions').read(readInput(body, 'repair')));
     expect(sliced.pauses).toBeGreaterThanOrEqual(Math.floor(20_000 / SLICE_ITEMS));
     expect(sliced.value.pairs.report).toBe('repaired 9999 tool pairs');
   });
@@ -79,7 +78,7 @@ describe('issue 21 item 1: the pair check of a large history runs in slices', ()
       { role: 'user', content: [...results, { type: 'tool_result', tool_use_id: 'orphan', content: 'r' }] },
     ];
     const body = Buffer.from(JSON.stringify({ model: 'm', max_tokens: 16, messages }));
-    const sliced = await counted(formatAt('/v1/messages').read(body, 'application/json', 'repair'));
+    const sliced = await counted(formatAt('/v1/messages').read(readInput(body, 'repair')));
     // The view of the 20,001 blocks, and the pair passes over the 20,003 chat messages.
     expect(sliced.pauses).toBeGreaterThanOrEqual(Math.floor((20_000 + 2 * 20_000) / SLICE_ITEMS));
     expect(sliced.value.pairs.report).toBe('repaired 1 tool pair');

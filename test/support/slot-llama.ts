@@ -32,6 +32,8 @@ export interface SlotLlamaOptions extends SlotModelOptions {
   readonly summaryGeneratedTokens?: number;
   /** Answer 503 to a request pinned to a busy slot, rather than queue it. */
   readonly failBusyPins?: boolean;
+  /** Further paths that answer as `/v1/chat/completions` does (a toy wire format's route, test/extension-points.test.ts). */
+  readonly chatAliases?: readonly string[];
 }
 
 export interface SlotTaskRecord {
@@ -93,7 +95,7 @@ export class SlotLlama {
       replies.json(200, this.model.slots.map((slot) => ({ id: slot.id, n_ctx: window, speculative: false, is_processing: slot.busy })))(exchange),
     );
     for (const slot of this.model.slots) upstream.route('POST', `/slots/${slot.id}`, (exchange) => this.#action(slot.id, exchange));
-    upstream.route('POST', '/v1/chat/completions', (exchange) => this.#chat(exchange));
+    for (const path of ['/v1/chat/completions', ...(this.#options.chatAliases ?? [])]) upstream.route('POST', path, (exchange) => this.#chat(exchange));
     // The exact count compaction asks for near a threshold.
     upstream.route('POST', '/v1/chat/completions/input_tokens', (exchange) => replies.json(200, { input_tokens: this.model.tokensOf(this.render(bodyOf(exchange))) })(exchange));
   }

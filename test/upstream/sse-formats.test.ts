@@ -1,15 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { WIRE_FORMATS } from '../../src/formats/registry.js';
 import { SseTap } from '../../src/upstream/sse.js';
 import { extractUsage } from '../../src/upstream/usage.js';
+import { formatAt } from '../support/formats.js';
 
 /** issue 16: the tap reads the Messages and Responses streams too: how they end, their errors, their usage. */
 
-const streamEndOf = (url: string) => WIRE_FORMATS.find((format) => format.urls.includes(url))!.streamEnd;
-
-/** The tap as the route of `url` makes it: with its format's stream end. */
+/** The tap as the route of `url` makes it: with its format's stream end and usage words. */
 function tapped(text: string, url = text.includes('"response.') ? '/v1/responses' : '/v1/messages'): SseTap {
-  const tap = new SseTap({ collectUsage: true, end: streamEndOf(url) });
+  const tap = new SseTap(formatAt(url), { collectUsage: true });
   tap.write(Buffer.from(text));
   return tap;
 }
@@ -46,6 +44,6 @@ describe('issue 16: the SSE tap on Messages and Responses streams', () => {
   });
 
   it('item 2: extractUsage keeps chat usage as it was', () => {
-    expect(extractUsage({ usage: { prompt_tokens: 5, completion_tokens: 1 } }).usage).toEqual({ prompt_tokens: 5, completion_tokens: 1 });
+    expect(extractUsage({ usage: { prompt_tokens: 5, completion_tokens: 1 } }, formatAt('/v1/chat/completions').usage).usage).toEqual({ prompt_tokens: 5, completion_tokens: 1 });
   });
 });

@@ -3,9 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { sseComment } from '../../src/http/sse-comment.js';
 import { MAX_TAPPED_LINE_BYTES, SseTap } from '../../src/upstream/sse.js';
 import { loadFixture } from '../support/fixtures.js';
+import { formatAt } from '../support/formats.js';
+
+const CHAT = formatAt('/v1/chat/completions');
 
 function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseTap {
-  const tap = new SseTap({ collectUsage });
+  const tap = new SseTap(CHAT, { collectUsage });
   let start = 0;
   for (const cut of [...new Set(cuts)].sort((a, b) => a - b)) {
     tap.write(body.subarray(start, cut));
@@ -17,13 +20,13 @@ function tapOf(body: Buffer, cuts: readonly number[], collectUsage = true): SseT
 
 describe('SseTap', () => {
   it("reads the status of an error event: the upstream's code, else 502, and none without one", () => {
-    const recorded = new SseTap();
+    const recorded = new SseTap(CHAT);
     recorded.write(loadFixture('chat_stream_midstream_error').body);
     expect(recorded.errorStatus).toBe(500);
-    const nameless = new SseTap();
+    const nameless = new SseTap(CHAT);
     nameless.write(Buffer.from('data: {"choices":[]}\n\ndata: {"error":{"message":"gone","code":"boom"}}'));
     expect(nameless.errorStatus).toBe(502);
-    const clean = new SseTap();
+    const clean = new SseTap(CHAT);
     clean.write(loadFixture('chat_stream').body);
     expect(clean.errorStatus).toBeNull();
   });
@@ -44,7 +47,7 @@ describe('SseTap', () => {
   });
 
   it('byte by byte, through multi-byte characters', () => {
-    const tap = new SseTap({ collectUsage: true });
+    const tap = new SseTap(CHAT, { collectUsage: true });
     for (let index = 0; index < stream.length; index++) tap.write(stream.subarray(index, index + 1));
     expect(tap.usage?.prompt_tokens).toBe(25);
     expect(tap.sawDone).toBe(true);
@@ -66,7 +69,7 @@ describe('SseTap', () => {
   });
 
   it('knows where the bytes stand relative to an event boundary', () => {
-    const tap = new SseTap();
+    const tap = new SseTap(CHAT);
     expect(tap.closingBytes()).toBe('');
     tap.write(Buffer.from('data: {"a":1}\n'));
     expect(tap.closingBytes()).toBe('\n');
@@ -74,7 +77,7 @@ describe('SseTap', () => {
     expect(tap.closingBytes()).toBe('');
     tap.write(Buffer.from('data: {"a'));
     expect(tap.closingBytes()).toBe('\n\n');
-    const crlf = new SseTap();
+    const crlf = new SseTap(CHAT);
     crlf.write(Buffer.from('data: [DONE]\r\n\r\n'));
     expect(crlf.sawDone).toBe(true);
     expect(crlf.closingBytes()).toBe('');
@@ -82,7 +85,7 @@ describe('SseTap', () => {
 
   it('holds at most MAX_TAPPED_LINE_BYTES of a line with no end, and reads on after it', () => {
     // A 1.4 GB line once took 1.5 GB of memory: the tap kept all of it, waiting for its end.
-    const tap = new SseTap({ collectUsage: true });
+    const tap = new SseTap(CHAT, { collectUsage: true });
     const piece = Buffer.alloc(64 * 1024, 'x');
     tap.write(Buffer.from('data: {"choices":[{"delta":{"content":"'));
     for (let written = 0; written < 4 * MAX_TAPPED_LINE_BYTES; written += piece.length) {
@@ -101,7 +104,7 @@ describe('SseTap', () => {
   });
 
   it('a long line that ends in a CR is still one line', () => {
-    const tap = new SseTap();
+    const tap = new SseTap(CHAT);
     tap.write(Buffer.alloc(MAX_TAPPED_LINE_BYTES + 10, 'x'));
     tap.write(Buffer.from('\r'));
     tap.write(Buffer.from('\ndata: [DONE]\r\n\r\n'));

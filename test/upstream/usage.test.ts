@@ -1,6 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TimingsSchema, UsageSchema, extractUsage, isTimings, isUsage } from '../../src/upstream/usage.js';
+import { formatAt } from '../support/formats.js';
+
+const CHAT_USAGE = formatAt('/v1/chat/completions').usage;
 
 // The figures are checked by hand (zod copied every answer's usage, issue 26): the checks must say what the schemas say.
 
@@ -32,7 +35,7 @@ describe('usage figures checked by hand', () => {
 
   it('extractUsage gives the figures as they came', () => {
     const answer = { usage: { prompt_tokens: 25, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 20 } }, timings: { cache_n: 24, prompt_n: 1 } };
-    expect(extractUsage(answer)).toEqual(answer);
-    expect(extractUsage({ usage: { prompt_tokens: '25' }, timings: { cache_n: 'x' } })).toEqual({});
+    expect(extractUsage(answer, CHAT_USAGE)).toEqual(answer);
+    expect(extractUsage({ usage: { prompt_tokens: '25' }, timings: { cache_n: 'x' } }, CHAT_USAGE)).toEqual({});
   });
 });

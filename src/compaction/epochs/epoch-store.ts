@@ -1,10 +1,7 @@
 import { LRUCache } from 'lru-cache';
-import type { Epoch, EpochLease, EpochLookup, EpochStore } from '../types.js';
+import type { Epoch, EpochLookup } from '../types.js';
 import { lookupEpochs } from './lookup.js';
 import { messageBytes, SharedMessages } from './shared-messages.js';
-
-/** A lease nobody else can hold: within one process the engine's single flight already makes one call per key. */
-const LOCAL_LEASE: EpochLease = { renew: async () => true, release: async () => undefined };
 
 export interface MemoryEpochStoreOptions {
   readonly maxEntries?: number;
@@ -34,8 +31,12 @@ const EPOCH_OVERHEAD_BYTES = 512;
  * expiry are lru-cache's. A large message many epochs hold alike (the head of
  * one agent's conversations) is held once (`SharedMessages`) and counted
  * once against `maxBytes`.
+ *
+ * Every replica has one: alone it is the store (`cache.store: memory`), and
+ * behind a shared store it is what the replica goes on with when that one is
+ * down (repository.ts decides which answers).
  */
-export class MemoryEpochStore implements EpochStore {
+export class MemoryEpochStore {
   readonly #entries: LRUCache<string, Held>;
   readonly #shared = new SharedMessages();
   readonly #maxBytes: number;
@@ -113,19 +114,9 @@ export class MemoryEpochStore implements EpochStore {
     this.#entries.delete(key);
   }
 
-  async lookup(hashes: readonly string[]): Promise<EpochLookup> {
-    return lookupEpochs(this, hashes);
-  }
-
-  async load(key: string): Promise<Epoch | undefined> {
-    return this.get(key);
-  }
-
-  async save(epoch: Epoch): Promise<void> {
-    this.set(epoch);
-  }
-
-  async lease(): Promise<EpochLease | null> {
-    return LOCAL_LEASE;
+  /** The epochs for a history whose prefix hashes are `hashes`; stale pending ones found on the way are dropped. */
+  lookup(hashes: readonly string[]): EpochLookup {
+    if (this.#entries.size === 0) return { inUse: null, pending: null };
+    return lookupEpochs((key) => this.get(key), hashes, (stale) => this.delete(stale.key));
   }
 }

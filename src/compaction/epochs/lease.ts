@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Epoch, EpochStore } from '../types.js';
+import type { Epoch, EpochLease } from '../types.js';
 
 /**
  * Cross-replica single flight: the epoch of one key is computed by one
@@ -21,6 +21,13 @@ const LEASE_MS = 10_000;
 /** How often a waiting replica looks for the epoch: a summary takes seconds, so a quarter second adds little to the wait. */
 export const LEASE_POLL_MS = 250;
 
+/** What a lease is taken through: the repository (repository.ts), as one conversation uses it. */
+export interface LeaseHolder {
+  lease(key: string, ttlMs: number): Promise<EpochLease | null>;
+  load(key: string): Promise<Epoch | undefined>;
+  save(epoch: Epoch): Promise<void>;
+}
+
 export interface LeasedOptions {
   readonly signal: AbortSignal;
   /** Wait for another replica's epoch (a request that needs it); false: give up at once (a background epoch). */
@@ -38,7 +45,7 @@ export interface LeasedOptions {
  * written by the replica that held the lease just before.
  */
 export async function leased(
-  store: EpochStore,
+  store: LeaseHolder,
   key: string,
   options: LeasedOptions,
   compute: () => Promise<Epoch | null>,
@@ -68,7 +75,7 @@ export async function leased(
 }
 
 /** A pending epoch found by a request that needs it is applied (as `apply-pending` does); a background one leaves it pending. */
-async function applied(store: EpochStore, epoch: Epoch, needed: boolean): Promise<Epoch | null> {
+async function applied(store: LeaseHolder, epoch: Epoch, needed: boolean): Promise<Epoch | null> {
   if (epoch.pending !== true) return epoch;
   if (!needed) return null;
   const inUse: Epoch = { ...epoch, pending: false };

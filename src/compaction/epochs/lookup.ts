@@ -2,41 +2,79 @@ import type { Epoch, EpochLookup } from '../types.js';
 
 /**
  * Finding a history's epochs by its prefix hashes (`hashes[i]` names the
- * first `i` messages). An epoch is keyed by the prefix its text was written
- * from, and counts for a history only when that whole prefix is in it
- * (`seenLength === i`): it then replaces the first `sourceLength` messages.
+ * first `i` messages): the rules, written once. An epoch is keyed by the
+ * prefix its text was written from, and counts for a history only when that
+ * whole prefix is in it (`seenLength === i`, its key `hashes[i]`): it then
+ * replaces the first `sourceLength` messages.
+ *
+ * A store only finds values, longest prefix first: the memory store reads
+ * each prefix, the Redis script sends what it found down to the first value
+ * in use (epochs/redis-store.ts). Both hand them to {@link EpochChoice}, so the
+ * choice is the same whichever store made it (test/compaction/epochs/lookup-table.test.ts).
  */
-
-/** Epochs read synchronously: the memory store. */
-export interface EpochSource {
-  get(key: string): Epoch | undefined;
-  delete(key: string): void;
-  readonly size: number;
-}
 
 /**
  * One pass over the prefixes, longest first: the epoch in use of the longest
  * prefix that has one, and the longest pending epoch beyond it. A pending
  * epoch that is not {@link isBeyond} the one in use is stale (a later
- * compaction overtook it): it is dropped, so it cannot stand in the way of
- * the next background epoch.
+ * compaction overtook it): `onStale` is told, so the store can drop it and it
+ * cannot stand in the way of the next background epoch.
  */
-export function lookupEpochs(source: EpochSource, hashes: readonly string[]): EpochLookup {
-  let pending: Epoch | null = null;
-  let inUse: Epoch | null = null;
-  if (source.size === 0) return { inUse, pending };
+export class EpochChoice {
+  #inUse: Epoch | null = null;
+  #pending: Epoch | null = null;
+  readonly #hashes: readonly string[];
+  readonly #onStale: ((epoch: Epoch) => void) | undefined;
+
+  constructor(hashes: readonly string[], onStale?: (epoch: Epoch) => void) {
+    this.#hashes = hashes;
+    this.#onStale = onStale;
+  }
+
+  /** Whether an epoch in use was chosen: no shorter prefix can change the choice. */
+  get done(): boolean {
+    return this.#inUse !== null;
+  }
+
+  /**
+   * The value found under `hashes[at]`, offered longest prefix first;
+   * undefined when what the store holds there is not an epoch (a damaged or
+   * tampered value: a miss). Whether it counted for this history.
+   */
+  offer(at: number, epoch: Epoch | undefined): boolean {
+    if (epoch === undefined || epoch.seenLength !== at || epoch.key !== this.#hashes[at]) return false;
+    if (epoch.pending !== true) this.#inUse ??= epoch;
+    else if (this.#inUse === null) this.#pending ??= epoch;
+    else this.#onStale?.(epoch);
+    return true;
+  }
+
+  /** The choice made from what was offered. */
+  result(): EpochLookup {
+    let pending = this.#pending;
+    if (pending !== null && !isBeyond(pending, this.#inUse)) {
+      this.#onStale?.(pending);
+      pending = null;
+    }
+    return { inUse: this.#inUse, pending };
+  }
+}
+
+/** Epochs read synchronously, by prefix hash: the memory store. */
+export type EpochAt = (key: string) => Epoch | undefined;
+
+/**
+ * The lookup over a store that reads each prefix at once (memory): every
+ * prefix, longest first; those past the epoch in use too, so the stale
+ * pending epochs beneath it are told to `onStale`.
+ */
+export function lookupEpochs(get: EpochAt, hashes: readonly string[], onStale?: (epoch: Epoch) => void): EpochLookup {
+  const choice = new EpochChoice(hashes, onStale);
   for (let index = hashes.length - 1; index > 0; index--) {
-    const epoch = source.get(hashes[index]!);
-    if (epoch === undefined || epoch.seenLength !== index) continue;
-    if (epoch.pending !== true) inUse ??= epoch;
-    else if (inUse === null) pending ??= epoch;
-    else source.delete(epoch.key);
+    const epoch = get(hashes[index]!);
+    if (epoch !== undefined) choice.offer(index, epoch);
   }
-  if (pending !== null && !isBeyond(pending, inUse)) {
-    source.delete(pending.key);
-    pending = null;
-  }
-  return { inUse, pending };
+  return choice.result();
 }
 
 /**

@@ -9,13 +9,15 @@ const loadIoredis = (): typeof import('ioredis') => createRequire(import.meta.ur
  * The connection of a Redis epoch store: one server (`Redis`) or a Redis
  * Cluster (`Cluster`, from seed nodes), the scripts it runs, the wait for a
  * process's first connection and each command's deadline. What a fault means
- * (memory answers, counted, warned once) is memory-fallback.ts's.
+ * (memory answers, counted, warned once) is store-health.ts's and repository.ts's.
  */
 
 /** The store's scripts, as ioredis defines them on the client (sent with EVALSHA, re-sent whole after a restart). */
 export interface StoreScripts {
-  epochLookupBuffer(...args: Array<string | number>): Promise<[Buffer, Buffer, Buffer, number, Buffer]>;
-  tokenRatioMerge(key: string, ...args: Array<string | number>): Promise<number>;
+  epochLookupBuffer(...args: Array<string | number>): Promise<[Array<number | Buffer>, number, Buffer]>;
+  ratioShare(key: string, ttlMs: number, entries: number, value: string): Promise<number>;
+  ratioRead(key: string): Promise<string[]>;
+  backoffRead(key: string): Promise<[string, number]>;
   epochLeaseRenew(key: string, token: string, ttlMs: number): Promise<number>;
   epochLeaseRelease(key: string, token: string): Promise<number>;
 }

@@ -1,89 +1,78 @@
 import { randomUUID } from 'node:crypto';
 import type { CompactionLogger } from '../ports.js';
-import { type BadValueReason, StoredEpochCodec } from './stored-epoch.js';
+import type { Epoch, LookupOptions } from '../types.js';
+import { type BadValueReason, BadValues } from './bad-values.js';
+import { MAX_VALUE_BYTES } from './epoch-codec.js';
 import type { MemoryEpochStore } from './epoch-store.js';
-import { MemoryFallbackStore, type SharedEpochs, type SharedLease, type SharedLookup, type StoreOperation } from './memory-fallback.js';
 import { CONNECT_TIMEOUT_MS, RedisConnection } from './redis-connection.js';
-import { RedisKeys } from './redis-keys.js';
-import { type Epoch, LEARNING_WEIGHT, type LookupOptions, type SharedReads, type UnsharedMeasures } from '../types.js';
+import { keySaltOf, RedisKeys } from './redis-keys.js';
+import { LEARNING_SCRIPTS, RedisLearning } from './redis-learning.js';
+import { EpochRepository } from './repository.js';
+import type { SharedLease, SharedLookup, SharedStore } from './shared-store.js';
+import { ValueSigner } from './signed-value.js';
+import { StoreHealth, type StoreOperation } from './store-health.js';
+import { StoredEpochCodec } from './stored-epoch.js';
 
 /**
  * Epochs in Redis (≥ 7), Valkey, or a Redis Cluster, shared by every replica,
- * with this process's memory store behind it (memory-fallback.ts: when Redis
- * is down, slow or flushed the replica goes on with what it knows). A command
+ * with this process's memory store behind it (repository.ts: when Redis is
+ * down, slow or flushed the replica goes on with what it knows). A command
  * that errs or takes longer than `timeoutMs` is a fault, answered from memory.
  * The connection (one server or a cluster, the first-connection wait, each
  * command's deadline) is redis-connection.ts's.
  *
- * Keys (redis-keys.ts): the encoded epoch (epoch-codec.ts) and the lease (the
- * token of the replica computing it) per prefix hash, a back-off per
- * conversation, a ratio per tenant's model. A lookup is one script over every
- * prefix hash of the history, longest first: one round trip, whatever its
- * length, returning only the epoch in use and the pending one beyond it, and
- * refreshing the TTL of the one used. It also reads the conversation's
- * back-off (set for a minute when its summary failed) and the learned token
- * ratio (each replica sends its measures every few seconds, merged in order
- * into one moving average by a script): in the script on one server, beside
- * it on a cluster, where the ratio lives in another slot.
+ * Keys (redis-keys.ts): the encoded epoch (epoch-codec.ts, signed with a
+ * secret: stored-epoch.ts) and the lease (the token of the replica computing
+ * it) per prefix hash. A lookup is one script over every prefix hash of the
+ * history, longest first: one round trip, whatever its length. The script
+ * only finds: it sends the values it met down to the first one in use
+ * (refreshing that one's TTL), and which epoch counts is decided by the rules
+ * of lookup.ts, as for the memory store. The ratios and back-offs replicas
+ * share are redis-learning.ts's, read beside the lookup.
  *
  * A store is used through `forConversation`: on a cluster the keys of one
  * conversation carry its hash tag, so its scripts run on one node.
  */
 
-// KEYS: the ratio key when ARGV[3] is '1', the back-off key when ARGV[2] counts it, then the history's epoch keys,
-// longest prefix first; ARGV[1]: the TTL (ms) an epoch in use gets again when used; ARGV[2]: how many keys come before
-// the epoch keys. Returns the epoch in use, the pending one, the ratio ('' when none), the back-off's PTTL (negative
-// when none) and the lease of the longest prefix beyond the epoch in use that a replica is summarizing ('' when none).
+// KEYS: the history's epoch keys, longest prefix first; ARGV[1]: the TTL (ms) an epoch in use gets again when used;
+// ARGV[2]: the prefix length KEYS[1] names. Returns the values met, each after its prefix length, down to the first in use
+// (flag 'u' or 'f'), that one's prefix length (0 when there was none), and the lease of the longest prefix beyond the
+// epoch in use that a replica is summarizing ('' when none, or when a pending epoch was met first).
 const LOOKUP_SCRIPT = `
-local shared = tonumber(ARGV[2])
-local ratio, backoff = '', -2
-local next = 1
-if ARGV[3] == '1' then
-  ratio = redis.call('GET', KEYS[1]) or ''
-  next = 2
-end
-if shared >= next then backoff = redis.call('PTTL', KEYS[next]) end
-local pending, running = '', ''
-for index = shared + 1, #KEYS do
+local top = tonumber(ARGV[2])
+local found, running = {}, ''
+for index = 1, #KEYS do
   local value = redis.call('GET', KEYS[index])
   if value then
+    local at = top - index + 1
+    found[#found + 1] = at
+    found[#found + 1] = value
     local flag = string.sub(value, 1, 1)
-    if flag == 'p' then
-      if pending == '' then pending = value end
-    else
+    if flag ~= 'p' then
       if flag == 'u' then redis.call('PEXPIRE', KEYS[index], ARGV[1]) end
-      return { value, pending, ratio, backoff, running }
+      return { found, at, running }
     end
   end
   -- A summary another replica computes for this prefix (its lease: same name, same hash tag, so same slot).
-  if running == '' and pending == '' then
+  if running == '' and #found == 0 then
     local lease = string.gsub(KEYS[index], 'epoch:([^:]*)$', 'lease:%1')
     if redis.call('EXISTS', lease) == 1 then running = lease end
   end
 end
-return { '', pending, ratio, backoff, running }`;
-
-// KEYS[1]: a ratio; ARGV[1]: the weight of a measure, ARGV[2]: the TTL (ms), ARGV[3…]: one replica's measures in
-// order. The same moving average as token-ratio.ts, over every replica's measures in the order they arrive.
-const RATIO_SCRIPT = `
-local value = tonumber(redis.call('GET', KEYS[1]))
-local weight = tonumber(ARGV[1])
-for index = 3, #ARGV do
-  local sample = tonumber(ARGV[index])
-  if value == nil then value = sample else value = value + weight * (sample - value) end
-end
-if value ~= nil then redis.call('SET', KEYS[1], tostring(value), 'PX', ARGV[2]) end
-return 1`;
+return { found, 0, running }`;
 
 // Only the holder (its token) extends or ends a lease: one that expired and was taken by another replica stays theirs.
 const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 
+/** The lookup script as written, for the test that holds it to the rules of lookup.ts (test/compaction/epochs/lookup-table.test.ts). */
+export const EPOCH_LOOKUP_SCRIPT = LOOKUP_SCRIPT;
+
 const SCRIPTS = {
   epochLookup: { lua: LOOKUP_SCRIPT },
   epochLeaseRenew: { lua: RENEW_SCRIPT, numberOfKeys: 1 },
   epochLeaseRelease: { lua: RELEASE_SCRIPT, numberOfKeys: 1 },
-  tokenRatioMerge: { lua: RATIO_SCRIPT, numberOfKeys: 1 },
+  ...LEARNING_SCRIPTS,
 };
 
 export interface RedisEpochStoreOptions {
@@ -101,29 +90,34 @@ export interface RedisEpochStoreOptions {
   /** Told of each command that failed (the metrics). */
   readonly onFault?: ((operation: StoreOperation) => void) | undefined;
   readonly now?: () => number;
-  /** `cache.redis.secret`: values are signed, and one that does not verify is a miss (stored-epoch.ts). */
+  /** `cache.redis.secret`: every value is signed, and one that does not verify is a miss (stored-epoch.ts, signed-value.ts). */
   readonly secret?: string | null | undefined;
+  /** `cache.redis.key_salt`: keys the tenants in key names (else a salt derived from the secret: redis-keys.ts). */
+  readonly keySalt?: string | null | undefined;
   /** `cache.redis.max_value_bytes`: a value larger than this once inflated is a miss. */
   readonly maxValueBytes?: number | undefined;
-  /** Told of each stored value that was not a valid epoch (the metrics). */
+  /** Told of each stored value that was not valid (the metrics). */
   readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
 }
 
-/** Bad values named in the log, remembered so each is logged once (bounded: a flood of them logs at most this many). */
-const LOGGED_BAD_VALUES = 1_000;
-
 /** The Redis store with memory behind it: what the configuration's `cache.store: redis` makes. */
-export class RedisEpochStore extends MemoryFallbackStore {
+export class RedisEpochStore extends EpochRepository {
   readonly #connection: RedisConnection;
 
   constructor(options: RedisEpochStoreOptions) {
     const cluster = options.cluster === true;
     const connection = new RedisConnection({ urls: typeof options.url === 'string' ? [options.url] : options.url, cluster, timeoutMs: options.timeoutMs, scripts: SCRIPTS });
-    const codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret: options.secret ?? null, maxValueBytes: options.maxValueBytes ?? 33_554_432 });
-    const { ttlMs, logger, onBadValue } = options;
-    const core: RedisCore = { connection, keys: new RedisKeys(options.keyPrefix, cluster), ttlMs, codec, loggedBadValues: new Set(), logger, onBadValue };
+    const secret = options.secret ?? null;
+    const codec = new StoredEpochCodec({ keyPrefix: options.keyPrefix, secret, maxValueBytes: options.maxValueBytes ?? MAX_VALUE_BYTES });
+    const keys = new RedisKeys(options.keyPrefix, cluster, keySaltOf(secret, options.keySalt ?? null));
+    const badValues = new BadValues(options.logger, options.onBadValue);
+    const core: RedisCore = { connection, keys, ttlMs: options.ttlMs, codec, badValues };
     const epochs = new RedisEpochs(core, '');
-    super(epochs, { ...options, name: 'redis' });
+    const name = 'redis';
+    // One health for the epochs and the learning: an outage is warned once, whichever command met it.
+    const health = new StoreHealth(epochs, { logger: options.logger, onFault: options.onFault, name });
+    const learning = new RedisLearning({ connection, keys, signer: new ValueSigner(secret), badValues, ttlMs: options.ttlMs, ...(options.now === undefined ? {} : { now: options.now }) });
+    super(epochs, { ...options, name, learning: learning.through(health) }, health);
     this.#connection = connection;
   }
 
@@ -148,14 +142,11 @@ interface RedisCore {
   readonly keys: RedisKeys;
   readonly ttlMs: number;
   readonly codec: StoredEpochCodec;
-  /** Bad values already logged (see {@link LOGGED_BAD_VALUES}). */
-  readonly loggedBadValues: Set<string>;
-  readonly logger?: CompactionLogger | undefined;
-  readonly onBadValue?: ((reason: BadValueReason) => void) | undefined;
+  readonly badValues: BadValues;
 }
 
 /** The Redis commands alone, as one conversation sends them ('' for the store itself): each resolves with Redis's answer or rejects. */
-class RedisEpochs implements SharedEpochs {
+class RedisEpochs implements SharedStore {
   readonly #core: RedisCore;
   readonly #conversation: string;
 
@@ -185,44 +176,16 @@ class RedisEpochs implements SharedEpochs {
     return this.#core.connection.firstConnection();
   }
 
-  async lookup(hashes: readonly string[], shared?: SharedReads, { patient = false }: LookupOptions = {}): Promise<SharedLookup> {
+  async lookup(hashes: readonly string[], { patient = false }: LookupOptions = {}): Promise<SharedLookup> {
     const { keys, connection, ttlMs } = this.#core;
     const scriptKeys: string[] = [];
-    const ratioInScript = shared !== undefined && keys.ratioInScript;
-    if (ratioInScript) scriptKeys.push(keys.ratio(shared.ratio));
-    if (shared !== undefined) scriptKeys.push(keys.backoff(shared.conversation));
-    const sharedKeys = scriptKeys.length;
     for (let index = hashes.length - 1; index > 0; index--) scriptKeys.push(keys.epoch(this.#conversation, hashes[index]!));
     const client = connection.client;
-    const script = connection.run(() => client.epochLookupBuffer(scriptKeys.length, ...scriptKeys, ttlMs, sharedKeys, ratioInScript ? '1' : '0'), { patient });
-    // On a cluster the ratio is in another slot: read at the same time, so still one round trip.
-    const beside = shared === undefined || ratioInScript ? undefined : connection.run(() => client.getBuffer(keys.ratio(shared.ratio)), { patient });
-    const [reply, ratioBeside] = await Promise.all([script, beside]);
-    const ratioText = ratioInScript ? reply[2] : (ratioBeside ?? Buffer.alloc(0));
-    const ratio = ratioText.length === 0 ? undefined : Number(ratioText.toString());
-    const state = shared === undefined ? {} : { shared: { ratio: Number.isFinite(ratio) ? ratio : undefined, backoffMs: Math.max(0, reply[3]) } };
-    const running = reply[4].toString();
-    return {
-      inUse: reply[0].length === 0 ? undefined : this.#decode(reply[0]),
-      pending: reply[1].length === 0 ? undefined : this.#decode(reply[1]),
-      ...state,
-      ...(running === '' ? {} : { runningElsewhere: running }),
-    };
-  }
-
-  async shareRatio({ name, samples }: UnsharedMeasures): Promise<void> {
-    const { keys, connection, ttlMs } = this.#core;
-    await connection.run(() => connection.client.tokenRatioMerge(keys.ratio(name), LEARNING_WEIGHT, ttlMs, ...samples));
-  }
-
-  async noteFailure(conversation: string, ms: number): Promise<void> {
-    const { keys, connection } = this.#core;
-    await connection.run(() => connection.client.set(keys.backoff(conversation), '1', 'PX', ms));
-  }
-
-  async clearFailure(conversation: string): Promise<void> {
-    const { keys, connection } = this.#core;
-    await connection.run(() => connection.client.del(keys.backoff(conversation)));
+    const [found, stoppedAt, running] = await connection.run(() => client.epochLookupBuffer(scriptKeys.length, ...scriptKeys, ttlMs, hashes.length - 1), { patient });
+    const values: Array<{ at: number; epoch: Epoch | undefined }> = [];
+    for (let index = 0; index + 1 < found.length; index += 2) values.push({ at: Number(found[index]), epoch: this.#decode(found[index + 1] as Buffer) });
+    const runningElsewhere = running.toString();
+    return { found: values, ...(stoppedAt === 0 ? {} : { stoppedAt }), ...(runningElsewhere === '' ? {} : { runningElsewhere }) };
   }
 
   async load(key: string): Promise<Epoch | undefined> {
@@ -234,15 +197,9 @@ class RedisEpochs implements SharedEpochs {
 
   /** A stored value as an epoch, or undefined (a miss) when it is not a valid one: counted, and logged once per value. */
   #decode(value: Buffer): Epoch | undefined {
-    const { codec, loggedBadValues, logger, onBadValue } = this.#core;
-    const decoded = codec.decode(value);
+    const decoded = this.#core.codec.decode(value);
     if ('epoch' in decoded) return decoded.epoch;
-    onBadValue?.(decoded.bad);
-    const fingerprint = `${decoded.bad}:${value.length}:${value.subarray(0, 64).toString('base64')}`;
-    if (!loggedBadValues.has(fingerprint) && loggedBadValues.size < LOGGED_BAD_VALUES) {
-      loggedBadValues.add(fingerprint);
-      logger?.warn({ reason: decoded.bad, detail: decoded.detail, bytes: value.length }, 'epoch store: a stored value is not a valid epoch; treated as a miss');
-    }
+    this.#core.badValues.report('epoch', decoded, value);
     return undefined;
   }
 

@@ -1,8 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { inflateRawSync } from 'node:zlib';
-import { z } from 'zod';
-import { ChatMessageSchema } from '../../transcript/message.js';
-import { encodeEpoch } from './epoch-codec.js';
+import { type Decoded, encodeEpoch, headerOf, readEpoch } from './epoch-codec.js';
 import type { Epoch } from '../types.js';
 
 /**
@@ -12,7 +9,7 @@ import type { Epoch } from '../types.js';
  * request of a conversation fail (`replacement: [null, 5, "x"]`), drop or
  * repeat recent turns (`sourceLength: 1e9` or `-4`), or inflate 0.4 MB into
  * 400 MB. A value is used only when it inflates within `maxValueBytes`, parses
- * to what {@link StoredEpochSchema} accepts and, with a secret, carries a
+ * to what `EpochSchema` (types.ts) accepts and, with a secret, carries a
  * valid HMAC; anything else is a miss, reported with its reason.
  *
  * Signed values (a secret is configured): the encoding byte is upper case
@@ -26,23 +23,8 @@ import type { Epoch } from '../types.js';
 
 const MAC_BYTES = 32;
 
-/** The epoch as the code trusts it: every length a count within the history, every index within the replacement. */
-export const StoredEpochSchema = z
-  .strictObject({
-    key: z.string().regex(/^[\w-]{16,128}$/, 'not a prefix hash'),
-    sourceLength: z.number().int().nonnegative(),
-    seenLength: z.number().int().positive(),
-    replacement: z.array(ChatMessageSchema),
-    marked: z.array(z.number().int().nonnegative()).optional(),
-    notes: z.string().nullable(),
-    strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
-    report: z.string(),
-    expiresAt: z.number().finite().optional(),
-  })
-  .refine((epoch) => epoch.sourceLength <= epoch.seenLength, 'sourceLength is beyond seenLength')
-  .refine((epoch) => (epoch.marked ?? []).every((index) => index < epoch.replacement.length), 'a marked index is outside the replacement');
-
-export type BadValueReason = 'unsigned' | 'signature' | 'too-large' | 'encoding' | 'json' | 'schema';
+export type { BadValueReason } from './bad-values.js';
+export type { Decoded } from './epoch-codec.js';
 
 export interface StoredEpochCodecOptions {
   /** Bound into every signature: a value signed for one deployment's prefix is not another's. */
@@ -52,8 +34,6 @@ export interface StoredEpochCodecOptions {
   /** `cache.redis.max_value_bytes`: an epoch's JSON larger than this, inflated, is a miss. */
   readonly maxValueBytes: number;
 }
-
-export type Decoded = { readonly epoch: Epoch } | { readonly bad: BadValueReason; readonly detail: string };
 
 export class StoredEpochCodec {
   readonly #options: StoredEpochCodecOptions;
@@ -72,11 +52,11 @@ export class StoredEpochCodec {
   }
 
   decode(value: Buffer): Decoded {
-    if (value.length < 2) return { bad: 'encoding', detail: 'shorter than its header' };
-    const flag = String.fromCharCode(value[0]!);
-    const encoding = String.fromCharCode(value[1]!);
+    const header = headerOf(value);
+    if (header === undefined) return { bad: 'encoding', detail: 'shorter than its header' };
+    const { flag, encoding } = header;
     const { secret } = this.#options;
-    let body = value.subarray(2);
+    let body = header.body;
     if (secret !== null) {
       if (encoding !== 'J' && encoding !== 'Z') return { bad: 'unsigned', detail: 'no signature, and cache.redis.secret is set' };
       const mac = body.subarray(0, MAC_BYTES);
@@ -84,41 +64,10 @@ export class StoredEpochCodec {
       const expected = this.#mac(secret, value.subarray(0, 2), body);
       if (mac.length !== MAC_BYTES || !timingSafeEqual(mac, expected)) return { bad: 'signature', detail: 'the signature does not verify with cache.redis.secret' };
     }
-    const kind = encoding.toLowerCase();
-    let json: Buffer;
-    try {
-      if (kind === 'z') json = inflateRawSync(body, { maxOutputLength: this.#options.maxValueBytes });
-      else if (kind === 'j') json = body;
-      else return { bad: 'encoding', detail: `unknown encoding ${JSON.stringify(encoding)}` };
-    } catch {
-      return { bad: 'too-large', detail: `inflates past cache.redis.max_value_bytes (${this.#options.maxValueBytes}) or is not deflate data` };
-    }
-    if (json.length > this.#options.maxValueBytes) return { bad: 'too-large', detail: `larger than cache.redis.max_value_bytes (${this.#options.maxValueBytes})` };
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(json.toString('utf8'));
-    } catch {
-      return { bad: 'json', detail: 'not JSON' };
-    }
-    const checked = StoredEpochSchema.safeParse(parsed);
-    if (!checked.success) {
-      const issue = checked.error.issues[0]!;
-      return { bad: 'schema', detail: `${issue.path.join('.') || 'value'}: ${issue.message}` };
-    }
-    // The replacement as stored, in its own key order: zod's output puts each message's keys in the schema's order, so a
-    // replica reading an epoch would forward other bytes than the one that wrote it. Every schema is loose and transforms
-    // nothing, so once checked the two hold the same values.
-    const epoch = withoutUndefined({ ...checked.data, replacement: (parsed as typeof checked.data).replacement });
-    return { epoch: flag === 'p' ? { ...epoch, pending: true } : epoch };
+    return readEpoch(flag, encoding.toLowerCase(), body, this.#options.maxValueBytes);
   }
 
   #mac(secret: string, head: Buffer, body: Buffer): Buffer {
     return createHmac('sha256', secret).update('compactor-epoch\0').update(this.#options.keyPrefix).update('\0').update(head).update(body).digest();
   }
-}
-
-/** zod leaves absent optional keys out already; this narrows the type to what `exactOptionalPropertyTypes` wants. */
-function withoutUndefined(data: z.infer<typeof StoredEpochSchema>): Epoch {
-  const { marked, expiresAt, ...rest } = data;
-  return { ...rest, ...(marked === undefined ? {} : { marked }), ...(expiresAt === undefined ? {} : { expiresAt }) };
 }

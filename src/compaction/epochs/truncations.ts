@@ -1,4 +1,4 @@
-import type { Epoch, EpochStore } from '../types.js';
+import type { Epoch, EpochLookup } from '../types.js';
 
 /**
  * A truncation is a stand-in, never ground to build on (DESIGN.md § The
@@ -24,9 +24,9 @@ export function derivesFromTruncation(epoch: Epoch | null): boolean {
  * not derived from a truncation that was written from less than `epoch` saw,
  * or null when the original messages from the head on are the ground.
  */
-export async function epochBeneath(store: EpochStore, hashes: readonly string[], epoch: Epoch): Promise<Epoch | null> {
+export async function epochBeneath(lookup: (hashes: readonly string[]) => Promise<EpochLookup>, hashes: readonly string[], epoch: Epoch): Promise<Epoch | null> {
   let below: Epoch | null = epoch;
   // Each step looks at shorter prefixes only (seenLength falls), so the walk ends.
-  while (below !== null && derivesFromTruncation(below)) below = (await store.lookup(hashes.slice(0, below.seenLength))).inUse;
+  while (below !== null && derivesFromTruncation(below)) below = (await lookup(hashes.slice(0, below.seenLength))).inUse;
   return below;
 }

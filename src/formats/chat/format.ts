@@ -1,21 +1,35 @@
-import type { WireFormat } from '../wire-format.js';
-import { CHAT_STREAM_END } from './stream.js';
-import { handlePairs } from '../pairs.js';
-import { chatErrorBody, chatErrorEvent } from './errors.js';
-import { chatOutputLimit, readChatRequest } from './read.js';
-import { chatBytesFor } from './write.js';
-import { checkPlanningItems } from '../planning-cap.js';
+/** OpenAI's chat completions as a wire format: its read on the skeleton (the chat view is the body itself) and its adapter's fields. */
 
-/** OpenAI's chat completions: the chat view is the body itself. */
+import type { WireFormat } from '../wire-format.js';
+import { type WireReader, type WireView, readWire } from '../read-wire.js';
+import { CHAT_STREAM_END } from './stream.js';
+import { CHAT_USAGE } from './usage.js';
+import { chatErrorBody, chatErrorEvent } from './errors.js';
+import { CHAT_OUTPUT_LIMIT_FIELDS, type ChatRequestBody, checkChatBody } from './read.js';
+import { chatBytesFor } from './write.js';
+
+// The view is the body itself: each chat message is its own wire message.
+const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
+  check: checkChatBody,
+  *view(body) {
+    return { chat: body };
+  },
+  wireIndexOf: (_chat, index) => index,
+  messagesAsParsed: true,
+  bytesFor: (raw, _view, messages, parsedAhead) => chatBytesFor(raw, messages, parsedAhead),
+};
+
 export const CHAT_FORMAT: WireFormat = {
   urls: ['/v1/chat/completions', '/chat/completions'],
-  streamEnd: CHAT_STREAM_END,
   listKey: 'messages',
-  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
-    const parsed = readChatRequest(raw, contentType);
-    checkPlanningItems(parsed.messages, maxItems);
-    return { pairs: yield* handlePairs(parsed, pairs, observe), maxOutputTokens: chatOutputLimit(parsed), stream: parsed['stream'] === true, messagesAsParsed: true, bytesFor: chatBytesFor };
-  },
+  streamEnd: CHAT_STREAM_END,
+  usage: CHAT_USAGE,
+  outputLimitFields: CHAT_OUTPUT_LIMIT_FIELDS,
+  // OpenAI's clients send `Authorization: Bearer`; a key sent as `x-api-key` (Anthropic's header) is read too, as on every route before formats said their own.
+  credentialHeaders: ['authorization', 'x-api-key'],
+  // llama-server's /v1/chat/completions reads `id_slot`.
+  pinsSlots: true,
+  read: (input) => readWire(CHAT_FORMAT, CHAT_READER, input),
   errorBody: chatErrorBody,
   errorEvent: chatErrorEvent,
 };

@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { InvalidRequestError } from '../../errors.js';
 import { describeType, formatPath } from '../../issue-words.js';
 import { ChatMessagesSchema, isChatMessageList } from '../../transcript/message.js';
-import { type OutputLimit, type RequestView, outputLimitOf } from '../../transcript/request-view.js';
-import { readJsonObject, withModelNameChecked } from '../json-body.js';
+import { type OutputLimit, type OutputLimitField, type RequestView, outputLimitOf } from '../../transcript/request-view.js';
 
 /**
  * A chat completions body (`POST /v1/chat/completions`) read into the
@@ -35,20 +34,17 @@ function chatIssueMessage(issue: z.core.$ZodRawIssue): string | undefined {
 }
 
 /**
- * Parses and validates a chat completion body. Throws `UnsupportedMediaTypeError`
- * for a content type that is not JSON and `InvalidRequestError` for an empty
- * body, invalid JSON, a prototype-polluting key, nesting deeper than
- * {@link MAX_NESTING_DEPTH}, a missing or invalid `model` (or one longer than
- * {@link MAX_MODEL_NAME_LENGTH}), or a missing or invalid `messages`.
+ * Validates a parsed chat completion body: throws `InvalidRequestError` for
+ * a missing or invalid `model` or `messages` (read-wire.ts parses it first,
+ * and checks the model name's length after).
  *
  * @example
- * readChatRequest(Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), 'application/json')
- * // → { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
+ * checkChatBody({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+ * // → the same object
  */
-export function readChatRequest(raw: unknown, contentType: string | undefined): ChatRequestBody {
-  const json = readJsonObject(raw, contentType);
+export function checkChatBody(json: Record<string, unknown>): ChatRequestBody {
   // The common case is checked without zod, which copies every object it accepts; zod words what is wrong.
-  if (isChatRequestBody(json)) return withModelNameChecked(json);
+  if (isChatRequestBody(json)) return json;
   const parsed = ChatRequestSchema.safeParse(json, { error: chatIssueMessage });
   if (!parsed.success) {
     // Every field at fault (the first three), so one attempt fixes them all (`model: is required; messages: …`); param names the first.
@@ -57,13 +53,15 @@ export function readChatRequest(raw: unknown, contentType: string | undefined): 
     const message = issues.slice(0, 3).map((issue) => `${formatPath(issue.path)}: ${issue.message}`).join('; ');
     throw new InvalidRequestError({ code: 'invalid_body', message, param });
   }
-  return withModelNameChecked(parsed.data);
+  return parsed.data;
 }
 
+/** The fields a chat completions client limits its answer with: `max_tokens`, and the newer `max_completion_tokens` (the larger counts). */
+export const CHAT_OUTPUT_LIMIT_FIELDS: readonly OutputLimitField[] = ['max_tokens', 'max_completion_tokens'];
 
 /** The answer's limit a chat completions body sets: `max_tokens`, or the newer `max_completion_tokens` when larger. */
 export function chatOutputLimit(body: Readonly<Record<string, unknown>>): OutputLimit | undefined {
-  return outputLimitOf(body, ['max_tokens', 'max_completion_tokens']);
+  return outputLimitOf(body, CHAT_OUTPUT_LIMIT_FIELDS);
 }
 
 /**

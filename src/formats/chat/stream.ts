@@ -1,4 +1,7 @@
-import type { StreamEnd } from '../wire-format.js';
+import type { StreamEnd } from '../../upstream/sse.js';
 
-/** A chat completions stream ends with `data: [DONE]` alone. */
-export const CHAT_STREAM_END: StreamEnd = { events: new Set() };
+/**
+ * A chat completions stream ends with `data: [DONE]` alone; llama-server and
+ * OpenAI report a failure inside it as `data: {"error": …}`.
+ */
+export const CHAT_STREAM_END: StreamEnd = { events: new Set(), error: /^\{\s*"error"\s*:/ };

@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../../transcript/message.js';
-import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
+import type { ParsedAhead } from '../parse-ahead.js';
 import { listParts, spliceValue } from '../splice.js';
 
 /**
@@ -9,8 +9,7 @@ import { listParts, spliceValue } from '../splice.js';
  * the new ones are serialized: a repair of a 32 MiB body copies it rather
  * than serializing it again (issue 21 item 2).
  */
-export function chatBytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer {
-  const list = listSpanOf(raw);
-  if (list === undefined) return spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)));
-  return Buffer.concat(listParts(raw, list, messages.map((message) => clientBytesOf(message, raw) ?? Buffer.from(JSON.stringify(message)))));
+export function chatBytesFor(raw: Buffer, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer {
+  if (parsedAhead === undefined || parsedAhead.raw !== raw) return spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)));
+  return Buffer.concat(listParts(raw, parsedAhead.list, messages.map((message) => parsedAhead.bytesOf(message, raw) ?? Buffer.from(JSON.stringify(message)))));
 }

@@ -1,32 +1,37 @@
-import type { ChatRequestBody } from '../chat/read.js';
-import { outputLimitOf } from '../../transcript/request-view.js';
-import { readJsonObject, withModelNameChecked } from '../json-body.js';
-import { wirePairs } from '../pairs.js';
-import type { WireFormat } from '../wire-format.js';
-import { MESSAGES_STREAM_END } from './stream.js';
-import { anthropicErrorBody, anthropicErrorEvent } from './errors.js';
-import { checkMessagesBody, messagesViewSteps, wireIndexOf } from './read.js';
-import { messagesBytesFor } from './write.js';
-import { checkPlanningItems } from '../planning-cap.js';
+/** The Anthropic Messages API (Claude Code) as a wire format: its read on the skeleton (the chat view made by read.ts, written back by write.ts) and its adapter's fields. */
 
-/** The Anthropic Messages API (Claude Code): the chat view made by read.ts, written back by write.ts. */
+import type { WireFormat } from '../wire-format.js';
+import { type WireReader, readWire } from '../read-wire.js';
+import { MESSAGES_STREAM_END } from './stream.js';
+import { MESSAGES_USAGE } from './usage.js';
+import { anthropicErrorBody, anthropicErrorEvent } from './errors.js';
+import { type MessagesView, checkMessagesBody, messagesViewSteps, wireIndexOf } from './read.js';
+import { messagesBytesFor } from './write.js';
+
+type CheckedBody = Parameters<typeof messagesViewSteps>[0];
+
+const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
+  check: (body) => {
+    checkMessagesBody(body);
+    return body;
+  },
+  view: messagesViewSteps,
+  wireIndexOf,
+  messagesAsParsed: false,
+  bytesFor: messagesBytesFor,
+};
+
 export const MESSAGES_FORMAT: WireFormat = {
   urls: ['/v1/messages'],
-  streamEnd: MESSAGES_STREAM_END,
   listKey: 'messages',
-  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
-    const body = readJsonObject(raw, contentType);
-    checkMessagesBody(body);
-    checkPlanningItems(body.messages, maxItems);
-    withModelNameChecked(body);
-    const view = yield* messagesViewSteps(body);
-    return {
-      pairs: yield* wirePairs(view.chat as ChatRequestBody, pairs, observe, 'messages', wireIndexOf),
-      maxOutputTokens: outputLimitOf(body, ['max_tokens']),
-      stream: view.stream,
-      bytesFor: (bytes, messages) => messagesBytesFor(bytes, view, messages),
-    };
-  },
+  streamEnd: MESSAGES_STREAM_END,
+  usage: MESSAGES_USAGE,
+  outputLimitFields: ['max_tokens'],
+  // Anthropic's clients send their key as `x-api-key` (Claude Code with ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`).
+  credentialHeaders: ['authorization', 'x-api-key'],
+  // llama-server's /v1/messages is not known to read `id_slot`.
+  pinsSlots: false,
+  read: (input) => readWire(MESSAGES_FORMAT, MESSAGES_READER, input),
   errorBody: anthropicErrorBody,
   errorEvent: anthropicErrorEvent,
 };

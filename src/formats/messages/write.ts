@@ -1,6 +1,6 @@
 import { type ChatMessage, contentText } from '../../transcript/message.js';
 import { isUnchanged, originOf } from '../origin.js';
-import { clientBytesOf, listSpanOf } from '../parse-ahead.js';
+import type { ParsedAhead } from '../parse-ahead.js';
 import { findMessagesSpan, type ListEntry, listParts, spliceList } from '../splice.js';
 import { type MessagesView, type WireMessage, blocksOf } from './read.js';
 
@@ -107,14 +107,13 @@ export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[
  * own bytes: a 30 MiB turn that lost one orphan result is copied, not
  * serialized again (issue 21).
  */
-export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[]): Buffer {
+export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer {
   const entries = messagesFromView(view, chat);
-  const list = listSpanOf(raw);
-  if (list === undefined) return spliceList(raw, 'messages', entries);
-  return Buffer.concat(listParts(raw, list, entries.map((entry) => {
-    if (!('kept' in entry)) return messageParts(entry.value as WireMessage, raw);
+  if (parsedAhead === undefined || parsedAhead.raw !== raw) return spliceList(raw, 'messages', entries);
+  return Buffer.concat(listParts(raw, parsedAhead.list, entries.map((entry) => {
+    if (!('kept' in entry)) return messageParts(entry.value as WireMessage, raw, parsedAhead);
     const original = view.wire[entry.kept]!;
-    return clientBytesOf(original, raw) ?? Buffer.from(JSON.stringify(original));
+    return parsedAhead.bytesOf(original, raw) ?? Buffer.from(JSON.stringify(original));
   })));
 }
 
@@ -125,9 +124,9 @@ const CONTENT_KEY = Buffer.from('"content"');
  * `content`, its blocks put in, each kept one as the client's bytes (as
  * parts: the body's one concatenation copies the blocks once).
  */
-function messageParts(message: WireMessage, raw: Buffer): Buffer[] {
+function messageParts(message: WireMessage, raw: Buffer, parsedAhead: ParsedAhead): Buffer[] {
   const content = message['content'];
-  const bytesOf = (block: unknown): Buffer | undefined => (typeof block === 'object' && block !== null ? clientBytesOf(block, raw) : undefined);
+  const bytesOf = (block: unknown): Buffer | undefined => (typeof block === 'object' && block !== null ? parsedAhead.bytesOf(block, raw) : undefined);
   if (!Array.isArray(content) || !content.some((block) => bytesOf(block) !== undefined)) return [Buffer.from(JSON.stringify(message))];
   const outer = Buffer.from(JSON.stringify({ ...message, content: [] }));
   const span = findMessagesSpan(outer, CONTENT_KEY)!;

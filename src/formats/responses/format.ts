@@ -1,36 +1,42 @@
-import type { ChatRequestBody } from '../chat/read.js';
-import { outputLimitOf } from '../../transcript/request-view.js';
-import { readJsonObject, withModelNameChecked } from '../json-body.js';
-import { wirePairs } from '../pairs.js';
-import type { WireFormat } from '../wire-format.js';
-import { RESPONSES_STREAM_END } from './stream.js';
-import { responsesErrorBody, responsesErrorEvent } from './errors.js';
-import { checkResponsesBody, inputIndexOf, responsesView } from './read.js';
-import { responsesBytesFor } from './write.js';
-import { checkPlanningItems } from '../planning-cap.js';
+/** The OpenAI Responses API (Codex CLI) as a wire format: its read on the skeleton (the chat view made by read.ts, written back by write.ts) and its adapter's fields. */
 
-/** The OpenAI Responses API (Codex CLI): the chat view made by read.ts, written back by write.ts. */
+import type { WireFormat } from '../wire-format.js';
+import { type WireReader, readWire } from '../read-wire.js';
+import { RESPONSES_STREAM_END } from './stream.js';
+import { RESPONSES_USAGE } from './usage.js';
+import { responsesErrorBody, responsesErrorEvent } from './errors.js';
+import { type ResponsesView, checkResponsesBody, inputIndexOf, responsesView } from './read.js';
+import { responsesBytesFor } from './write.js';
+
+type CheckedBody = Parameters<typeof responsesView>[0];
+
+const RESPONSES_READER: WireReader<CheckedBody, ResponsesView> = {
+  check: (body) => {
+    checkResponsesBody(body);
+    return body;
+  },
+  // Made at once (one pass over the input items); the pair passes after it run in slices.
+  *view(body) {
+    const view = responsesView(body);
+    // Nothing to compact: the request goes as it came.
+    return view.untouched === undefined && view.chat.messages.length === 0 ? { ...view, untouched: 'passed through: no input' } : view;
+  },
+  wireIndexOf: inputIndexOf,
+  messagesAsParsed: false,
+  bytesFor: (raw, view, messages) => responsesBytesFor(raw, view, messages),
+};
+
 export const RESPONSES_FORMAT: WireFormat = {
   urls: ['/v1/responses'],
-  streamEnd: RESPONSES_STREAM_END,
   listKey: 'input',
-  *read(raw, contentType, pairs, observe = false, maxItems = Number.POSITIVE_INFINITY) {
-    const body = readJsonObject(raw, contentType);
-    checkResponsesBody(body);
-    checkPlanningItems((body as Record<string, unknown>)['input'], maxItems);
-    withModelNameChecked(body);
-    const view = responsesView(body);
-    const chat = view.chat as ChatRequestBody;
-    const untouched = view.untouched ?? (chat.messages.length === 0 ? 'passed through: no input' : undefined);
-    const mode = untouched === undefined ? pairs : 'off';
-    return {
-      pairs: yield* wirePairs(chat, mode, observe, 'input', inputIndexOf),
-      maxOutputTokens: outputLimitOf(body, ['max_output_tokens']),
-      stream: view.stream,
-      ...(untouched === undefined ? {} : { untouched }),
-      bytesFor: (bytes, messages) => responsesBytesFor(bytes, view, messages),
-    };
-  },
+  streamEnd: RESPONSES_STREAM_END,
+  usage: RESPONSES_USAGE,
+  outputLimitFields: ['max_output_tokens'],
+  // Kept as on every route before formats said their own: OpenAI's clients send `Authorization: Bearer`.
+  credentialHeaders: ['authorization', 'x-api-key'],
+  // llama-server's /v1/responses is not known to read `id_slot`.
+  pinsSlots: false,
+  read: (input) => readWire(RESPONSES_FORMAT, RESPONSES_READER, input),
   errorBody: responsesErrorBody,
   errorEvent: responsesErrorEvent,
 };

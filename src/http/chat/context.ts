@@ -1,6 +1,6 @@
 import type { RequestMode } from './request-mode.js';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ChatRequestBody, ReadRequest } from '../../formats/registry.js';
+import type { ChatRequestBody, ReadRequest, WireFormat } from '../../formats/registry.js';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { AnswerWriter } from './answer.js';
 import type { ChatContext } from './planner.js';
@@ -56,6 +56,10 @@ export class ExchangeContext implements ChatContext {
 
   get headers(): IncomingHttpHeaders {
     return this.#answer.request.headers;
+  }
+
+  get format(): WireFormat {
+    return this.#answer.route.format;
   }
 
   get log(): ChatContext['log'] {

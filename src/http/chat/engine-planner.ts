@@ -1,9 +1,10 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine.js';
 import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
 import type { CallHeaders } from '../../compaction/ports.js';
-import { chatRequestView } from '../../formats/registry.js';
+import { type WireFormat, chatRequestView } from '../../formats/registry.js';
 import type { RequestView } from '../../transcript/request-view.js';
 
 /**
@@ -43,14 +44,19 @@ function joined(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join('\n') : value;
 }
 
-/** The client's credential, forwarded with compactor's own upstream calls when no upstream key replaces it. */
-export function credentialHeaders(context: Pick<ChatContext, 'headers'>, upstream: UpstreamClient): CallHeaders | undefined {
+/**
+ * The client's credential, forwarded with compactor's own upstream calls
+ * when no upstream key replaces it: from the first of its format's
+ * credential headers it sent. Those calls go through chat completions, so a
+ * bare key (Anthropic's `x-api-key`) goes as a bearer token.
+ */
+export function credentialHeaders(headers: IncomingHttpHeaders, format: Pick<WireFormat, 'credentialHeaders'>, upstream: UpstreamClient): CallHeaders | undefined {
   if (upstream.apiKey !== null) return undefined;
-  const authorization = context.headers.authorization;
-  if (typeof authorization === 'string') return { authorization };
-  // Anthropic clients (Claude Code) send their key as `x-api-key`; the summary goes through chat completions.
-  const apiKey = context.headers['x-api-key'];
-  return typeof apiKey === 'string' ? { authorization: `Bearer ${apiKey}` } : undefined;
+  for (const name of format.credentialHeaders) {
+    const value = headers[name];
+    if (typeof value === 'string') return { authorization: name === 'authorization' ? value : `Bearer ${value}` };
+  }
+  return undefined;
 }
 
 /**
@@ -119,7 +125,7 @@ export function compactionHooks(
       }, PROGRESS_REPEAT_MS);
     };
     let result: Compacted;
-    const request = new EngineRequest(context, onProgress, credentialHeaders(context, upstream), context.mode === 'observe' ? 'observe' : context.mode === 'compact' ? 'compact' : mode);
+    const request = new EngineRequest(context, onProgress, credentialHeaders(context.headers, context.format, upstream), context.mode === 'observe' ? 'observe' : context.mode === 'compact' ? 'compact' : mode);
     try {
       result = await compactor.compact(request);
     } finally {
@@ -136,9 +142,10 @@ export function compactionHooks(
     // A request forwarded as sent (observe, off) would be sent again unchanged: the refusal is the client's answer.
     if ((context.mode ?? mode) !== 'compact') return false;
     const model = context.body.model;
-    const planned = await compactor.windows.get(model, credentialHeaders(context, upstream));
+    const headers = credentialHeaders(context.headers, context.format, upstream);
+    const planned = await compactor.windows.get(model, headers);
     if (planned !== null && window >= planned) return false;
-    return compactor.windows.learnRefusal(model, window, credentialHeaders(context, upstream));
+    return compactor.windows.learnRefusal(model, window, headers);
   };
 
   return { planner, onRefusal };

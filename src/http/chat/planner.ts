@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import type { ChatRequestBody } from '../../formats/registry.js';
+import type { ChatRequestBody, WireFormat } from '../../formats/registry.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { OutputLimit } from '../../transcript/request-view.js';
@@ -39,6 +39,8 @@ export interface ChatContext {
   readonly mode?: 'off' | 'observe' | 'compact';
   /** The client's request headers. They hold credentials: never log them. */
   readonly headers: IncomingHttpHeaders;
+  /** The wire format the request came in (src/formats/): which header holds the client's key, among the rest. */
+  readonly format: WireFormat;
   /** Aborted when the client goes away; pass it to upstream calls made for this request. */
   readonly signal: AbortSignal;
   readonly log: FastifyBaseLogger;

@@ -10,6 +10,7 @@ import type { RequestMode } from './request-mode.js';
  */
 
 export interface ExchangeRead {
+  /** The chat view, pairs handled; it carries what parse-ahead found to its write-back (ReadRequest.bytesFor). */
   readonly request: ReadRequest;
   /** The bytes the client sent; forwarded as they are when nothing changes the body. */
   readonly raw: Buffer;
@@ -35,8 +36,8 @@ export interface ReadSettings {
  */
 export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): Promise<ExchangeRead> {
   const { format, pairs, observing, maxItems } = settings;
-  await parseAhead(body, format.listKey, maxItems, nextTurnOfTheEventLoop);
-  const steps = format.read(body, contentType, pairs, observing, maxItems);
+  const parsedAhead = await parseAhead(body, format.listKey, maxItems, nextTurnOfTheEventLoop);
+  const steps = format.read({ raw: body, contentType, pairs, observe: observing, maxItems, parsedAhead });
   const large = Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES;
   const request = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
   return { request, raw: body as Buffer, observing };

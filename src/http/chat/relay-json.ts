@@ -1,7 +1,7 @@
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined } from '../bounded-body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
-import { extractUsage, type UsageFound } from '../../upstream/usage.js';
+import { extractUsage, type UsageFound, type UsageWords } from '../../upstream/usage.js';
 import { usageOfJsonText } from '../../upstream/usage-text.js';
 import type { ChunkTap } from '../relay.js';
 import { relay } from '../relay.js';
@@ -27,9 +27,12 @@ class JsonCopy implements ChunkTap, UsageSource {
   #chunks: Buffer[] | undefined = [];
   #length = 0;
   readonly #maxBytes: number;
+  readonly #usageWords: UsageWords;
 
-  constructor(maxBytes: number) {
+  /** `usageWords`: where the route's wire format says what an answer cost. */
+  constructor(maxBytes: number, usageWords: UsageWords) {
     this.#maxBytes = maxBytes;
+    this.#usageWords = usageWords;
   }
 
   write(chunk: Buffer): void {
@@ -50,7 +53,7 @@ class JsonCopy implements ChunkTap, UsageSource {
   usageFound(): UsageFound {
     if (this.#chunks === undefined) return {};
     const text = Buffer.concat(this.#chunks).toString('utf8');
-    return usageOfJsonText(text) ?? extractUsage(JSON.parse(text));
+    return usageOfJsonText(text, this.#usageWords) ?? extractUsage(JSON.parse(text), this.#usageWords);
   }
 }
 
@@ -65,7 +68,7 @@ export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, 
   const collectUsage = succeeded && hasUsageHooks(forwarded, writer.route.options.hooks.onUsage);
   // An error answer is read for a context-exceeded refusal: those are small JSON bodies.
   const readRefusal = !succeeded && writer.route.options.onContextExceeded !== undefined;
-  const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES) : undefined;
+  const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES, writer.route.format.usage) : undefined;
 
   const end = await relay(body, writer.response, copy);
   record.bytes += end.bytes;

@@ -47,7 +47,7 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
   const succeeded = status >= 200 && status < 300;
   const collectUsage = succeeded && hasUsageHooks(forwarded, writer.route.options.hooks.onUsage);
   // Compressed bytes are not text: there is nothing for a tap to read in them.
-  const tap = encoded ? undefined : new SseTap({ collectUsage, end: writer.route.format.streamEnd });
+  const tap = encoded ? undefined : new SseTap(writer.route.format, { collectUsage });
 
   const end = await relay(body, response, tap);
   record.bytes += end.bytes;

@@ -1,5 +1,5 @@
 import type { Config } from '../../config/schema.js';
-import { CHAT_FORMAT, type WireFormat } from '../../formats/registry.js';
+import type { WireFormat } from '../../formats/registry.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { ForwardRequestHeadersOptions } from '../headers.js';
 import type { Shutdown } from '../shutdown.js';
@@ -24,8 +24,8 @@ export interface ChatRouteOptions {
   readonly streams?: { opened(): void; closed(): void };
   /** Told when the upstream refuses a request as larger than its context (the metrics). */
   readonly onContextExceeded?: (model: string) => void;
-  /** The API the route serves (chat completions when absent): how its bodies are read and its errors worded. */
-  readonly format?: WireFormat;
+  /** The API the route serves (src/formats/): how its bodies are read, its answers tapped, its errors worded. */
+  readonly format: WireFormat;
   /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
   readonly slots?: SlotRouter;
 }
@@ -40,7 +40,7 @@ export class ChatRoute {
 
   constructor(options: ChatRouteOptions) {
     this.options = options;
-    this.format = options.format ?? CHAT_FORMAT;
+    this.format = options.format;
     this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe', maxItems: options.config.limits.max_items };
     this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
   }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { runChatExchange } from '../chat/exchange.js';
 import { ChatRoute, type ChatRouteOptions } from '../chat/route.js';
-import { WIRE_FORMATS } from '../../formats/registry.js';
+import type { WireFormat } from '../../formats/registry.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
@@ -13,7 +13,12 @@ import { WIRE_FORMATS } from '../../formats/registry.js';
 
 export type { ChatRouteOptions } from '../chat/route.js';
 
-export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
+export interface ChatRoutesOptions extends Omit<ChatRouteOptions, 'format'> {
+  /** The wire formats served, one route each: the registry's (src/formats/registry.ts). */
+  readonly formats: readonly WireFormat[];
+}
+
+export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
   // Every content type is read as bytes, up to the limit (413 beyond): the
   // handler keeps the raw bytes and answers 415 itself, in OpenAI's shape.
@@ -22,7 +27,7 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRouteOptions
     done(null, body);
   });
   // One route per wire format (src/formats/registry.ts), each the same exchange through its format.
-  for (const format of WIRE_FORMATS) {
+  for (const format of options.formats) {
     const route = new ChatRoute({ ...options, format });
     const handler = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
       request.record.kind = 'chat';

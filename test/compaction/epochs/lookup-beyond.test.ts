@@ -22,7 +22,6 @@ describe('a pending epoch beyond the one in use', () => {
       ['h20', epoch('h20', 18, 20, false)],
       ['h24', epoch('h24', 18, 24, true)],
     ]);
-    const source = { get: (key: string) => stored.get(key), delete: (key: string) => void stored.delete(key), get size() { return stored.size; } };
-    expect(lookupEpochs(source, hashes)).toMatchObject({ inUse: { key: 'h20' }, pending: { key: 'h24' } });
+    expect(lookupEpochs((key) => stored.get(key), hashes, (stale) => void stored.delete(stale.key))).toMatchObject({ inUse: { key: 'h20' }, pending: { key: 'h24' } });
   });
 });

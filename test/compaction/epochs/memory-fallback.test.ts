@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
-import { MemoryFallbackStore, type SharedEpochs, type SharedLookup } from '../../../src/compaction/epochs/memory-fallback.js';
+import { EpochRepository } from '../../../src/compaction/epochs/repository.js';
+import type { SharedLookup, SharedStore } from '../../../src/compaction/epochs/shared-store.js';
 import type { Epoch } from '../../../src/compaction/types.js';
 
 /**
@@ -13,23 +14,17 @@ const hashes = ['h0', 'h1', 'h2', 'h3'];
 const epochAt = (length: number): Epoch => ({ key: hashes[length]!, sourceLength: length, seenLength: length, replacement: [{ role: 'system', content: `notes ${length}` }], notes: null, strategy: 'summary', report: 'summarized' });
 
 /** A shared store whose commands all reject while `down`, and otherwise answer `found`. */
-function sharedDouble(): SharedEpochs & { down: boolean; saved: Epoch[]; found: SharedLookup; readyListeners: Array<() => void> } {
+function sharedDouble(): SharedStore & { down: boolean; saved: Epoch[]; found: SharedLookup; readyListeners: Array<() => void> } {
   const double = {
     down: false,
     saved: [] as Epoch[],
-    found: { inUse: undefined, pending: undefined } as SharedLookup,
+    found: { found: [] } as SharedLookup,
     readyListeners: [] as Array<() => void>,
     ready: true,
     onReady: (listener: () => void) => void double.readyListeners.push(listener),
     async lookup() {
       if (double.down) throw new Error('connection reset');
       return double.found;
-    },
-    async shareRatio() {
-      if (double.down) throw new Error('connection reset');
-    },
-    async noteFailure() {
-      if (double.down) throw new Error('connection reset');
     },
     async load() {
       if (double.down) throw new Error('connection reset');
@@ -53,12 +48,12 @@ function logger(): { lines: string[]; info: (fields: unknown, message: string) =
   return { lines, info: (_fields, message) => lines.push(`info ${message}`), warn: (_fields, message) => lines.push(`warn ${message}`) };
 }
 
-describe('MemoryFallbackStore', () => {
+describe('EpochRepository over a shared store', () => {
   it('answers from memory while the shared store rejects, warns once, counts each fault, and says when it is back', async () => {
     const shared = sharedDouble();
     const faults: string[] = [];
     const log = logger();
-    const store = new MemoryFallbackStore(shared, { ttlMs: 60_000, memory: new MemoryEpochStore(), logger: log, onFault: (operation) => faults.push(operation), name: 'double' });
+    const store = new EpochRepository(shared, { ttlMs: 60_000, memory: new MemoryEpochStore(), logger: log, onFault: (operation) => faults.push(operation), name: 'double' });
     await store.save(epochAt(2));
     expect(shared.saved.map((epoch) => epoch.key)).toEqual(['h2']);
 
@@ -78,7 +73,7 @@ describe('MemoryFallbackStore', () => {
 
   it('writes back an epoch memory knows and the shared store lost (flushed), and keeps what the shared store finds', async () => {
     const shared = sharedDouble();
-    const store = new MemoryFallbackStore(shared, { ttlMs: 60_000, memory: new MemoryEpochStore(), name: 'double' });
+    const store = new EpochRepository(shared, { ttlMs: 60_000, memory: new MemoryEpochStore(), name: 'double' });
     await store.save(epochAt(3));
     shared.saved.length = 0;
     expect((await store.lookup(hashes)).inUse?.key).toBe('h3');
@@ -87,10 +82,10 @@ describe('MemoryFallbackStore', () => {
 
     const wrongKey = { ...epochAt(2), key: 'another history' };
     const sharedFinds = sharedDouble();
-    sharedFinds.found = { inUse: wrongKey, pending: undefined };
-    const checked = new MemoryFallbackStore(sharedFinds, { ttlMs: 60_000, memory: new MemoryEpochStore(), name: 'double' });
+    sharedFinds.found = { found: [{ at: 2, epoch: wrongKey }], stoppedAt: 2 };
+    const checked = new EpochRepository(sharedFinds, { ttlMs: 60_000, memory: new MemoryEpochStore(), name: 'double' });
     expect((await checked.lookup(hashes)).inUse).toBeNull(); // an epoch of another history is not used
-    sharedFinds.found = { inUse: epochAt(2), pending: undefined };
+    sharedFinds.found = { found: [{ at: 2, epoch: epochAt(2) }], stoppedAt: 2 };
     expect((await checked.lookup(hashes)).inUse?.key).toBe('h2');
   });
 });

@@ -1,13 +1,14 @@
 import { describe, it, expect } from 'vitest';
-import { readChatRequest } from '../../../src/formats/chat/read.js';
 import { InvalidRequestError } from '../../../src/errors.js';
+import { runNow } from '../../../src/transcript/steps.js';
+import { formatAt, readInput } from '../../support/formats.js';
 
 const FORBIDDEN = 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")';
 
-/** The error `readChatRequest` throws for a body, or undefined when it accepts it. */
+/** The error the chat completions read throws for a body, or undefined when it accepts it. */
 function refusal(text: string): { code: string; message: string } | undefined {
   try {
-    readChatRequest(Buffer.from(text), 'application/json');
+    runNow(formatAt('/v1/chat/completions').read(readInput(Buffer.from(text), 'off')));
     return undefined;
   } catch (error) {
     if (!(error instanceof InvalidRequestError)) throw error;
@@ -15,7 +16,7 @@ function refusal(text: string): { code: string; message: string } | undefined {
   }
 }
 
-describe('readChatRequest: keys that pollute prototypes', () => {
+describe('the chat completions read: keys that pollute prototypes', () => {
   const message = '{"role":"user","content":"x"}';
   const polluting: Array<[string, string]> = [
     ['__proto__ at the top', `{"model":"m","__proto__":{"admin":true},"messages":[${message}]}`],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WIRE_FORMATS } from '../../../src/formats/registry.js';
+import { formatAt, readInput } from '../../support/formats.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { runNow } from '../../../src/transcript/steps.js';
 
@@ -10,11 +10,11 @@ import { runNow } from '../../../src/transcript/steps.js';
  * serialized again.
  */
 
-const MESSAGES = WIRE_FORMATS.find((format) => format.urls.includes('/v1/messages'))!;
+const MESSAGES = formatAt('/v1/messages');
 
 function read(body: string) {
   const raw = Buffer.from(body);
-  const request = runNow(MESSAGES.read(raw, 'application/json', 'off'));
+  const request = runNow(MESSAGES.read(readInput(raw, 'off')));
   return { raw, request, messages: request.pairs.body.messages };
 }
 
