@@ -29,6 +29,7 @@ import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
+import type { TierList } from './compaction/policy/tiers/tier.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
 import { WIRE_FORMATS, type WireFormat } from './formats/registry.js';
 
@@ -58,6 +59,8 @@ export interface AppDeps {
   readonly summaryPrompt?: string;
   /** The wire formats served: the registry's (src/formats/registry.ts) when absent; a test serves a toy one beside them. */
   readonly formats?: readonly WireFormat[];
+  /** The compaction tiers of the engine built here, cheapest first; the built-in list (policy/tiers/list.ts) when absent. */
+  readonly tiers?: TierList;
 }
 
 export interface ProxyHandle {
@@ -146,6 +149,7 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
     logger,
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
     ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
+    ...(deps.tiers === undefined ? {} : { tiers: deps.tiers }),
   });
   return { engine, epochs };
 }

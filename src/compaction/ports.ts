@@ -1,4 +1,4 @@
-import type { Tier } from './types.js';
+import type { TierName } from './types.js';
 
 /**
  * The engine's ports: what it calls out through (the summary call, the
@@ -54,7 +54,7 @@ export interface CompactionEvent {
   /** The model of the request (as the client named it). */
   readonly model: string;
   /** The tier tried; null when none could be (`too-large`: even the last turn cannot fit). */
-  readonly tier: Tier | null;
+  readonly tier: TierName | null;
   readonly outcome: CompactionOutcome;
   /** The size of the history as the client sent it (tokens, with the learned ratio). */
   readonly tokensBefore: number;

@@ -8,8 +8,12 @@ import { ChatMessageSchema, type ChatMessage } from '../transcript/message.js';
  * can use them without importing another room.
  */
 
-/** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
+/**
+ * The name of the tier a compaction was made by (policy/tiers/list.ts lists
+ * them: prune, compress, summary, steps). A string, not a union: the list is
+ * the one place tiers are named, and an engine may be given another.
+ */
+export type TierName = string;
 
 /**
  * "The first `sourceLength` original messages of this conversation are
@@ -46,7 +50,12 @@ export const EpochSchema = z
     marked: z.array(z.number().int().nonnegative()).readonly().exactOptional(),
     /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
     notes: z.string().nullable(),
-    /** How the history before the cut is forwarded: by a tier, or truncated when its summary failed. */
+    /**
+     * The tier that made the epoch, or `truncated` when its summary failed
+     * (the field keeps its stored name). The built-in tiers' names
+     * (policy/tiers/list.ts `STORED_TIERS`, checked equal by
+     * test/extension-tier.test.ts): this file is below the list's room.
+     */
     strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
     /** The line that reported the compaction that made this epoch. */
     report: z.string(),

@@ -1,4 +1,5 @@
 import { budgetOf } from '../compaction/policy/budget.js';
+import { BUILT_IN_TIERS, TRUNCATED, tierNamed } from '../compaction/policy/tiers/list.js';
 import { type Config, modelSettingsOf } from '../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent, WrittenEpoch } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
@@ -179,14 +180,15 @@ export class DashboardState implements CompactionObserver {
     if (event.outcome === 'failed') this.totals.failures++;
     if (event.outcome === 'truncated') this.totals.truncations++;
     if (event.outcome === 'observed') this.totals.observed++;
-    if (event.written !== undefined && event.tier !== null) this.#written(event, event.written);
+    if (event.written !== undefined && event.tier !== null) this.#written(event, event.tier, event.written);
   }
 
   /** An epoch, recorded where it was written (a request's own, or one prepared in the background after an answer). */
-  #written(event: CompactionEvent, written: WrittenEpoch): void {
+  #written(event: CompactionEvent, made: string, written: WrittenEpoch): void {
     const at = this.#now();
-    // The model-free tiers by name; a summary of old turns or of old steps is a summary on the page.
-    const tier = event.outcome === 'truncated' ? 'truncated' : event.tier === 'prune' || event.tier === 'compress' ? event.tier : 'summary';
+    // Each tier as it names itself on the page (a summary of old turns or of old steps is a summary); one the built-in list
+    // does not hold (an engine given its own list) by its name.
+    const tier = event.outcome === 'truncated' ? TRUNCATED : (tierNamed(BUILT_IN_TIERS, made)?.shownAs ?? made);
     const conversation = this.#conversation(written.tenant, event.model, written.messages, at, written.hashes);
     conversation.epochs++;
     conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;

@@ -1,8 +1,9 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
 import type { RouteKind } from './request-record.js';
-import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BUCKETS, TOKEN_BUCKETS, UPSTREAM_SECONDS_BUCKETS, compactionLabels, processMetrics } from './metric-scales.js';
+import { BUILT_IN_TIERS } from '../compaction/policy/tiers/list.js';
+import { ModelLabels } from './model-labels.js';
 
 /**
  * The Prometheus metrics of one app (`GET /metrics`), with prom-client.
@@ -12,9 +13,9 @@ import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BU
  * describe the process, not an app, so they live in one registry per process
  * and are appended to every app's scrape.
  *
- * Every metric compactor publishes is declared here, in one place a person
- * reads against the README's table; their buckets and labels are in
- * metric-scales.ts.
+ * Every metric compactor publishes is declared here, with its buckets and
+ * labels, in one place a person reads against the README's table (the
+ * bounded model label is model-labels.ts's).
  *
  * On the request path only counters and histograms move (a few additions);
  * everything else is read when Prometheus scrapes.
@@ -40,6 +41,44 @@ export interface MetricsSources {
   /** Summary computations running (`CompactionEngine.runningSummaries`). */
   readonly runningSummaries?: () => number;
 }
+
+/** Time to the upstream's response headers: loopback JSON calls take milliseconds, a local model reading a long prompt minutes. */
+const UPSTREAM_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** Summaries are model calls that write up to `summary.max_tokens`: seconds to minutes. */
+const SUMMARY_SECONDS_BUCKETS = [0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
+
+/** Prompt sizes from a small chat to the largest windows served (1k to 1M tokens, doubling). */
+const TOKEN_BUCKETS = Array.from({ length: 11 }, (_, index) => 1024 * 2 ** index);
+
+/** A whole request, start to last byte: from an ops probe's milliseconds to a long answer streamed for many minutes. */
+const REQUEST_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/**
+ * The engine's words as metric labels. The labels were published before the
+ * engine's words settled (README.md § Metrics), so two differ: no tier is
+ * `none`, and `too-large` is `too_large`.
+ */
+function compactionLabels(event: CompactionEvent): { tier: string; outcome: string } {
+  return { tier: event.tier ?? 'none', outcome: event.outcome === 'too-large' ? 'too_large' : event.outcome };
+}
+
+/** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
+const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
+
+let processRegistry: Registry | undefined;
+
+/** The process metrics, collected once per process whatever the number of apps. */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+/** The `tier` label's values: each tier's name (policy/tiers/list.ts), and `none` for a compaction no tier could make. */
+const TIER_LABELS = [...BUILT_IN_TIERS.map((tier) => tier.name), 'none'].join(', ');
 
 export class Metrics implements CompactionObserver {
   readonly registry = new Registry();
@@ -71,7 +110,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #compactions = new Counter({
     name: 'compactor_compactions_total',
-    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, compress, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).',
+    help: `Compactions, each counted once, by model (the first 64, then "other"), tier (${TIER_LABELS}) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).`,
     labelNames: ['model', 'tier', 'outcome'] as const,
     registers: [this.registry],
   });
@@ -275,11 +314,12 @@ export class Metrics implements CompactionObserver {
     this.#epochLookups.inc({ result: hit ? 'hit' : 'miss' });
   }
 
-  /** A shared epoch store's command failed or timed out; the request went on with memory. */
+  /** A value read from a shared epoch store was not an epoch it may use (`reason`: unsigned, signature, too-large, …): a miss. */
   storeBadValue(reason: string): void {
     this.#storeBadValues.inc({ reason });
   }
 
+  /** A shared epoch store's command failed or timed out; the request went on with memory. */
   storeFault(operation: string): void {
     this.#storeFaults.inc({ operation });
   }
