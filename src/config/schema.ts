@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeType, formatPath } from '../issue-words.js';
+import { closestByLetters, editDistance } from './unknown-variables.js';
 import { DEFAULT_READ_TOOLS } from '../transcript/compress/calls.js';
 
 /**
@@ -305,13 +306,29 @@ export function parseConfig(raw: unknown): ParseConfigResult {
   const errors: string[] = [];
   for (const issue of result.error.issues) {
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) errors.push(`${formatPath([...issue.path, key])}: unknown key`);
+      for (const key of issue.keys) errors.push(`${formatPath([...issue.path, key])}: unknown key${suggestionFor(issue.path, key)}`);
       continue;
     }
     const message = issue.code === 'custom' || issue.message.startsWith('expected') || issue.message.startsWith('must') ? issue.message : messageOf(issue);
     errors.push(`${formatPath(issue.path)}: ${message}`);
   }
   return { ok: false, errors };
+}
+
+/**
+ * ` (did you mean listen.port?)` for a key a letter or three from one the
+ * section has, as a misspelled environment variable gets; nothing when none
+ * is that close (a key from another program's configuration).
+ */
+function suggestionFor(path: readonly PropertyKey[], key: string): string {
+  let section: unknown = defaultConfig();
+  // Under `models` any name is a model: its keys are those of models."*".
+  for (const step of path) section = (section as Record<string, unknown> | undefined)?.[path[0] === 'models' && step !== 'models' ? '*' : String(step)];
+  if (typeof section !== 'object' || section === null || Array.isArray(section)) return '';
+  const known = Object.keys(section);
+  if (known.length === 0) return '';
+  const closest = closestByLetters(key, known);
+  return editDistance(key, closest) <= 3 ? ` (did you mean ${formatPath([...path, closest])}?)` : '';
 }
 
 /** The configuration with every default: what compactor runs with when given no file. */

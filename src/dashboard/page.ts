@@ -36,9 +36,22 @@ form{display:flex;gap:.5rem;flex-wrap:wrap}input{font:inherit;padding:.35rem .5r
 @media (max-width:600px){header,main{padding:.7rem}.cards{grid-template-columns:repeat(2,1fr)}}
 `;
 
+/**
+ * The conversation the page opens on: the most recent one that did
+ * something (two requests or more, or a compaction), not a one-request "hi"
+ * sent to try the proxy; the most recent of all when none did. The list comes
+ * most recent first. Written in plain JavaScript: its source goes into the
+ * page as it is.
+ */
+export function openingConversation(conversations: ReadonlyArray<{ readonly id: string; readonly requests: number; readonly epochs: number }>): string | null {
+  const busy = conversations.find((c) => c.requests >= 2 || c.epochs > 0);
+  return busy !== undefined ? busy.id : conversations.length > 0 ? conversations[0]!.id : null;
+}
+
 const SCRIPT = `
 'use strict';
 const POLL_MS = ${POLL_MS};
+const openingConversation = ${openingConversation.toString()};
 const KEY = 'compactor.dashboard.key';
 const $ = (id) => document.getElementById(id);
 let selected = null;
@@ -108,7 +121,7 @@ function render(state) {
     ...(summaries ? [card('server s on summaries', secs(summaries.prefill + summaries.decode), 'serverSummaries')] : []),
   );
   const rows = $('conversations');
-  if (!state.conversations.some((c) => c.id === selected)) selected = state.conversations.length > 0 ? state.conversations[0].id : null;
+  if (!state.conversations.some((c) => c.id === selected)) selected = openingConversation(state.conversations);
   rows.replaceChildren(...state.conversations.map((c) => {
     const row = el('tr', null, { 'data-conversation': c.id });
     if (c.id === selected) row.className = 'selected';

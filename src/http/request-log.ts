@@ -141,8 +141,9 @@ function lineText(logger: PinoInternals, levelText: string, request: FastifyRequ
 }
 
 /**
- * Writes the request's line: at `debug` for the ops routes (probes every few
- * seconds would drown the rest), at `warn` for a chat request refused or
+ * Writes the request's line: at `debug` for the ops routes and the
+ * dashboard's polls (probes every few seconds, a page polling every 2 s,
+ * would drown the rest), at `warn` for a chat request refused or
  * failed after it was read (an upstream's `exceed_context_size_error`, an
  * unreachable upstream: what an operator must see), else `info`.
  */
@@ -150,7 +151,7 @@ export function logRequest(request: FastifyRequest, reply: FastifyReply, finishe
   // Fastify's request logger is a pino child logger (app.ts hands Fastify a pino instance).
   const log = request.log as unknown as Logger;
   const record = request.record;
-  const level = record.kind === 'ops' ? 'debug' : record.chat !== null && (record.errorStatus ?? reply.raw.statusCode) >= 400 ? 'warn' : 'info';
+  const level = record.kind === 'ops' || record.kind === 'dashboard' ? 'debug' : record.chat !== null && (record.errorStatus ?? reply.raw.statusCode) >= 400 ? 'warn' : 'info';
   if (!log.isLevelEnabled(level)) return;
   const internals = log as unknown as PinoInternals;
   const levelText = (internals[symbols.lsCacheSym] as Record<number, string> | undefined)?.[log.levels.values[level] ?? -1];

@@ -98,7 +98,8 @@ describe('parseConfig', () => {
       expect.arrayContaining([
         'upstream.url: expected a URL',
         'upstream.timeouts.headers_ms: expected a positive number',
-        'listen.prot: unknown key',
+        // Issue 37: a misspelled key gets a suggestion, as a misspelled environment variable does.
+        'listen.prot: unknown key (did you mean listen.port?)',
         'pairs: expected one of repair, reject, off',
         'models.qwen.context_window: expected "auto" or a positive integer',
         'auth.keys[0]: expected a non-empty key',

@@ -59,7 +59,7 @@ describe('compactor doctor', () => {
     expect(lines.at(-1)).toBe('all well');
     expect(lineOf(lines, 'upstream')).toBe(`ok   upstream     ${upstream.url} answers and is ready`);
     // props.json: n_ctx 2048 per slot, total_slots 1.
-    expect(lineOf(lines, 'models')).toBe(`ok   models       ${MODEL} (2048 tokens per slot, from the upstream); 1 slot(s)`);
+    expect(lineOf(lines, 'models')).toBe(`ok   models       llama-server: ${MODEL} (2048 tokens per slot, from /props); 1 slot(s)`);
     expect(lineOf(lines, 'tokenize')).toBe('ok   tokenize     /tokenize answers (2 tokens for "hello world")');
     // The recorded build answers 404 to a route it has no recording of: the fallback is named.
     expect(lineOf(lines, 'exact count')).toMatch(/^ok {3}exact count {2}\/v1\/chat\/completions\/input_tokens not served \(404\); exact counts go through \/apply-template and \/tokenize$/);
@@ -123,13 +123,28 @@ describe('compactor doctor', () => {
     upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: 'other-server-model', object: 'model' }] }));
     const { code, lines } = await doctor({});
     expect(code).toBe(1);
-    expect(lineOf(lines, 'models')).toBe('FAIL models       other-server-model (window unknown); slots not reported');
+    expect(lineOf(lines, 'models')).toBe('FAIL models       OpenAI-compatible: other-server-model (window unknown: not reported); slots not reported');
     expect(lineOf(lines, 'window')).toBe('--   window       no model with a known window to plan for');
     expect(lines.at(-1)).toBe('first thing to fix: the upstream does not report other-server-model\'s window: set models."other-server-model".context_window (or --context-window TOKENS)');
     // Configured, it is planned with, and said to be configured.
     const configured = await doctor({ COMPACTOR_CONTEXT_WINDOW: '4096' });
     expect(configured.code, configured.out).toBe(0);
-    expect(lineOf(configured.lines, 'models')).toBe('ok   models       other-server-model (4096 tokens per slot, configured); slots not reported');
+    expect(lineOf(configured.lines, 'models')).toBe('ok   models       OpenAI-compatible: other-server-model (4096 tokens per slot, configured; the server reports none); slots not reported');
+  });
+
+  it('issue 37: a configured window larger than the slots the server runs is no "all well": it says which wins and why', async () => {
+    recordedLlamaServer(upstream);
+    const { code, lines } = await doctor({}, ['--context-window', '16384']);
+    expect(code).toBe(1);
+    expect(lineOf(lines, 'models')).toBe(`FAIL models       llama-server: ${MODEL} (configured 16384 tokens per slot; the server runs 2048, from /props); 1 slot(s)`);
+    expect(lines.at(-1)).toBe(
+      'first thing to fix: models."*".context_window (16384) is larger than the 2048 tokens llama-server runs /models/tiny.gguf with: ' +
+        'compactor plans with the configuration, so llama-server refuses every prompt past 2048 tokens, and compactor learns 2048 from each refusal for a minute; set it to 2048, or auto',
+    );
+    // Smaller than the server's: it works, compacting earlier than needed, and says so.
+    const smaller = await doctor({}, ['--context-window', '1024']);
+    expect(smaller.code).toBe(0);
+    expect(lineOf(smaller.lines, 'models')).toMatch(/^warn models {7}llama-server: .*configured 1024 tokens per slot; the server runs 2048, from \/props.*the configured window wins \(models."\*".context_window\)/);
   });
 
   it('observe mode and an invalid configuration are said as such', async () => {

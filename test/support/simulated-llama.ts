@@ -65,6 +65,24 @@ export class SimulatedLlama {
   #slot = '';
   /** The chat completion handler, for tests that route some requests elsewhere. */
   readonly chat: FakeReply = (exchange) => this.#chat(exchange);
+  /**
+   * What a prompt larger than the window gets: llama-server's 400 by default;
+   * another server's double (local-servers.ts) answers in its own words, or
+   * `'truncate'`: the prompt is cut to the window and answered 200, as
+   * Ollama's OpenAI endpoint does.
+   */
+  overflow: ((exchange: FakeExchange, promptTokens: number) => void | Promise<void>) | 'truncate' = (exchange, promptTokens) =>
+    replies.json(400, {
+      error: {
+        code: 400,
+        message: `request (${promptTokens} tokens) exceeds the available context size (${this.window} tokens), try increasing it`,
+        type: 'exceed_context_size_error',
+        n_prompt_tokens: promptTokens,
+        n_ctx: this.window,
+      },
+    })(exchange);
+  /** How many prompts were cut silently (overflow `'truncate'`). */
+  truncated = 0;
 
   constructor(
     readonly upstream: FakeUpstream,
@@ -134,17 +152,11 @@ export class SimulatedLlama {
       this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, completionTokens, prompt, messages, startedAt, finishedAt: performance.now() });
     };
 
-    if (promptTokens > this.window) {
+    const overflow = this.overflow;
+    if (promptTokens > this.window && overflow === 'truncate') this.truncated++;
+    else if (promptTokens > this.window && overflow !== 'truncate') {
       record(400, 0);
-      return replies.json(400, {
-        error: {
-          code: 400,
-          message: `request (${promptTokens} tokens) exceeds the available context size (${this.window} tokens), try increasing it`,
-          type: 'exceed_context_size_error',
-          n_prompt_tokens: promptTokens,
-          n_ctx: this.window,
-        },
-      })(exchange);
+      return overflow(exchange, promptTokens);
     }
     if (kind === 'summary') {
       if (this.summaryDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.summaryDelayMs));

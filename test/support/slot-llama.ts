@@ -56,6 +56,8 @@ interface Waiter {
 }
 
 export class SlotLlama {
+  /** While set, every answer waits for it before it is written (its slot stays busy). */
+  holdAnswers: Promise<void> | null = null;
   readonly model: SlotModel;
   readonly tasks: SlotTaskRecord[] = [];
   /** Slot actions received, in order: `save 2 f.bin`. */
@@ -147,6 +149,8 @@ export class SlotLlama {
     const answer = `Answer of ${generated} tokens. `.padEnd(generated * 4, '.');
     const ms = promptN * (this.#options.msPerPromptToken ?? 0) + generated * (this.#options.msPerGeneratedToken ?? 0);
     if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    // A test that needs a slot busy for as long as it looks holds the answers here, instead of hoping a timer is long enough.
+    if (this.holdAnswers !== null) await this.holdAnswers;
     this.model.end(slot, answer);
     this.#wake();
     if (exchange.signal.aborted) return;

@@ -22,7 +22,19 @@ import type { ChatRoute } from './route.js';
 const NO_BYTES = Buffer.alloc(0);
 
 /** Shared by every early answer: writeHead reads it, never changes it. */
-const EARLY_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream', ...SSE_RESPONSE_HEADERS };
+/**
+ * The head of a stream that starts before its summary is written: the
+ * report is not known yet, so `x-compactor` comes as an HTTP trailer (and as
+ * an SSE comment, for clients that read no trailers), declared here; the
+ * header itself says where to look, for clients that read headers only.
+ */
+const EARLY_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream',
+  ...SSE_RESPONSE_HEADERS,
+  'x-compactor': 'compacting; the report follows in the x-compactor trailer and a ": summarized ..." SSE comment',
+  trailer: 'x-compactor',
+  'access-control-expose-headers': 'x-compactor',
+};
 
 export class AnswerWriter implements Ending, ResponseCloseListener {
   readonly request: FastifyRequest;

@@ -68,7 +68,11 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (forwarded.report !== undefined) writer.write(sseComment(forwarded.report));
+    if (forwarded.report !== undefined) {
+      writer.write(sseComment(forwarded.report));
+      // Declared in the early head: sent after the last chunk, where a client that reads trailers finds the report.
+      writer.response.addTrailers({ 'x-compactor': headerText(forwarded.report) });
+    }
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
