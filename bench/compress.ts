@@ -16,13 +16,14 @@
  *   npm run bench:compress            (npx tsx bench/compress.ts)
  *   TURNS=60 WINDOWS=8192 npm run bench:compress
  *   VARIANTS=working-set SHAPES=reread npm run bench:compress   (adds `compaction.working_set` 0 and 0.5)
+ *   SHAPES=reread VARIANTS=cost npm run bench:compress   (the re-read loop only; today's rules against decisions by cost)
  */
 import type { ChatMessage } from '../src/transcript/message.js';
 import { turnMessages } from '../test/support/conversation.js';
 import { FakeUpstream } from '../test/support/fake-upstream.js';
 import { startProxy } from '../test/support/proxy.js';
 import { fileAt, REREAD_FILES, reReadTurn } from '../test/support/re-reads.js';
-import { SimulatedLlama } from '../test/support/simulated-llama.js';
+import { SIMULATED_SPEEDS, SimulatedLlama } from '../test/support/simulated-llama.js';
 
 const TURNS = Number(process.env['TURNS'] ?? 40);
 const WINDOWS = (process.env['WINDOWS'] ?? '4096,8192,32768').split(',').map(Number);
@@ -44,6 +45,8 @@ interface Row {
   readonly summaries: number;
   readonly forwarded: number;
   readonly reuse: number;
+  /** Server seconds modeled at the simulated speeds: prompt tokens read anew at prefill speed, tokens written (answers and summaries) at decode speed. */
+  readonly modeled: { readonly main: number; readonly summary: number };
   readonly waits: number;
   readonly facts: string;
   readonly files: string;
@@ -61,10 +64,10 @@ function turnOf(shape: Shape, turn: number): ChatMessage[] {
   return shape === 'reread' ? reReadTurn(turn, { fileLines: FILE_LINES }) : turnMessages(turn, { turns: TURNS, stepsPerTurn: 2, resultBytes: 1500, largeResultEvery: 7, largeResultBytes: 12_000 });
 }
 
-async function measure(shape: Shape, window: number, name: string, compress: Extra, compaction: Extra = {}): Promise<Row> {
+async function measure(shape: Shape, window: number, name: string, compaction: Extra): Promise<Row> {
   const upstream = await FakeUpstream.start();
   const llama = new SimulatedLlama(upstream, { window, summaryDelayMs: SUMMARY_MS });
-  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, compress, ...compaction } } });
+  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, ...compaction } } });
   let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
   let requests = 0;
   let failed = 0;
@@ -96,6 +99,8 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
     const records = llama.records.filter((record) => record.status === 200);
     const prompt = records.reduce((sum, record) => sum + record.promptTokens, 0);
     const cached = records.reduce((sum, record) => sum + record.cacheTokens, 0);
+    const secondsOf = (kind: 'chat' | 'summary'): number =>
+      records.filter((record) => record.kind === kind).reduce((sum, record) => sum + (record.promptTokens - record.cacheTokens) / SIMULATED_SPEEDS.prefill + record.completionTokens / SIMULATED_SPEEDS.decode, 0);
     const last = llama.chatRecords.at(-1)!;
     const facts = Array.from({ length: TURNS }, (_, index) => `FACT-${index + 1}`).filter((fact) => new RegExp(`${fact}\\b`).test(last.prompt)).length;
     const files = shape === 'reread' ? newestFilesIn(last.messages) : '-';
@@ -108,6 +113,7 @@ async function measure(shape: Shape, window: number, name: string, compress: Ext
       summaries: llama.summaryRecords.length,
       forwarded: llama.chatRecords.reduce((sum, record) => sum + record.promptTokens, 0),
       reuse: prompt === 0 ? 0 : cached / prompt,
+      modeled: { main: secondsOf('chat'), summary: secondsOf('summary') },
       waits: counter(metrics, 'compactor_summary_waits_total'),
       facts: `${facts}/${TURNS}`,
       files,
@@ -139,34 +145,50 @@ function newestFilesIn(messages: readonly ChatMessage[]): string {
   return `${found}/${REREAD_FILES.length}`;
 }
 
-/** Each variant: its name, `compaction.compress`, and other `compaction` keys. `VARIANTS=working-set` adds the working set off (what it costs). */
-const VARIANTS: ReadonlyArray<[string, Extra, Extra?]> = [
-  ['off', { enabled: false }],
-  ['on', {}],
-  ...(process.env['VARIANTS'] === 'all' ? ([['on, clear_at_least 512', { clear_at_least: 512 }], ['on, clear_at_least 1024', { clear_at_least: 1024 }]] as Array<[string, Extra]>) : []),
-  ...(process.env['VARIANTS'] === 'working-set'
-    ? ([
-        ['on, working_set 0', {}, { working_set: 0 }],
-        ['on, working_set 0.5', {}, { working_set: 0.5 }],
-      ] as Array<[string, Extra, Extra]>)
-    : []),
-];
-const SHAPES = (process.env['SHAPES'] ?? 'reread,agent').split(',') as Shape[];
+// Each variant's `compaction` settings; "on" is today's rules (no decision by cost), "on, by cost" the default.
+// `VARIANTS=working-set` adds the working set off and at half the budget (what it costs).
+const TODAY = { decide_by_cost: false };
+const VARIANTS: ReadonlyArray<[string, Extra]> =
+  process.env['VARIANTS'] === 'cost'
+    ? [
+        ['on', { ...TODAY }],
+        ['on, by cost', {}],
+        ['on, by cost (2nd)', {}],
+        ['on (2nd)', { ...TODAY }],
+      ]
+    : [
+        ['off', { ...TODAY, compress: { enabled: false } }],
+        ['on', { ...TODAY }],
+        ['on, by cost', {}],
+        ...(process.env['VARIANTS'] === 'all'
+          ? ([
+              ['on, clear_at_least 512', { ...TODAY, compress: { clear_at_least: 512 } }],
+              ['on, clear_at_least 1024', { ...TODAY, compress: { clear_at_least: 1024 } }],
+            ] as Array<[string, Extra]>)
+          : []),
+        ...(process.env['VARIANTS'] === 'working-set'
+          ? ([
+              ['on, working_set 0', { ...TODAY, working_set: 0 }],
+              ['on, working_set 0.5', { ...TODAY, working_set: 0.5 }],
+            ] as Array<[string, Extra]>)
+          : []),
+      ];
 
 const rows: Row[] = [];
+const SHAPES = (process.env['SHAPES'] ?? 'reread,agent').split(',') as Shape[];
 for (const shape of SHAPES) {
   for (const window of WINDOWS) {
-    for (const [name, compress, compaction] of VARIANTS) rows.push(await measure(shape, window, name, compress, compaction));
+    for (const [name, compaction] of VARIANTS) rows.push(await measure(shape, window, name, compaction));
   }
 }
 
 const thousands = (value: number): string => value.toLocaleString('en-US');
 console.log(`Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; ${TURNS} turns\n`);
-console.log('| conversation | window | compress | requests | failed | summary calls per 100 turns | prompt tokens forwarded | KV reuse | waited for a summary | facts in the last prompt | newest file copies in it | requests missing a newest copy |');
-console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+console.log('| conversation | window | compress | requests | failed | summary calls per 100 turns | prompt tokens forwarded | KV reuse | modeled server s (main + summaries) | waited for a summary | facts in the last prompt | newest file copies in it | requests missing a newest copy |');
+console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const row of rows) {
   const per100 = ((row.summaries * 100) / TURNS).toFixed(1);
   console.log(
-    `| ${row.shape === 'reread' ? 're-read loop' : 'agent run'} | ${row.window} | ${row.compress} | ${row.requests} | ${row.failed} | ${per100} (${row.summaries}) | ${thousands(row.forwarded)} | ${(row.reuse * 100).toFixed(1)}% | ${row.waits} | ${row.facts} | ${row.files} | ${row.shape === 'reread' ? row.blind : '-'} |`,
+    `| ${row.shape === 'reread' ? 're-read loop' : 'agent run'} | ${row.window} | ${row.compress} | ${row.requests} | ${row.failed} | ${per100} (${row.summaries}) | ${thousands(row.forwarded)} | ${(row.reuse * 100).toFixed(1)}% | ${(row.modeled.main + row.modeled.summary).toFixed(1)} (${row.modeled.main.toFixed(1)} + ${row.modeled.summary.toFixed(1)}) | ${row.waits} | ${row.facts} | ${row.files} | ${row.shape === 'reread' ? row.blind : '-'} |`,
   );
 }

@@ -86,6 +86,11 @@ function messagesBody(bytes: number, items: number): string {
   return `{"model":"bench","max_tokens":16,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[${uses}]},{"role":"user","content":[${results},${orphan}]}]}`;
 }
 
+/** Issue 34 item 2: no messages, parts or calls past the first, so `limits.max_items` never counts them: `count` empty objects beside (10 million in 28.6 MiB). */
+function uncountedBody(count: number): string {
+  return `{"model":"bench","messages":[{"role":"user","content":"go"}],"x":[${'{},'.repeat(count - 1)}{}]}`;
+}
+
 /** The body `make` builds with as many items as fit in BYTES, starting from `items`. */
 function underLimit(make: (items: number) => string, items: number): string {
   let body = make(items);
@@ -137,6 +142,7 @@ async function largestBodies(compactor: string, upstream: string): Promise<void>
     [`chat: agent loop (${ITEMS} items)`, '/v1/chat/completions', agentBody(BYTES, ITEMS)],
     [`messages: n tool_use + n tool_result + orphan (${ITEMS} items)`, '/v1/messages', messagesBody(BYTES, ITEMS)],
     ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', underLimit((items) => agentBody(BYTES, items), Math.floor(BYTES / 40))],
+    ['chat: 10 million empty objects beside one message (uncounted by max_items)', '/v1/chat/completions', uncountedBody(Math.min(10_000_000, Math.floor(BYTES / 3.2)))],
   ];
   console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | answer |`);
   console.log('|---|---|---|---|---|---|---|');

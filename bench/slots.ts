@@ -7,7 +7,8 @@
  * off` (llama-server picks, before) and `auto` (a home slot per conversation
  * and a slot queue, after); with `--cache-ram 0` also `auto` + `slot_save`.
  *
- *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: median of three; ONLY=8x2)
+ *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: median of three; ONLY=8x4,8x2;
+ *                                      MODES=default,off: those modes in that order, `default` leaving upstream.slots unset)
  *
  * Reported per run: KV reuse (prompt tokens served from a cache / prompt
  * tokens) against the ideal (each conversation alone on its own slot
@@ -21,6 +22,7 @@
  * parallel (a real server shares its compute between them: absolute times
  * are the double's, the ratios between the runs are what counts).
  */
+import { defaultConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';
 import { FakeUpstream } from '../test/support/fake-upstream.js';
 import { startProxy } from '../test/support/proxy.js';
@@ -134,7 +136,8 @@ function diagnose(llama: SlotLlama, conversations: number, label: string): void 
   for (const line of lines) console.log(line);
 }
 
-type Mode = 'off' | 'auto' | 'auto+save';
+// default: upstream.slots not set (auto since issue 33, on a server of two slots or more).
+type Mode = 'off' | 'auto' | 'auto+save' | 'default';
 
 // upstream.slot_wait_ms's default (5 s: one or two turns' generation on a GPU) on the double's clock: two turns' generation.
 const SLOT_WAIT_MS = 2 * GENERATED * MS_PER_GENERATED;
@@ -153,7 +156,8 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
     msPerGeneratedToken: MS_PER_GENERATED,
     generatedTokens: GENERATED,
   });
-  const slots = { slots: mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: SLOT_WAIT_MS };
+  // `default` is the schema's own default (the test config the proxy starts from sets off).
+  const slots = { slots: mode === 'default' ? defaultConfig().upstream.slots : mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: SLOT_WAIT_MS };
   const compaction = SUMMARIES ? { enabled: true, summary: { concurrency: scenario.slots } } : { enabled: false };
   const proxy = await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
   const latencies: number[] = [];
@@ -222,9 +226,12 @@ const only = process.env['ONLY'];
 // REPEAT=3: each mode run three times, interleaved (off, auto, auto+save, off, …), and the median run of each kept
 // (by p99): the machine is shared, and one run's p99 is the fourth-worst of 320 turns.
 const REPEAT = Number(process.env['REPEAT'] ?? 1);
-const MODES: Mode[] = ['off', 'auto', 'auto+save'];
+// MODES=default,off: those modes, in that order (the machine is shared: run both orders).
+const MODES = (process.env['MODES'] ?? 'off,auto,auto+save').split(',') as Mode[];
 const rows: Row[] = [];
-for (const scenario of scenarios.filter((entry) => only === undefined || only === `${entry.conversations}x${entry.slots}`)) {
+// RAM=on: only the scenarios with llama-server's RAM prompt cache (RAM=0: only those without).
+const ram = process.env['RAM'];
+for (const scenario of scenarios.filter((entry) => (only === undefined || only.split(',').includes(`${entry.conversations}x${entry.slots}`)) && (ram === undefined || (ram === 'on') === entry.ram))) {
   const runs = new Map<Mode, Row[]>(MODES.map((mode) => [mode, []]));
   for (let round = 0; round < REPEAT; round++) for (const mode of MODES) runs.get(mode)!.push(await run(scenario, mode));
   for (const mode of MODES) {

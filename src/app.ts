@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/auth.js';
+import { BodyBudget } from './http/body-budget.js';
 import { capConnections, connectionBoundOf } from './http/connection-cap.js';
 import { answerClientError } from './http/client-error.js';
 import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
@@ -16,6 +17,9 @@ import { registerSlotMetrics } from './http/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/prompt-tokens.js';
+import { PrefixLedger } from './http/prefix-breaks.js';
+import { ServerLedger, measuredChatCall } from './http/server-ledger.js';
+import { ServerSpeeds } from './upstream/server-speeds.js';
 import { type RequestRecord, sendError } from './http/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
@@ -29,6 +33,7 @@ import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js
 import { compactionHooks } from './http/chat/engine-planner.js';
 import { CompactionEngine } from './compaction/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
+import type { TierList } from './compaction/policy/tiers/tier.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
 import { WIRE_FORMATS, type WireFormat } from './formats/registry.js';
 
@@ -58,6 +63,8 @@ export interface AppDeps {
   readonly summaryPrompt?: string;
   /** The wire formats served: the registry's (src/formats/registry.ts) when absent; a test serves a toy one beside them. */
   readonly formats?: readonly WireFormat[];
+  /** The compaction tiers of the engine built here, cheapest first; the built-in list (policy/tiers/list.ts) when absent. */
+  readonly tiers?: TierList;
 }
 
 export interface ProxyHandle {
@@ -97,6 +104,8 @@ const REQUEST_RECEIVE_TIMEOUT_MS = 300_000;
 
 // A restarted compactor is usually back within seconds.
 const RETRY_AFTER_SECONDS = 5;
+/** How long a large body waits for its place in limits.in_flight_bytes before its 503: a few bodies' read and plan. */
+const BODY_WAIT_MS = 10_000;
 
 /** The upstream client, and the one summaries go to (the same unless `summary.upstream` names another server). */
 function upstreamsOf(config: Config, deps: AppDeps): { upstream: UpstreamClient; summaryUpstream: UpstreamClient } {
@@ -124,6 +133,8 @@ interface EngineParts {
   readonly metrics: Metrics;
   readonly dashboard: DashboardState | null;
   readonly slots: SlotRouter | undefined;
+  readonly ledger: ServerLedger;
+  readonly speeds: ServerSpeeds;
 }
 
 /**
@@ -134,9 +145,10 @@ interface EngineParts {
 function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: CompactionEngine | null; epochs: ConfiguredStore | null } {
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
-  const { upstream, summaryUpstream, logger, metrics, dashboard, slots } = parts;
+  const { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds } = parts;
   const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
-  const chat = chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream });
+  const summaryUrl = config.compaction.summary.upstream ?? config.upstream.url;
+  const chat = measuredChatCall(chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }), ledger, summaryUrl);
   const engine = new CompactionEngine({
     config,
     upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
@@ -146,18 +158,38 @@ function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: 
     logger,
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
     ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
+    ...(deps.tiers === undefined ? {} : { tiers: deps.tiers }),
+    speeds: (model) => {
+      const learned = speeds.speedsOf(config.upstream.url, model);
+      return learned === null ? null : { ...learned, summaryTokens: speeds.summaryTokensOf(summaryUrl, model) };
+    },
   });
   return { engine, epochs };
 }
 
 /** The chat route's hooks: the planner (the app's, else the engine's), usage to the metrics and the dashboard, and the refusal hook. */
-function chatHooksOf(config: Config, deps: AppDeps, engineHooks: ReturnType<typeof compactionHooks> | undefined, metrics: Metrics, dashboard: DashboardState | null): ChatHooks {
+function chatHooksOf(
+  config: Config,
+  deps: AppDeps,
+  engineHooks: ReturnType<typeof compactionHooks> | undefined,
+  metrics: Metrics,
+  dashboard: DashboardState | null,
+  ledger: ServerLedger,
+  slots: SlotRouter | undefined,
+): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
-  const onUsage: UsageHook = withPromptTokens(
-    deps.onUsage,
-    metrics,
-    dashboard === null ? undefined : (observation, tokens) => dashboard.answered(answeredOf(observation, tokens)),
-  );
+  // The server's reported prefill speed bounds a turn's wait for its slot (issue 33 item 4).
+  const learnSpeed: UsageHook | undefined =
+    slots === undefined
+      ? deps.onUsage
+      : (observation) => {
+          slots.learnPrefill(observation.request.model, observation.timings);
+          deps.onUsage?.(observation);
+        };
+  const onUsage: UsageHook = withPromptTokens(learnSpeed, metrics, (observation, tokens) => {
+    const cost = ledger.answered(observation);
+    dashboard?.answered(answeredOf(observation, tokens, cost));
+  });
   // Planning again after a refusal helps only when the engine compacts (observe mode forwards what the client sent).
   const replans = engineHooks !== undefined && config.compaction.enabled && config.compaction.mode === 'compact';
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
@@ -204,7 +236,11 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
   const slots = slotsOf(config, upstream, logger, metrics);
-  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots });
+  const speeds = new ServerSpeeds();
+  const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
+  metrics.watch({ speeds: () => speeds.snapshot() });
+  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds });
+  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
@@ -224,12 +260,13 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard),
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger, slots),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
+    bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {

@@ -14,6 +14,7 @@
  * | RequestTimeoutError         | 408     | request_timeout                        |
  * | PayloadTooLargeError        | 413     | request_too_large                      |
  * | TooManyItemsError           | 413     | request_too_complex                    |
+ * | TooManyValuesError          | 413     | request_too_complex                    |
  * | UnsupportedMediaTypeError   | 415     | unsupported_media_type                 |
  * | HeadersTooLargeError        | 431     | headers_too_large                      |
  * | InternalError               | 500     | internal_error                         |
@@ -23,6 +24,8 @@
  * |                             |         | upstream_stream_incomplete             |
  * | SummaryFailedError          | 502/504 | summary_failed, summary_timeout        |
  * | ShuttingDownError           | 503     | shutting_down                          |
+ * | TooManyConnectionsError     | 503     | too_many_connections                   |
+ * | BodiesInFlightError         | 503     | too_many_bodies_in_flight              |
  * | LoopDetectedError           | 508     | loop_detected                          |
  * | UpstreamTimeoutError        | 504     | upstream_timeout                       |
  * | UpstreamStatusError         | theirs  | upstream_error (their body passes)     |
@@ -94,6 +97,19 @@ export class RequestTimeoutError extends ProxyError {
   }
 }
 
+/**
+ * 408 after the answer began: the client read nothing of it for
+ * `upstream.timeouts.idle_ms` (issue 33 item 1). Its connection is cut: the
+ * upstream's answer was already taken in (so its llama-server slot went to
+ * the next request), and an error event would wait behind the bytes it does
+ * not read.
+ */
+export class ClientStalledError extends ProxyError {
+  constructor() {
+    super({ status: 408, type: 'invalid_request_error', code: 'client_stalled', message: 'the client did not read the answer within upstream.timeouts.idle_ms' });
+  }
+}
+
 /** 431: the request's header block is over Node's `maxHeaderSize`. */
 export class HeadersTooLargeError extends ProxyError {
   constructor(limitBytes: number) {
@@ -111,6 +127,13 @@ export class PayloadTooLargeError extends ProxyError {
 export class TooManyItemsError extends ProxyError { // 413: past limits.max_items, the planning work a request may cost
   constructor(limit: number) {
     super({ status: 413, type: 'invalid_request_error', code: 'request_too_complex', message: `the request carries more than ${limit} messages, tool calls and content parts (limits.max_items)` });
+  }
+}
+
+/** 413: past limits.max_values, the JSON values a body may hold (counted before any parse). */
+export class TooManyValuesError extends ProxyError {
+  constructor(limit: number) {
+    super({ status: 413, type: 'invalid_request_error', code: 'request_too_complex', message: `the request body holds more than ${limit} JSON values (limits.max_values)` });
   }
 }
 
@@ -202,6 +225,26 @@ export class ShuttingDownError extends ProxyError {
     super({
       status: 503, type: 'server_error', code: 'shutting_down', headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
       message: 'compactor is shutting down; retry shortly',
+    });
+  }
+}
+
+/** 503: past `limits.max_connections`, a new connection is answered this rather than taking another client's place. */
+export class TooManyConnectionsError extends ProxyError {
+  constructor(max: number, retryAfterSeconds: number) {
+    super({
+      status: 503, type: 'server_error', code: 'too_many_connections', headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
+      message: `compactor holds its limit of ${max} connections (limits.max_connections); retry shortly`,
+    });
+  }
+}
+
+/** 503: the large bodies being read and planned hold `limits.in_flight_bytes`, and this one waited its turn too long. */
+export class BodiesInFlightError extends ProxyError {
+  constructor(maxBytes: number) {
+    super({
+      status: 503, type: 'server_error', code: 'too_many_bodies_in_flight', headers: { 'retry-after': '1' },
+      message: `compactor is reading as many large bodies as limits.in_flight_bytes (${maxBytes} bytes) allows; retry shortly`,
     });
   }
 }

@@ -1,12 +1,12 @@
 import type { SummaryBackoff } from './backoff.js';
 import type { EpochWriter } from './epoch-writer.js';
-import type { SummaryDecision } from './write-job.js';
 import type { SingleFlight } from './epochs/single-flight.js';
 import { derivesFromTruncation } from './epochs/truncations.js';
 import type { EpochRepository } from './epochs/repository.js';
 import { type CompactionRequest, keptForLater, seenWhole } from './request.js';
 import type { CompactionLogger } from './ports.js';
 import { type CandidateSizes, type DecisionSettings, decideAhead } from './policy/decide.js';
+import type { TierList } from './policy/tiers/tier.js';
 import { type Candidate, candidateOf } from './policy/plan.js';
 import { sizesOf } from './policy/sizing.js';
 import type { TokenRatios } from './token-ratio.js';
@@ -27,6 +27,7 @@ export interface BackgroundOptions {
   readonly backoff: SummaryBackoff;
   readonly ratios: TokenRatios;
   readonly settings: DecisionSettings;
+  readonly tiers: TierList;
   readonly logger: CompactionLogger | undefined;
 }
 
@@ -84,7 +85,7 @@ export class Background {
     if (now.pending !== null || now.runningElsewhere !== undefined) return null;
     const repair = derivesFromTruncation(current.epoch);
     const { candidate, sizes } = repair ? await this.beneath(request, current) : { candidate: current, sizes: currentSizes };
-    const decision: SummaryDecision | null = decideAhead(candidate, sizes, request.budget, this.#options.settings);
+    const decision = decideAhead(candidate, sizes, request.budget, this.#options.settings, this.#options.tiers);
     if (decision === null) return null;
     return this.#options.writer.write(request, candidate, decision, { signal, onProgress: undefined, pending: true, inUse: repair });
   }

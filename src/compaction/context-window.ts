@@ -1,14 +1,19 @@
 import { LRUCache } from 'lru-cache';
 import { MODELS_REMEMBERED, perModel } from './per-model.js';
 import type { UpstreamJson } from '../upstream/json-surface.js';
-import { type ListedModel, LookupFailed, listedWindows, propsWindow } from '../upstream/window.js';
+import { type NativeAnswers, nativeAnswers, type OllamaShow, ollamaShow } from '../upstream/native-windows.js';
+import { type FoundWindow, findWindow, type WindowAnswers } from '../upstream/server-kind.js';
+import { type ListedModel, LookupFailed, listedWindows, propsWindow, routerPropsWindow } from '../upstream/window.js';
 import type { CallHeaders } from './ports.js';
 
 /**
  * The context window the upstream serves per slot, per model: from the
- * configuration, else llama-server's `GET /props`
+ * configuration, else what the server found there documents
+ * (upstream/server-kind.ts): llama-server's `GET /props`
  * (`default_generation_settings.n_ctx`, already per slot), else
- * `GET /v1/models` (`data[].meta.n_ctx`, then `n_ctx_train`).
+ * `GET /v1/models` (llama-server's `meta.n_ctx`, vLLM's `max_model_len`, a
+ * router's models), else Ollama's `/api/ps` and `/api/show`, LM Studio's
+ * `/api/v0/models`.
  *
  * The upstream's two answers are kept, not one lookup per model: model
  * names come from requests, and each new one cost a `/props` call (and a
@@ -82,6 +87,11 @@ export class ContextWindows {
   readonly #warned = perModel<true>();
   readonly #props: RecentAnswer<number | null>;
   readonly #models: RecentAnswer<readonly ListedModel[]>;
+  readonly #native: RecentAnswer<NativeAnswers>;
+  /** Answers about one model (Ollama's `/api/show`, a router's `/props?model`): asked only for models the server lists or knows. */
+  readonly #ofModel = perModel<RecentAnswer<unknown>>();
+  /** What was found for each model, with its kind and source (doctor, the log at start). */
+  readonly #found = perModel<FoundWindow>();
   /** Windows the upstream's own refusals showed to be smaller than planned (`n_ctx` of `exceed_context_size_error`). */
   readonly #refused: LRUCache<string, number>;
   /** The last failure warned about, so a down upstream is not reported on every request. */
@@ -96,6 +106,37 @@ export class ContextWindows {
     this.#refused = new LRUCache({ max: MODELS_REMEMBERED, ttl: WINDOW_TTL_MS, ttlResolution: 0, perf: { now } });
     this.#props = new RecentAnswer(now);
     this.#models = new RecentAnswer(now);
+    this.#native = new RecentAnswer(now);
+  }
+
+  /** The kind, window and source last found for `model`; undefined before it was asked. */
+  found(model: string): FoundWindow | undefined {
+    return this.#found.get(model);
+  }
+
+  /** The lookups for `findWindow`, each answer kept {@link WINDOW_TTL_MS}. */
+  #answers(headers: CallHeaders | undefined): WindowAnswers {
+    const upstream = this.#options.upstream;
+    const ofModel = <T>(key: string, ask: () => Promise<T>): T | Promise<T> => {
+      let answer = this.#ofModel.get(key);
+      if (answer === undefined) this.#ofModel.set(key, (answer = new RecentAnswer<unknown>(this.#now)));
+      return answer.get(ask) as T | Promise<T>;
+    };
+    return {
+      props: () => this.#props.get(() => propsWindow(upstream, headers)),
+      listed: () => this.#models.get(() => listedWindows(upstream, headers)),
+      native: () => this.#native.get(() => nativeAnswers(upstream, headers)),
+      ollamaShow: (model) => ofModel<OllamaShow | null>(`show ${model}`, () => ollamaShow(upstream, model, headers)),
+      routerProps: (model) => ofModel<number | null>(`props ${model}`, () => routerPropsWindow(upstream, model, headers)),
+    };
+  }
+
+  /** Forgets every answer: the next lookup asks the server again (a model loaded since, a server restarted). */
+  #forgetAnswers(): void {
+    this.#props.forget();
+    this.#models.forget();
+    this.#native.forget();
+    this.#ofModel.clear();
   }
 
   /** The windows found so far, by model (for `/readyz`), {@link MODELS_REMEMBERED} at most. */
@@ -116,14 +157,18 @@ export class ContextWindows {
     const refused = this.#refused.get(model) ?? null;
     const configured = this.#options.configured(model);
     if (configured !== 'auto') return refused === null ? configured : Math.min(refused, configured);
-    let window: number | null;
+    let found: FoundWindow;
     try {
-      window = (await this.#props.get(() => propsWindow(this.#options.upstream, headers))) ?? windowOf(await this.#models.get(() => listedWindows(this.#options.upstream, headers)), model);
+      found = await findWindow(model, this.#answers(headers));
     } catch (error) {
       if (!(error instanceof LookupFailed)) throw error;
       this.#warnFailure(model, error.message);
       return refused;
     }
+    // A model loaded on first use (a router's, Ollama's) tells its window once loaded: asked again next time.
+    if (!found.settled) this.#forgetAnswers();
+    this.#found.set(model, found);
+    let window = found.window;
     if (refused !== null) window = window === null ? refused : Math.min(window, refused);
     if (window !== null && this.#known.get(model) !== window) this.#options.onFound?.(model, window);
     this.#known.set(model, window ?? UNKNOWN);
@@ -152,9 +197,10 @@ export class ContextWindows {
     };
     if (!(window >= floor)) return ignore(`below compaction.min_learned_window (${floor})`);
     if (this.#options.configured(model) === 'auto') {
-      this.#props.forget();
-      const reported = await Promise.resolve(this.#props.get(() => propsWindow(this.#options.upstream, headers))).catch(() => null);
-      if (reported !== null && window < reported) return ignore(`below what /props reports (${reported})`);
+      // The server is asked again, whatever it is: a restarted one reports its new window.
+      this.#forgetAnswers();
+      const reported = await findWindow(model, this.#answers(headers)).catch(() => null);
+      if (reported !== null && reported.window !== null && window < reported.window) return ignore(`below what ${reported.source} reports (${reported.window})`);
     }
     this.#refused.set(model, window);
     return true;
@@ -173,9 +219,4 @@ export class ContextWindows {
     this.#options.onLookupFailed?.(model, reason);
   }
 
-}
-
-/** The window of `model` in the upstream's list, else of its first model (llama-server serves one, whatever name is asked). */
-function windowOf(listed: readonly ListedModel[], model: string): number | null {
-  return (listed.find((entry) => entry.id === model) ?? listed[0])?.window ?? null;
 }

@@ -5,7 +5,8 @@ import { SummaryBackoff, sharedBackoffOf } from './backoff.js';
 import { budgetOf } from './policy/budget.js';
 import { ContextWindows } from './context-window.js';
 import { windowNotices } from './window-notices.js';
-import { type CandidateSizes, type DecisionSettings, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
+import type { CostSpeeds } from './policy/cost.js';
+import { type CandidateSizes, type DecisionSettings, type TierDecision, compacts, decide, decisionSettingsOf, skipsLookup } from './policy/decide.js';
 import { MemoryEpochStore } from './epochs/epoch-store.js';
 import { EpochRepository } from './epochs/repository.js';
 import type { SharedLearning } from './epochs/learning.js';
@@ -18,12 +19,12 @@ import { ExactSizes } from './exact-sizes.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
 import { type Compacted, type CompactionInput, type CompactionRequest, compactedOf, seenWhole } from './request.js';
 import { candidateOf } from './policy/plan.js';
-import { pruneOversizedResults, prunedReport } from './policy/oversized.js';
+import { oversizedCount, pruneOversizedResults, prunedReport, withOversizedStep } from './policy/oversized.js';
 import { reusedLine, wouldLine } from './policy/report.js';
-import { oversizedCount, withOversizedStep } from './policy/oversized-step.js';
 import { forcedSettings } from './policy/observe-mode.js';
 import { observeOnce } from './observe-pass.js';
-import { modelFreeEpoch } from './policy/replacement.js';
+import { BUILT_IN_TIERS, tierNamed } from './policy/tiers/list.js';
+import type { ModelDecision, TierList } from './policy/tiers/tier.js';
 import { appliedPending } from './policy/applied-pending.js';
 import { isNear, sizesOf, totalSize } from './policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
@@ -65,6 +66,10 @@ export interface CompactionEngineOptions {
   readonly summaryPrompt?: string;
   /** Told of each compaction, summary and epoch lookup (the metrics). */
   readonly observer?: CompactionObserver;
+  /** The compaction tiers, cheapest first (policy/tiers/list.ts); the built-in list when absent. */
+  readonly tiers?: TierList;
+  /** The upstream's learned speeds of a model (upstream/server-speeds.ts), for decisions by cost (`compaction.decide_by_cost`). */
+  readonly speeds?: (model: string) => CostSpeeds | null;
 }
 
 export class CompactionEngine {
@@ -74,6 +79,7 @@ export class CompactionEngine {
   readonly backoff: SummaryBackoff;
   readonly #config: Config;
   readonly #settings: DecisionSettings;
+  readonly #tiers: TierList;
   readonly #epochs: EpochRepository;
   readonly #learning: SharedLearning | undefined;
   readonly #logger: CompactionLogger | undefined;
@@ -84,7 +90,10 @@ export class CompactionEngine {
   readonly #sharing: RatioSharing;
   readonly #background: Background;
   readonly #sizes: ExactSizes;
-  readonly #prefixes = new KnownPrefixes(); // a known conversation's chain, hashed only past what it held
+  /** A known conversation's chain of prefix hashes: a request is hashed only past what it held. */
+  readonly #prefixes = new KnownPrefixes();
+  /** The upstream's learned speeds, when the soft zone decides by cost. */
+  readonly #speeds: ((model: string) => CostSpeeds | null) | undefined;
 
   constructor(options: CompactionEngineOptions) {
     const { config, now = Date.now } = options;
@@ -92,6 +101,8 @@ export class CompactionEngine {
     this.#now = now;
     const compaction = config.compaction;
     this.#settings = decisionSettingsOf(compaction);
+    this.#tiers = options.tiers ?? BUILT_IN_TIERS;
+    this.#speeds = compaction.decide_by_cost ? options.speeds : undefined;
     const store = options.store ?? new MemoryEpochStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, ttlMs: config.cache.ttl_s * 1000, now });
     this.#epochs = store instanceof MemoryEpochStore ? EpochRepository.inMemory(store) : store;
     this.#learning = this.#epochs.learning;
@@ -110,14 +121,25 @@ export class CompactionEngine {
       observer: options.observer,
       summaryPrompt: options.summaryPrompt,
       learnedWindowUntil: (model) => this.windows.learnedUntil(model),
+      tiers: this.#tiers,
     });
     this.#sharing = new RatioSharing(this.#learning, this.ratios);
     this.#sizes = new ExactSizes({ counter: new ExactCounter(options.upstream, now), ratios: this.ratios, sharing: this.#sharing, observer: options.observer });
-    this.#background = new Background({ epochs: this.#epochs, flights: this.#flights, writer: this.#writer, backoff: this.backoff, ratios: this.ratios, settings: this.#settings, logger: options.logger });
+    this.#background = new Background({
+      epochs: this.#epochs,
+      flights: this.#flights,
+      writer: this.#writer,
+      backoff: this.backoff,
+      ratios: this.ratios,
+      settings: this.#settings,
+      tiers: this.#tiers,
+      logger: options.logger,
+    });
     this.windows = new ContextWindows({
       configured: (model) => this.#modelConfig(model).context_window,
       upstream: options.upstream,
-      ...{ now, minLearnedWindow: compaction.min_learned_window },
+      now,
+      minLearnedWindow: compaction.min_learned_window,
       ...windowNotices(options.logger),
     });
   }
@@ -127,9 +149,20 @@ export class CompactionEngine {
     return this.#flights.size;
   }
 
-  get queuedSummaries(): number { return this.#writer.queued; } // prettier-ignore: summaries waiting for a slot (tests)
-  get epochCount(): number { return this.#epochs.size; } // prettier-ignore: epochs held in this process (metrics)
-  get epochBytes(): number { return this.#epochs.bytes; } // prettier-ignore: what they cost in bytes, about (metrics)
+  /** Summaries waiting for a slot (for tests). */
+  get queuedSummaries(): number {
+    return this.#writer.queued;
+  }
+
+  /** Epochs held in this process (for metrics). */
+  get epochCount(): number {
+    return this.#epochs.size;
+  }
+
+  /** What the epochs held in this process cost, in bytes about (for metrics). */
+  get epochBytes(): number {
+    return this.#epochs.bytes;
+  }
 
   /** Takes the upstream's real prompt size for a tenant's forwarded request. */
   learn(model: string, tenant: string, promptTokens: number, estimate: number): void {
@@ -166,10 +199,12 @@ export class CompactionEngine {
     const ratio = this.ratios.get(model, input.tenant);
     const messages = pruneOversizedResults(input.request.messages, budget.tokens);
     const estimate = estimateOf(messages);
-    const prunedSize = estimate * ratio; // what decisions are made on; reports say what the client sent:
+    // Decisions are made on the pruned history (what could be forwarded); reports say what the client sent.
+    const prunedSize = estimate * ratio;
     const clientSize = messages === input.request.messages ? prunedSize : estimateOf(input.request.messages) * ratio;
+    const oversized = oversizedCount(input.request.messages, messages);
     const onlyPruned = (): string => (mode === 'observe' ? wouldLine : String)(prunedReport(input.request.messages, messages, estimateOf, ratio));
-    const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversizedCount(input.request.messages, messages), mode === 'observe', onlyPruned), clientTokens: clientSize });
+    const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversized, mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up. With a shared store, only once this replica holds
     // the tenant's model's ratio (read beside a lookup): at the initial one it would forward raw what the others compact.
@@ -185,7 +220,10 @@ export class CompactionEngine {
     const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
-    if (mode === 'observe') return told(await observeOnce({ epochs: this.#epochs, ratios: this.ratios, settings: this.#settings, observer: this.#observer, logger: this.#logger }, input, request));
+    if (mode === 'observe') {
+      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: this.#settings, tiers: this.#tiers, observer: this.#observer, logger: this.#logger };
+      return told(await observeOnce(pass, input, request));
+    }
     const waits = { milliseconds: 0, count: 0 };
     try {
       return told(await this.#decideAndApply(input, request, waits));
@@ -196,7 +234,10 @@ export class CompactionEngine {
 
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
   async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }): Promise<Compacted> {
-    const settings = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    const configured = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+    // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
+    const speeds = this.#speeds?.(request.model) ?? null;
+    const settings = speeds === null ? configured : { ...configured, cost: speeds };
     let ratio = this.ratios.get(request.model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();
@@ -241,12 +282,12 @@ export class CompactionEngine {
     }
     const running = this.#background.runningFor(hashes);
     const elsewhere = rounds.runsElsewhere(running, runningElsewhere);
-    let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined || elsewhere, attempt: rounds.localWaits }, settings);
+    let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined || elsewhere, attempt: rounds.localWaits }, settings, this.#tiers);
     if (rounds.asksAgain(decision, degraded === true)) return { candidate, sizes, decision, pending, running, ratio, again: true };
     // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
     if (compacts(decision) && this.#background.repairs(request, candidate)) {
       const beneath = await this.#background.beneath(request, candidate);
-      const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, settings);
+      const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, settings, this.#tiers);
       if (compacts(redo)) [candidate, decision] = [beneath.candidate, redo];
     }
     return { candidate, sizes, decision, pending, running, ratio, ...(runningElsewhere === undefined ? {} : { runningElsewhere }) };
@@ -273,33 +314,40 @@ export class CompactionEngine {
         // On another replica (see ReplicaRounds): looked up again until its epoch is stored or its lease is gone.
         if (running === undefined) return void (await waited(rounds.pollElsewhere(input.signal)));
         rounds.localWaits++;
-        this.#writer.promote(running); // A background summary still in line goes before the other background ones.
+        // A background summary still in line goes before the other background ones.
+        this.#writer.promote(running);
         await waited(this.#flights.wait(running, input.signal)).catch((error: unknown) => {
           if (input.signal.aborted) throw error;
         });
         return undefined;
       case 'too-large':
         throw this.#sizes.tooLarge(decision.needed, budget, request, decision.summaryTokens);
-      case 'prune':
-      case 'compress': {
-        const epoch = modelFreeEpoch(hashes, candidate, decision, originalSize);
-        await epochs.save(epoch);
-        this.#logger?.info({ model, tier: decision.kind }, epoch.report);
-        this.#observer?.compaction({ model, tier: decision.kind, outcome: 'compacted', tokensBefore: originalSize, tokensAfter: decision.plan.size, pending: false, written: { tenant: request.tenant, messages, hashes, report: epoch.report, milliseconds: 0, notes: null } });
-        return this.#sizes.applied(epoch, input, request);
-      }
-      case 'summary':
-      case 'steps': {
-        const epoch = await waited(
-          this.#flights.run(seenWhole(request).key, (signal) => this.#writer.write(request, candidate, decision, { signal, onProgress: input.onProgress, pending: false }), input.signal),
-        );
-        // Counted where the summary was tried, once, not by each request that waited for it.
-        if (epoch === null) {
-          const forwarded = [...candidate.messages];
-          return compactedOf(input, { messages: forwarded, report: null, estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate });
-        }
-        return this.#sizes.applied(epoch, input, request);
-      }
+      default:
+        return this.#compacted(decision, step, input, request, waited);
     }
+  }
+
+  /** Performs a tier's decision: its epoch made at once (no model call), or written by a summary call. */
+  async #compacted(decision: TierDecision, step: Step, input: CompactionInput, request: CompactionRequest, waited: <T>(work: Promise<T>) => Promise<T>): Promise<Compacted> {
+    const { candidate } = step;
+    const { hashes, messages, model, originalSize } = request;
+    const tier = tierNamed(this.#tiers, decision.kind);
+    if (tier === undefined) throw new Error(`no tier is named ${decision.kind}`);
+    if (!tier.needsModel) {
+      const epoch = tier.epochOf(hashes, candidate, decision, originalSize);
+      await this.#epochs.forHistory(request).save(epoch);
+      this.#logger?.info({ model, tier: tier.name }, epoch.report);
+      const written = { tenant: request.tenant, messages, hashes, report: epoch.report, milliseconds: 0, notes: null };
+      this.#observer?.compaction({ model, tier: tier.name, outcome: 'compacted', tokensBefore: originalSize, tokensAfter: decision.plan.size, pending: false, written });
+      return this.#sizes.applied(epoch, input, request);
+    }
+    const write = (signal: AbortSignal): Promise<Epoch | null> => this.#writer.write(request, candidate, decision as ModelDecision, { signal, onProgress: input.onProgress, pending: false });
+    const epoch = await waited(this.#flights.run(seenWhole(request).key, write, input.signal));
+    // Counted where the summary was tried, once, not by each request that waited for it.
+    if (epoch === null) {
+      const forwarded = [...candidate.messages];
+      return compactedOf(input, { messages: forwarded, report: null, estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate });
+    }
+    return this.#sizes.applied(epoch, input, request);
   }
 }

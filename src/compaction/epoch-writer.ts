@@ -6,9 +6,9 @@ import type { SummaryBackoff } from './backoff.js';
 import type { Epoch } from './types.js';
 import { conversationOf, type EpochRepository } from './epochs/repository.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from './ports.js';
-import { type Candidate, type PrunedKept, trustedMarks } from './policy/plan.js';
-import { markedIndexesOf, replacementOf, truncationText } from './policy/replacement.js';
-import { summarizedLine, truncatedLine, withCompressed } from './policy/report.js';
+import { type Candidate, trustedMarks } from './policy/plan.js';
+import { TRUNCATED, tierNamed } from './policy/tiers/list.js';
+import type { ModelDecision, ModelTier, TierList } from './policy/tiers/tier.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
 import { QueuePlace } from './queue-place.js';
@@ -16,14 +16,15 @@ import { SummaryQueue, NotRun, STALE_LIMIT } from './summary-queue.js';
 import { SummaryError, type SummaryResult, summarize } from './summary/summarize.js';
 import type { SummaryProgress } from './types.js';
 import type { TokenRatios } from './token-ratio.js';
-import type { CallOutcome, SummaryDecision, WriteJob, WriteOptions } from './write-job.js';
+import type { ChatMessage } from '../transcript/message.js';
 
 /**
- * Writes the epoch a summary or steps decision makes: the summary call (at
- * most `summary.concurrency` at a time, with its timeout), the replacement,
- * the report, and the failure policy (`on_summary_failure`: a truncation
- * epoch, forward as is, or an error), with the back-off of a failing
- * conversation.
+ * Writes the epoch a decision of a tier that needs the model makes (a summary
+ * of old turns or of old steps): the summary call (at most
+ * `summary.concurrency` at a time, with its timeout), the tier's replacement
+ * and report words, and the failure policy (`on_summary_failure`: a
+ * truncation epoch, forward as is, or an error), with the back-off of a
+ * failing conversation.
  */
 
 /** A truncation stands for this long, then the summary is tried again. */
@@ -54,7 +55,45 @@ export interface EpochWriterOptions {
   readonly summaryPrompt: string | undefined;
   /** When the window learned from a refusal of a model expires (undefined: none stands): a truncation made under it expires with it. */
   readonly learnedWindowUntil?: (model: string) => number | undefined;
+  /** The tiers the engine compacts with: a decision's tier writes its replacement and report words. */
+  readonly tiers: TierList;
 }
+
+export interface WriteOptions {
+  readonly signal: AbortSignal;
+  readonly onProgress: ((line: string) => void) | undefined;
+  /** Computed in the background: stored pending, and a failure leaves nothing behind. */
+  readonly pending: boolean;
+  /** Stored in use even when computed in the background: it replaces a truncation, which is never waited out. */
+  readonly inUse?: boolean;
+}
+
+/** What one write works from. */
+interface WriteJob {
+  readonly request: CompactionRequest;
+  readonly candidate: Candidate;
+  readonly decision: ModelDecision;
+  /** The decision's tier: its replacement, marks and report words. */
+  readonly tier: ModelTier;
+  readonly options: WriteOptions;
+  /** The epoch's key: the whole history its summary sees. */
+  readonly key: string;
+  readonly seenLength: number;
+  /** What a failure's back-off is kept by. */
+  readonly conversation: string;
+  readonly started: number;
+  /** Size in real tokens of messages, with the ratio as learned when the write began. */
+  readonly sizeOfMessages: (messages: readonly ChatMessage[], withTools: boolean) => number;
+  /** The candidate's messages after the cut's boundary: forwarded after the replacement. */
+  readonly rest: readonly ChatMessage[];
+  readonly earlierNotes: string | null;
+  readonly marked: number[];
+}
+
+type CallOutcome =
+  | { readonly kind: 'written'; readonly result: SummaryResult; readonly callStarted: number }
+  | { readonly kind: 'dropped' }
+  | { readonly kind: 'failed'; readonly failure: string; readonly timedOut: boolean };
 
 export class EpochWriter {
   readonly #options: EpochWriterOptions;
@@ -69,15 +108,17 @@ export class EpochWriter {
     this.#summaryCalls = new SummaryQueue({ limit, maxQueuedPerTenant, maxQueuedBackground, now: options.now, backgroundMaxWaitMs: BACKGROUND_USEFUL_MS, onDrop });
   }
 
-  /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
   /** Summaries waiting for a slot now. */
-  get queued(): number { return this.#summaryCalls.waiting; } // prettier-ignore
+  get queued(): number {
+    return this.#summaryCalls.waiting;
+  }
 
   /** A truncation stands for its TTL, or until the learned window it was cut for expires, whichever comes first. */
   #truncationExpiry(model: string): number {
     return Math.min(this.#options.now() + TRUNCATION_TTL_MS, this.#options.learnedWindowUntil?.(model) ?? Number.POSITIVE_INFINITY);
   }
 
+  /** A request now waits for the summary of `key`: if it is a background one still in line, it goes before the other background ones. */
   promote(key: string): void {
     this.#backgroundPlaces.get(key)?.promote();
   }
@@ -88,7 +129,7 @@ export class EpochWriter {
   }
 
   /**
-   * Writes the notes for a summary or steps decision and stores the epoch they
+   * Writes the notes for a decision of a tier that needs the model and stores the epoch they
    * make (pending when computed in the background). On failure it falls back
    * as `on_summary_failure` says: a truncation epoch, null (forward as is), or
    * a {@link SummaryFailedError}.
@@ -97,14 +138,14 @@ export class EpochWriter {
    * it, a request waits for its epoch, and a background computation leaves it
    * to that replica (null).
    */
-  write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+  write(request: CompactionRequest, candidate: Candidate, decision: ModelDecision, options: WriteOptions): Promise<Epoch | null> {
     // The epoch's own key (the whole history its summary sees): the lease, and what the holder finds written when it is back.
     const { key } = seenWhole(request);
     const { signal, onProgress, pending } = options;
     return this.#options.epochs.forHistory(request).leased(key, { signal, wait: !pending, onProgress }, () => this.#write(request, candidate, decision, options));
   }
 
-  async #write(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): Promise<Epoch | null> {
+  async #write(request: CompactionRequest, candidate: Candidate, decision: ModelDecision, options: WriteOptions): Promise<Epoch | null> {
     const job = this.#jobOf(request, candidate, decision, options);
     options.onProgress?.(`compacting ${decision.counts.old} messages`);
     await yieldOnLongHistory(candidate.messages.length);
@@ -117,15 +158,18 @@ export class EpochWriter {
   }
 
   /** What one write works from, worked out once. */
-  #jobOf(request: CompactionRequest, candidate: Candidate, decision: SummaryDecision, options: WriteOptions): WriteJob {
+  #jobOf(request: CompactionRequest, candidate: Candidate, decision: ModelDecision, options: WriteOptions): WriteJob {
     // The ratio as learned now: an exact count taken while deciding for this request may have corrected it.
     const ratio = this.#options.ratios.get(request.model, request.tenant);
     // The summary request sees the whole candidate (suffix mode), so the epoch is keyed by the whole history.
     const { seenLength, key } = seenWhole(request);
+    const tier = tierNamed(this.#options.tiers, decision.kind);
+    if (tier === undefined || !tier.needsModel) throw new Error(`no tier that needs the model is named ${decision.kind}`);
     return {
       request,
       candidate,
       decision,
+      tier,
       options,
       key,
       seenLength,
@@ -135,7 +179,7 @@ export class EpochWriter {
       rest: candidate.messages.slice(decision.boundary.candidateEnd),
       earlierNotes: candidate.epoch?.notes ?? null,
       // Where the new replacement carries compactor's own messages: the only places its marks will be trusted.
-      marked: markedIndexesOf(candidate.messages, decision.plan, decision.boundary.candidateEnd, trustedMarks(candidate)),
+      marked: tier.markedIndexesOf(candidate.messages, decision.plan, decision.boundary.candidateEnd, trustedMarks(candidate)),
     };
   }
 
@@ -171,6 +215,7 @@ export class EpochWriter {
             onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).
             slotKey: this.conversationOf(request),
+            place,
           },
           (body, callSignal, _headers, slot) => chat(body, callSignal, request.headers, slot),
         );
@@ -203,23 +248,23 @@ export class EpochWriter {
   /** A summary written: its epoch made, reported, counted and stored. */
   async #record(job: WriteJob, result: SummaryResult, callStarted: number): Promise<Epoch> {
     const { now, logger, observer } = this.#options;
-    const { request, candidate, decision, started } = job;
-    const { plan, boundary, counts } = decision;
+    const { request, candidate, decision, tier, started } = job;
+    const { plan, boundary } = decision;
     const { pending } = job.options;
-    const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'summary');
+    const replacement = tier.replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'notes');
     const after = job.sizeOfMessages([...replacement, ...job.rest], true);
-    const report = withCompressed(summarizedLine({ old: counts.old, kept: counts.kept, before: request.originalSize, after, milliseconds: now() - started }), keptCompressed(plan));
+    const report = tier.summarizedLine(decision, { before: request.originalSize, after, milliseconds: now() - started });
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);
     observer?.summary({ milliseconds: now() - callStarted, outcome: 'ok', calls: result.calls });
     const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - started, notes: result.notes };
     observer?.compaction({ model: request.model, tier: plan.tier, outcome: pending ? 'prepared' : 'compacted', tokensBefore: request.originalSize, tokensAfter: after, pending, written });
-    return this.#stored(job, { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: result.notes, strategy: plan.tier, report });
+    return this.#stored(job, epochOf(job, { replacement, notes: result.notes, strategy: plan.tier as Epoch['strategy'], report }));
   }
 
   /** No summary (it failed, or the back-off holds it): what `on_summary_failure` says; a background epoch that failed leaves nothing behind. */
   async #fallBack(job: WriteJob, why: { failure: string; timedOut: boolean; tried: boolean }): Promise<Epoch | null> {
     const { now, logger, observer, config } = this.#options;
-    const { request, candidate, decision } = job;
+    const { request, candidate, decision, tier } = job;
     const { plan, boundary, counts } = decision;
     const counted = (outcome: 'failed' | 'forwarded'): void => {
       if (why.tried) observer?.compaction({ model: request.model, tier: plan.tier, outcome, tokensBefore: request.originalSize, tokensAfter: request.originalSize, pending: job.options.pending });
@@ -237,14 +282,14 @@ export class EpochWriter {
         counted('failed');
         throw new SummaryFailedError(why.failure, why.timedOut);
       case 'truncate': {
-        const replacement = replacementOf(candidate.messages, plan, boundary.candidateEnd, truncationText(counts.old, plan.tier, job.earlierNotes), 'truncated');
+        const replacement = tier.replacementOf(candidate.messages, plan, boundary.candidateEnd, tier.truncationText(counts.old, job.earlierNotes), 'truncated');
         const after = job.sizeOfMessages([...replacement, ...job.rest], true);
-        const report = withCompressed(truncatedLine({ dropped: counts.old, kept: counts.kept, before: request.originalSize, after, reason: why.failure }), keptCompressed(plan));
+        const report = tier.truncatedLine(decision, { before: request.originalSize, after, reason: why.failure });
         logger?.info({ model: request.model, outcome: 'truncated' }, report);
         const written = { tenant: request.tenant, messages: request.messages, hashes: request.hashes, report, milliseconds: now() - job.started, notes: null };
         observer?.compaction({ model: request.model, tier: plan.tier, outcome: 'truncated', tokensBefore: request.originalSize, tokensAfter: after, pending: false, written });
-        const epoch: Epoch = { key: job.key, sourceLength: boundary.sourceLength, seenLength: job.seenLength, replacement, marked: job.marked, notes: job.earlierNotes, strategy: 'truncated', report, expiresAt: this.#truncationExpiry(request.model) };
-        return this.#stored(job, epoch);
+        const epoch = epochOf(job, { replacement, notes: job.earlierNotes, strategy: TRUNCATED, report });
+        return this.#stored(job, { ...epoch, expiresAt: this.#truncationExpiry(request.model) });
       }
     }
   }
@@ -261,9 +306,9 @@ export class EpochWriter {
   }
 }
 
-/** The kept results a summary plan compressed, for its report line. */
-function keptCompressed(plan: SummaryDecision['plan']): NonNullable<PrunedKept['compressed']> | undefined {
-  return plan.tier === 'summary' ? plan.prunedKept?.compressed : undefined;
+/** The epoch a write stores: keyed by the whole history its summary saw, covering the decision's boundary. */
+function epochOf(job: WriteJob, made: Pick<Epoch, 'replacement' | 'notes' | 'strategy' | 'report'>): Epoch {
+  return { key: job.key, sourceLength: job.decision.boundary.sourceLength, seenLength: job.seenLength, replacement: made.replacement, marked: job.marked, notes: made.notes, strategy: made.strategy, report: made.report };
 }
 
 function progressLine(progress: SummaryProgress): string {

@@ -5,6 +5,7 @@ import { type CandidateSizes, type DecisionSettings, decide } from './policy/dec
 import { observedDecision } from './policy/observe-mode.js';
 import { candidateOf } from './policy/plan.js';
 import { sizesOf } from './policy/sizing.js';
+import type { TierList } from './policy/tiers/tier.js';
 import type { TokenRatios } from './token-ratio.js';
 import type { EpochRepository } from './epochs/repository.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
@@ -13,6 +14,7 @@ export interface ObservePassOptions {
   readonly epochs: EpochRepository;
   readonly ratios: TokenRatios;
   readonly settings: DecisionSettings;
+  readonly tiers: TierList;
   readonly observer: CompactionObserver | undefined;
   readonly logger: CompactionLogger | undefined;
 }
@@ -23,15 +25,15 @@ export interface ObservePassOptions {
  * client's messages are forwarded as they came, oversized results included.
  */
 export async function observeOnce(options: ObservePassOptions, input: CompactionInput, request: CompactionRequest): Promise<Compacted> {
-  const { epochs, ratios, settings, observer, logger } = options;
+  const { epochs, ratios, settings, tiers, observer, logger } = options;
   const { hashes, messages, model, budget, toolsEstimate, originalSize } = request;
   const ratio = ratios.get(model, request.tenant);
   const { inUse, pending } = await epochs.forHistory(request).lookup(hashes);
   const candidate = candidateOf(messages, inUse);
   observer?.epochLookup(candidate.epoch !== null);
   const sizes: CandidateSizes = { ...sizesOf(candidate.messages, toolsEstimate, ratio), ratio };
-  const decision = decide(candidate, sizes, budget, { pending, running: false, attempt: 0 }, settings);
-  const observed = observedDecision(decision, { before: originalSize, budget, reusing: candidate.epoch !== null });
+  const decision = decide(candidate, sizes, budget, { pending, running: false, attempt: 0 }, settings, tiers);
+  const observed = observedDecision(decision, { before: originalSize, budget, reusing: candidate.epoch !== null }, tiers);
   if (observed.counted) {
     observer?.compaction({ model, tier: observed.tier, outcome: 'observed', tokensBefore: originalSize, tokensAfter: observed.after, pending: false });
   }

@@ -1,4 +1,4 @@
-import type { Tier } from './types.js';
+import type { SummaryPlace, TierName } from './types.js';
 
 /**
  * The engine's ports: what it calls out through (the summary call, the
@@ -20,7 +20,8 @@ export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, head
  * suffix call on its conversation's slot (its prompt extends what that slot
  * holds), a prepend call on nobody's (it shares no prefix with anyone).
  */
-export type SummarySlot = { readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' };
+export type SummarySlot = ({ readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' }) & { readonly place?: SummaryPlace };
+
 
 /** Where the engine writes its report lines; the server's logger in production. */
 export interface CompactionLogger {
@@ -54,7 +55,7 @@ export interface CompactionEvent {
   /** The model of the request (as the client named it). */
   readonly model: string;
   /** The tier tried; null when none could be (`too-large`: even the last turn cannot fit). */
-  readonly tier: Tier | null;
+  readonly tier: TierName | null;
   readonly outcome: CompactionOutcome;
   /** The size of the history as the client sent it (tokens, with the learned ratio). */
   readonly tokensBefore: number;

@@ -55,6 +55,8 @@ export class SummaryQueue {
   readonly #lastServed = new Map<string, number>();
   #served = 0;
   #backgroundWaiting = 0;
+  /** Summaries that hold their slot and wait for a place again: served before any other. */
+  readonly #returning: Array<() => void> = [];
   readonly #options: Required<Omit<SummaryQueueOptions, 'onDrop'>> & Pick<SummaryQueueOptions, 'onDrop'>;
 
   constructor(options: SummaryQueueOptions) {
@@ -69,15 +71,46 @@ export class SummaryQueue {
     return waiting;
   }
 
-  /** Runs `work` once a place is free, or resolves to how it was dropped or refused without running. */
+  /**
+   * Runs `work` once a place is free, or resolves to how it was dropped or
+   * refused without running. While `work` waits for a llama-server slot
+   * (`place.aside`), the place is given back and taken again once the slot
+   * is held, before every summary not yet begun (it holds a slot); a summary
+   * whose wait for a slot ran out (`place.expire`) is dropped.
+   */
   async use<T>(tenant: string, work: () => Promise<T>, place: QueuePlace = new QueuePlace('foreground')): Promise<T | NotRun> {
     const refused = await this.#acquire(tenant, place);
     if (refused !== null) return refused;
+    let held = true;
+    place.stepAside = async <R>(wait: () => Promise<R>): Promise<R> => {
+      if (held) {
+        held = false;
+        this.#release();
+      }
+      const result = await wait();
+      await this.#takeAgain(tenant);
+      held = true;
+      return result;
+    };
     try {
       return await work();
+    } catch (error) {
+      if (place.expired) return this.#dropped(STALE_LIMIT);
+      throw error;
     } finally {
-      this.#release();
+      place.stepAside = undefined;
+      if (held) this.#release();
     }
+  }
+
+  /** A place for a summary that holds its slot: at once when free, else the first that frees. */
+  #takeAgain(tenant: string): Promise<void> {
+    if (this.#available > 0) {
+      this.#available--;
+      this.#noteServed(tenant);
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#returning.push(() => (this.#noteServed(tenant), resolve())));
   }
 
   #acquire(tenant: string, place: QueuePlace): Promise<NotRun | null> {
@@ -192,6 +225,8 @@ export class SummaryQueue {
 
   /** Hands the freed place to the next waiter that is still useful, or gives it back. */
   #release(): void {
+    const returning = this.#returning.shift();
+    if (returning !== undefined) return returning();
     for (;;) {
       const next = this.#next();
       if (next === undefined) {

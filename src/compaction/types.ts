@@ -8,8 +8,12 @@ import { ChatMessageSchema, type ChatMessage } from '../transcript/message.js';
  * can use them without importing another room.
  */
 
-/** What a compaction did: no model call (pruning, compression), a summary of old turns, or a summary of old steps of one turn. */
-export type Tier = 'prune' | 'compress' | 'summary' | 'steps';
+/**
+ * The name of the tier a compaction was made by (policy/tiers/list.ts lists
+ * them: prune, compress, summary, steps). A string, not a union: the list is
+ * the one place tiers are named, and an engine may be given another.
+ */
+export type TierName = string;
 
 /**
  * "The first `sourceLength` original messages of this conversation are
@@ -46,7 +50,12 @@ export const EpochSchema = z
     marked: z.array(z.number().int().nonnegative()).readonly().exactOptional(),
     /** The notes text, kept so a later epoch merges from it without parsing messages; null when there are none. */
     notes: z.string().nullable(),
-    /** How the history before the cut is forwarded: by a tier, or truncated when its summary failed. */
+    /**
+     * The tier that made the epoch, or `truncated` when its summary failed
+     * (the field keeps its stored name). The built-in tiers' names
+     * (policy/tiers/list.ts `STORED_TIERS`, checked equal by
+     * test/extension-tier.test.ts): this file is below the list's room.
+     */
     strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
     /** The line that reported the compaction that made this epoch. */
     report: z.string(),
@@ -122,6 +131,22 @@ export interface UnsharedMeasures {
   readonly samples: readonly number[];
 }
 
+/**
+ * A summary's place in the summary queue as its slot sees it (issue 33 item
+ * 2): the summary gives its concurrency place back while it waits for a
+ * slot and takes one again once it holds the slot, so a summary parked
+ * behind a busy slot never keeps another one from its free slot; and a
+ * background summary whose wait for a slot ran out is dropped.
+ */
+export interface SummaryPlace {
+  /** Prepared ahead of need (it may be dropped), not waited for by a request. */
+  readonly background: boolean;
+  /** Runs `wait` (the wait for a slot) without the concurrency place, then takes a place again, before every summary that has not begun. */
+  aside<T>(wait: () => Promise<T>): Promise<T>;
+  /** Its wait for a slot ran out: the summary is dropped (the next crossing decides again), and waits for no slot again. */
+  expire(): void;
+}
+
 export interface SummarizeRequest {
   /** The client's request body: model, tools and template fields come from it. */
   readonly body: Readonly<Record<string, unknown>>;
@@ -147,6 +172,8 @@ export interface SummarizeRequest {
   readonly onProgress?: (progress: SummaryProgress) => void;
   /** The conversation's home-slot key, when the upstream's slots are scheduled. */
   readonly slotKey?: string;
+  /** The summary's place in the summary queue, given back while a call waits for its slot (ports.ts). */
+  readonly place?: SummaryPlace;
 }
 
 export interface SummaryProgress {

@@ -53,6 +53,9 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_REDIS_CLUSTER: { path: ['cache', 'redis', 'cluster'], kind: 'boolean' },
 };
 
+/** Every environment variable compactor reads: `--help` lists each one (test/config/help.test.ts derives it from here). */
+export const ENVIRONMENT_VARIABLES: readonly string[] = ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)];
+
 /** The same keys by command-line flag, secrets excepted. */
 const FLAG_OVERRIDES: Readonly<Record<string, Override>> = {
   host: { path: ['listen', 'host'] },
@@ -178,7 +181,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
     document = read.document;
   }
 
-  const unknownVariables = unknownEnvironmentVariables(env, ['COMPACTOR_CONFIG', ...Object.keys(ENVIRONMENT_OVERRIDES)]);
+  const unknownVariables = unknownEnvironmentVariables(env, ENVIRONMENT_VARIABLES);
   if (unknownVariables.length > 0) return { ok: false, errors: unknownVariables };
 
   const sources = applyOverrides(document, env, flags);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeType, formatPath } from '../issue-words.js';
+import { closestByLetters, editDistance } from './unknown-variables.js';
 import { DEFAULT_READ_TOOLS } from '../transcript/compress/calls.js';
 
 /**
@@ -74,12 +75,11 @@ export const ConfigSchema = z
           })
           .prefault({}),
         /**
-         * auto: a conversation gets its own llama-server slot when the server reports its slots (/props total_slots); off: llama-server picks.
-         * Off by default: without slot_save, auto is not within a point of the ideal KV reuse with 8 conversations on 2 slots and
-         * background summaries, and a turn waits for its own summary (bench/README.md § slots.ts); turn it on with slot_save and
-         * --slot-save-path.
+         * auto (the default): a conversation gets its own llama-server slot when the server reports two slots or more (/props
+         * total_slots; one slot is left alone unless slot_save); off: llama-server picks. On by default since issue 33: on a real
+         * llama-server (before a turn's wait was bounded by its re-read) it read 39% fewer prompt tokens than llama-server alone on 4 slots, 16% fewer on 2 (bench/README.md § slots.ts).
          */
-        slots: z.enum(['auto', 'off']).default('off'),
+        slots: z.enum(['auto', 'off']).default('auto'),
         // About what re-reading a long prompt costs on a GPU: waiting longer than that for a busy slot loses more than a re-read.
         slot_wait_ms: Milliseconds.default(5_000),
         /** The user started llama-server with --slot-save-path: evicted conversations are saved to a file and restored. */
@@ -98,8 +98,16 @@ export const ConfigSchema = z
         enabled: z.boolean('expected true or false').default(true),
         /** compact: rewrite what must be; observe: forward every request as the client sent it and only report what would have been done. */
         mode: z.enum(['compact', 'observe']).default('compact'),
-        // Whether a request may choose its own mode with `x-compactor-mode: off | observe | compact`.
-        allow_request_mode: z.boolean().default(true),
+        /**
+         * What a request's `x-compactor-mode: off | observe | compact` may do (issue 34 item 3): `lower` (the default)
+         * only lower the operator's mode (compact → observe → off), `raise` choose any mode, `never` nothing.
+         * `true` (the old default) is `lower`: the header is still honoured, but a client can no longer lift an
+         * operator's observe into summary calls; `false` is `never`, as it was.
+         */
+        allow_request_mode: z
+          .union([z.boolean(), z.enum(['lower', 'raise', 'never'])], 'expected lower, raise or never (true is lower, false is never)')
+          .default('lower')
+          .transform((value) => (value === true ? 'lower' : value === false ? 'never' : value)),
         threshold: Fraction.default(0.85),
         soft_threshold: Fraction.default(0.6),
         target: Fraction.default(0.5),
@@ -107,6 +115,8 @@ export const ConfigSchema = z
         /** The working set (issue 32): the newest copy of each file read, newest first, kept raw through every tier up to this share of the budget; 0: off. */
         working_set: Share.default(0.25),
         max_messages: NonNegativeInteger.default(0),
+        /** Soft-zone choices (compress now, at the crossing, or prepare a summary) by the server seconds each costs, once the upstream's speeds are learned (issue 36); false: by tokens alone. */
+        decide_by_cost: z.boolean('expected true or false').default(true),
         prune: z.strictObject({ max_result_chars: PositiveInteger.default(8192) }).prefault({}),
         /** The compression tier (issue 25): old tool results compressed model-free before any summary; defaults measured by bench/compress.ts. */
         compress: z
@@ -200,13 +210,27 @@ export const ConfigSchema = z
         body_bytes: PositiveInteger.default(33_554_432),
         /** Messages, tool calls and content parts one request may carry: the planning work of a request is capped by it (413 past it). */
         max_items: PositiveInteger.default(50_000),
+        /**
+         * JSON values one body may hold, containers and scalars at any depth, counted by the scan before any parse (413 past
+         * it; issue 34 item 2: 10 million empty objects beside the messages were never counted). 500,000 is twice what the
+         * largest bodies `max_items` admits hold (the bench's 32 MiB shapes of 50,000 items: ~230,000 values each) and ~50x a
+         * real agent request (tool schemas and a long history: a few thousand to ~10,000); parsing 500,000 empty objects
+         * takes ~32 MiB of heap, against 640 MiB for the 10 million.
+         */
+        max_values: PositiveInteger.default(500_000),
+        /**
+         * The bytes of all large bodies (1 MiB or more) being read and planned at once; past it a newcomer waits its turn
+         * (up to 10 s), then gets a 503. Small bodies never wait. 128 MiB: four bodies of `body_bytes` at once (issue 34: four
+         * uncounted 28.6 MiB bodies took 3.8 GB, six no answer; with `max_values` a 32 MiB body parses to at most ~2-3x its bytes).
+         */
+        in_flight_bytes: PositiveInteger.default(134_217_728),
         /** Connections draining the rest of a body after its 413 at once; past it the 413 closes at once (each holds a descriptor). */
         max_draining: PositiveInteger.default(64),
         /** A drain slower than this (bytes per second, over 2 s windows) is closed: a trickle never holds a connection. */
         drain_min_bytes_per_s: PositiveInteger.default(32_768),
         /**
-         * Client connections at once (each holds a descriptor, and one being answered another upstream); past it the one
-         * served least recently and not being answered is closed. auto: half of the open-file limit, less 64.
+         * Client connections at once (each holds a descriptor, and one being answered another upstream), per client address;
+         * past it the client holding the most pays (http/connection-cap.ts). auto: half of the open-file limit, less 64.
          */
         max_connections: z.union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE }).default('auto'),
       })
@@ -286,13 +310,29 @@ export function parseConfig(raw: unknown): ParseConfigResult {
   const errors: string[] = [];
   for (const issue of result.error.issues) {
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) errors.push(`${formatPath([...issue.path, key])}: unknown key`);
+      for (const key of issue.keys) errors.push(`${formatPath([...issue.path, key])}: unknown key${suggestionFor(issue.path, key)}`);
       continue;
     }
     const message = issue.code === 'custom' || issue.message.startsWith('expected') || issue.message.startsWith('must') ? issue.message : messageOf(issue);
     errors.push(`${formatPath(issue.path)}: ${message}`);
   }
   return { ok: false, errors };
+}
+
+/**
+ * ` (did you mean listen.port?)` for a key a letter or three from one the
+ * section has, as a misspelled environment variable gets; nothing when none
+ * is that close (a key from another program's configuration).
+ */
+function suggestionFor(path: readonly PropertyKey[], key: string): string {
+  let section: unknown = defaultConfig();
+  // Under `models` any name is a model: its keys are those of models."*".
+  for (const step of path) section = (section as Record<string, unknown> | undefined)?.[path[0] === 'models' && step !== 'models' ? '*' : String(step)];
+  if (typeof section !== 'object' || section === null || Array.isArray(section)) return '';
+  const known = Object.keys(section);
+  if (known.length === 0) return '';
+  const closest = closestByLetters(key, known);
+  return editDistance(key, closest) <= 3 ? ` (did you mean ${formatPath([...path, closest])}?)` : '';
 }
 
 /** The configuration with every default: what compactor runs with when given no file. */

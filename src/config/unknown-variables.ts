@@ -35,7 +35,7 @@ function closestName(name: string, candidates: readonly string[]): string {
 }
 
 /** The candidate with the fewest single-character edits from `name` (the first on a tie). */
-function closestByLetters(name: string, candidates: readonly string[]): string {
+export function closestByLetters(name: string, candidates: readonly string[]): string {
   let best = candidates[0]!;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of candidates) {
@@ -45,7 +45,7 @@ function closestByLetters(name: string, candidates: readonly string[]): string {
   return best;
 }
 
-function editDistance(a: string, b: string): number {
+export function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
   for (let i = 1; i <= a.length; i++) {
     const current = [i];

@@ -36,9 +36,22 @@ form{display:flex;gap:.5rem;flex-wrap:wrap}input{font:inherit;padding:.35rem .5r
 @media (max-width:600px){header,main{padding:.7rem}.cards{grid-template-columns:repeat(2,1fr)}}
 `;
 
+/**
+ * The conversation the page opens on: the most recent one that did
+ * something (two requests or more, or a compaction), not a one-request "hi"
+ * sent to try the proxy; the most recent of all when none did. The list comes
+ * most recent first. Written in plain JavaScript: its source goes into the
+ * page as it is.
+ */
+export function openingConversation(conversations: ReadonlyArray<{ readonly id: string; readonly requests: number; readonly epochs: number }>): string | null {
+  const busy = conversations.find((c) => c.requests >= 2 || c.epochs > 0);
+  return busy !== undefined ? busy.id : conversations.length > 0 ? conversations[0]!.id : null;
+}
+
 const SCRIPT = `
 'use strict';
 const POLL_MS = ${POLL_MS};
+const openingConversation = ${openingConversation.toString()};
 const KEY = 'compactor.dashboard.key';
 const $ = (id) => document.getElementById(id);
 let selected = null;
@@ -55,6 +68,8 @@ const tokens = (n) => (n === null || n === undefined ? '-' : n < 1000 ? String(M
 const seconds = (ms) => (ms / 1000).toFixed(1) + 's';
 const percent = (x) => (x === null ? '-' : Math.round(x * 100) + '%');
 const time = (at) => new Date(at).toLocaleTimeString();
+const secs = (s) => (s === null || s === undefined ? '-' : s < 10 ? s.toFixed(2) + 's' : s.toFixed(1) + 's');
+const breakText = (b) => b.cause + ' at message ' + b.index + ' (' + tokens(b.keptTokens) + ' kept, ' + tokens(b.recomputedTokens) + ' read again)';
 const kinds = (record) => Object.entries(record).map(([k, v]) => k + ' ' + v).join(', ') || '-';
 
 function card(label, value, field) {
@@ -75,7 +90,10 @@ function render(state) {
   mode.textContent = state.mode;
   mode.className = 'badge ' + state.mode;
   const models = $('models');
-  models.replaceChildren(...state.models.map((m) => el('span', m.model + ': ' + (m.window === null ? 'window unknown' : tokens(m.window) + ' window'), { class: 'badge', 'data-model': m.model })));
+  models.replaceChildren(
+    ...state.models.map((m) => el('span', m.model + ': ' + (m.window === null ? 'window unknown' : tokens(m.window) + ' window'), { class: 'badge', 'data-model': m.model })),
+    ...(state.speeds || []).map((s) => el('span', s.model + ': prefill ' + (s.prefill === null ? '-' : Math.round(s.prefill)) + ' t/s, decode ' + (s.decode === null ? '-' : Math.round(s.decode)) + ' t/s', { class: 'badge', 'data-speed': s.model })),
+  );
   const totals = $('totals');
   totals.hidden = !state.totals;
   if (state.totals) {
@@ -93,8 +111,17 @@ function render(state) {
       ...(state.mode === 'observe' ? [card('would compact', t.observed, 'observed')] : []),
     );
   }
+  // Server seconds beside the tokens: the viewer's own (a tenant's conversations, or all of them for an admin).
+  const server = $('server');
+  const own = state.server || { prefill: 0, decode: 0, reprocess: 0 };
+  const summaries = state.totals && state.totals.summarySeconds;
+  server.replaceChildren(
+    card('server s on answers (prefill + decode)', secs(own.prefill + own.decode), 'serverAnswers'),
+    card('server s reading again after compactor changes', secs(own.reprocess), 'serverReprocess'),
+    ...(summaries ? [card('server s on summaries', secs(summaries.prefill + summaries.decode), 'serverSummaries')] : []),
+  );
   const rows = $('conversations');
-  if (!state.conversations.some((c) => c.id === selected)) selected = state.conversations.length > 0 ? state.conversations[0].id : null;
+  if (!state.conversations.some((c) => c.id === selected)) selected = openingConversation(state.conversations);
   rows.replaceChildren(...state.conversations.map((c) => {
     const row = el('tr', null, { 'data-conversation': c.id });
     if (c.id === selected) row.className = 'selected';
@@ -104,13 +131,23 @@ function render(state) {
       el('td', c.epochs + (tiers ? ' (' + tiers + ')' : ''), { 'data-field': 'epochs' }), el('td', c.reused, { 'data-field': 'reused' }),
       el('td', tokens(c.saved), { 'data-field': 'saved', 'data-value': String(c.saved) }), el('td', percent(c.kvReuse), { 'data-field': 'kv' }),
       el('td', c.slot === null || c.slot === undefined ? '-' : c.slot, { 'data-field': 'slot' }), el('td', kinds(c.repairs), { 'data-field': 'repairs' }), el('td', c.report || '-', { class: 'report', 'data-field': 'report' }),
+      el('td', c.server ? secs(c.server.prefill + c.server.decode) + ' / ' + secs(c.server.reprocess) : '-', { 'data-field': 'server' }),
+      el('td', c.breaks && c.breaks.length > 0 ? breakText(c.breaks[c.breaks.length - 1]) : '-', { 'data-field': 'breaks' }),
     );
     row.firstChild.append(el('code', c.id));
     row.addEventListener('click', () => { selected = c.id; render(state); });
     return row;
   }));
   $('empty').hidden = state.conversations.length > 0;
-  drawChart(state.conversations.find((c) => c.id === selected), state.models);
+  const shown = state.conversations.find((c) => c.id === selected);
+  drawChart(shown, state.models);
+  const breaks = $('breaks');
+  breaks.replaceChildren(...((shown && shown.breaks) || []).slice().reverse().map((b) => {
+    const item = el('li', null, { 'data-cause': b.cause });
+    item.append(el('span', time(b.at) + ' ', { class: 'muted' }), document.createTextNode(breakText(b)));
+    return item;
+  }));
+  $('no-breaks').hidden = breaks.childElementCount > 0;
   const list = $('compactions');
   list.replaceChildren(...state.compactions.map((event) => {
     const item = el('li', null, { 'data-conversation': event.conversation });
@@ -200,10 +237,17 @@ export const DASHBOARD_PAGE = `<!doctype html>
     <section>
       <h2>Conversations</h2>
       <div class="wrap"><table>
-        <thead><tr><th>id</th><th>model</th><th>requests</th><th title="refused (4xx) / failed (5xx)">refused / failed</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>slot</th><th>pair repairs</th><th>last report</th></tr></thead>
+        <thead><tr><th>id</th><th>model</th><th>requests</th><th title="refused (4xx) / failed (5xx)">refused / failed</th><th>turns</th><th>epochs</th><th>reused</th><th>tokens saved</th><th>KV reuse</th><th>slot</th><th>pair repairs</th><th>last report</th><th title="server seconds on its answers / reading again after compactor's own changes">server s</th><th>last prefix break</th></tr></thead>
         <tbody id="conversations"></tbody>
       </table></div>
       <p id="empty" class="muted">No conversation yet: send a chat request through compactor.</p>
+    </section>
+    <section>
+      <h2>Server seconds</h2>
+      <div id="server" class="cards"></div>
+      <h2>Prefix breaks of the conversation</h2>
+      <ol id="breaks"></ol>
+      <p id="no-breaks" class="muted">None: every request kept the one before it as its prefix.</p>
     </section>
     <section>
       <h2>Recent compactions</h2>

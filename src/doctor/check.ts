@@ -30,6 +30,11 @@ export interface PlannedModel {
   readonly window: number | null;
   /** Where `window` comes from. */
   readonly source: 'configured' | 'upstream' | 'unknown';
+  /** What the server says it runs the model with, and where it says so (`/api/ps context_length`). */
+  readonly reported: number | null;
+  readonly reportedSource: string;
+  /** The configuration key that sets the window (`models."*".context_window`), when one does. */
+  readonly configuredKey: string | null;
 }
 
 /** What the checks read, each asked of the upstream at most once however many checks need it. */

@@ -1,7 +1,7 @@
 import { type Config, modelSettingsOf } from '../config/schema.js';
 import { upstreamJsonOf } from '../upstream/json-surface.js';
 import { UpstreamClient } from '../upstream/client.js';
-import { inspectUpstream } from '../upstream/inspect.js';
+import { inspectUpstream, type ServedModel } from '../upstream/inspect.js';
 import type { DoctorContext, PlannedModel, StoreAnswer } from './check.js';
 import { probeStore } from './store-probe.js';
 
@@ -22,10 +22,14 @@ export interface UpstreamDoctorContext extends DoctorContext {
 }
 
 /** The window compactor plans with for a model: the configured one, else what the upstream said. */
-export function plannedModel(config: Config, id: string, reported: number | null): PlannedModel {
+export function plannedModel(config: Config, served: ServedModel): PlannedModel {
+  const { id, window: reported, source: reportedSource } = served;
+  // The key that sets the window, as modelSettingsOf reads it: the model's own entry, else "*".
+  const key = Object.hasOwn(config.models, id) ? id : '*';
   const configured = modelSettingsOf(config.models, id).context_window;
-  if (configured !== 'auto') return { id, window: configured, source: 'configured' };
-  return reported === null ? { id, window: null, source: 'unknown' } : { id, window: reported, source: 'upstream' };
+  const seen = { reported, reportedSource };
+  if (configured !== 'auto') return { id, window: configured, source: 'configured', ...seen, configuredKey: `models."${key}".context_window` };
+  return { id, window: reported, source: reported === null ? 'unknown' : 'upstream', ...seen, configuredKey: null };
 }
 
 function once<T>(ask: () => Promise<T>): () => Promise<T> {
@@ -43,7 +47,7 @@ export function doctorContext(config: Config, file: string | null, options: { no
   const inspection = once(() => inspectUpstream(upstream));
   const models = once(async (): Promise<readonly PlannedModel[]> => {
     const found = await inspection();
-    return found.state === 'ready' ? found.models.map((model) => plannedModel(config, model.id, model.window)) : [];
+    return found.state === 'ready' ? found.models.map((model) => plannedModel(config, model)) : [];
   });
   const store = once((): Promise<StoreAnswer> => probeStore(config));
   return {

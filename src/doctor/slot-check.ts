@@ -46,8 +46,11 @@ export const slotsCheck: Check = {
     if (slots === 'off') return ok(`${reported}; upstream.slots: off: llama-server picks the slot`);
     const save = `slot_save ${slot_save ? 'on: llama-server must run with --slot-save-path' : 'off'}`;
     const scheduled = counts.filter((count) => count.slots !== null && (count.slots >= 2 || slot_save));
-    if (scheduled.length > 0) return ok(`${reported}; upstream.slots: auto: one conversation per slot, one request at a time in each, a turn waits up to ${slot_wait_ms} ms for its own (${save})`);
-    if (counts.some((count) => count.slots !== null)) return ok(`${reported}; upstream.slots: auto, not scheduled: with one slot llama-server already runs one request at a time (${save})`);
-    return ok(`${reported}; upstream.slots: auto, not scheduled: llama-server (or whatever serves) picks the slot`);
+    // auto is the default (issue 33): the line says so, and how to let llama-server pick instead.
+    if (scheduled.length > 0) {
+      return ok(`${reported}; upstream.slots: auto (on by default): one conversation per slot, one request at a time in each, a turn waits for its own at most ${slot_wait_ms} ms or what re-reading it elsewhere costs (${save}; upstream.slots: off lets llama-server pick)`);
+    }
+    if (counts.some((count) => count.slots !== null)) return ok(`${reported}; upstream.slots: auto (on by default), not scheduled: with one slot llama-server already runs one request at a time (${save})`);
+    return ok(`${reported}; upstream.slots: auto (on by default), not scheduled: llama-server (or whatever serves) picks the slot`);
   },
 };

@@ -1,4 +1,7 @@
-import { type Check, type DoctorContext, type Finding, fail, ok, skip, warn } from './check.js';
+import { measureOf } from '../upstream/server-speeds.js';
+import { extractUsage } from '../upstream/usage.js';
+import { OWN_CALL_FORMAT } from '../formats/registry.js';
+import { type Check, type DoctorContext, type Finding, type PlannedModel, fail, ok, skip, warn } from './check.js';
 
 /**
  * The checks that ask the upstream: whether it answers, what it serves, and
@@ -61,6 +64,15 @@ const reachable: Check = {
   },
 };
 
+/** One model as the models line says it: its window, where it comes from, and how the configuration and the server agree. */
+function describeModel(model: PlannedModel): string {
+  if (model.window === null) return `${model.id} (window unknown: ${model.reportedSource})`;
+  if (model.source === 'upstream') return `${model.id} (${model.window} tokens per slot, from ${model.reportedSource})`;
+  if (model.reported === null) return `${model.id} (${model.window} tokens per slot, configured; the server reports none)`;
+  if (model.reported === model.window) return `${model.id} (${model.window} tokens per slot, configured, as the server runs it: ${model.reportedSource})`;
+  return `${model.id} (configured ${model.window} tokens per slot; the server runs ${model.reported}, from ${model.reportedSource})`;
+}
+
 const models: Check = {
   name: 'models',
   async run(context) {
@@ -68,19 +80,27 @@ const models: Check = {
     if (skipped !== null) return skipped;
     const found = await context.inspection();
     const served = await context.models();
-    if (served.length === 0) return warn('the upstream lists no model (/v1/models): requests name theirs, windows come from models."*"');
-    const slots = found.state === 'ready' && found.slots !== null ? `${found.slots} slot(s)` : 'slots not reported';
-    const described = served.map((model) =>
-      model.window === null ? `${model.id} (window unknown)` : `${model.id} (${model.window} tokens per slot, ${model.source === 'configured' ? 'configured' : 'from the upstream'})`,
-    );
+    if (found.state !== 'ready') return skip('not asked: the upstream is not ready');
+    if (served.length === 0) return warn(`${found.kind} lists no model (/v1/models): requests name theirs, windows come from models."*"`);
+    const slots = found.slots !== null ? `${found.slots} slot(s)` : 'slots not reported';
+    const silent = found.truncatesSilently ? `; ${found.kind} cuts a longer prompt silently: compactor keeps every request under its window` : '';
+    const line = `${found.kind}: ${served.map(describeModel).join(', ')}; ${slots}${silent}`;
     const unknown = served.find((model) => model.window === null);
     if (unknown !== undefined) {
+      return fail(line, `the upstream does not report ${unknown.id}'s window: set models."${unknown.id}".context_window (or --context-window TOKENS)`);
+    }
+    // The configuration wins over what the server reports: planned with, until the server's own refusal says otherwise.
+    const larger = served.find((model) => model.source === 'configured' && model.reported !== null && model.window! > model.reported);
+    if (larger !== undefined) {
+      const cut = found.truncatesSilently ? `${found.kind} cuts every prompt past ${larger.reported} tokens without a word` : `${found.kind} refuses every prompt past ${larger.reported} tokens, and compactor learns ${larger.reported} from each refusal for a minute`;
       return fail(
-        `${described.join(', ')}; ${slots}`,
-        `the upstream does not report ${unknown.id}'s window: set models."${unknown.id}".context_window (or --context-window TOKENS)`,
+        line,
+        `${larger.configuredKey} (${larger.window}) is larger than the ${larger.reported} tokens ${found.kind} runs ${larger.id} with: compactor plans with the configuration, so ${cut}; set it to ${larger.reported}, or auto`,
       );
     }
-    return ok(`${described.join(', ')}; ${slots}`);
+    const smaller = served.find((model) => model.source === 'configured' && model.reported !== null && model.window! < model.reported);
+    if (smaller !== undefined) return warn(`${line}: the configured window wins (${smaller.configuredKey}), so compactor compacts earlier than the server needs`);
+    return ok(line);
   },
 };
 
@@ -139,9 +159,21 @@ const chat: Check = {
     const milliseconds = Math.round(context.now() - started);
     if (!answer.ok) return fail(`a tiny chat request failed after ${milliseconds} ms: ${answer.error}`, `the upstream's chat completions: ${answer.error}`);
     const choice = (answer.body as { choices?: Array<{ finish_reason?: unknown }> } | undefined)?.choices?.[0];
-    return ok(`a tiny chat request (max_tokens ${PROBE_MAX_TOKENS}) answered in ${milliseconds} ms, finish_reason ${String(choice?.finish_reason ?? 'none')}`);
+    return ok(`a tiny chat request (max_tokens ${PROBE_MAX_TOKENS}) answered in ${milliseconds} ms, finish_reason ${String(choice?.finish_reason ?? 'none')}${speedWords(answer.body)}`);
   },
 };
+
+/**
+ * The server's own speeds on the probe, from llama-server's `timings` (what compactor learns its decisions by
+ * cost from, upstream/server-speeds.ts); nothing when it sent none. A 25-token probe reads slower than a long
+ * prompt would: its fixed cost shows.
+ */
+function speedWords(body: unknown): string {
+  const measure = measureOf(extractUsage(body, OWN_CALL_FORMAT.usage));
+  if (measure === null || measure.source !== 'timings' || measure.prefillMs === null || measure.decodeMs === null || measure.prefillMs <= 0 || measure.decodeMs <= 0) return '';
+  const rate = (tokens: number, ms: number): string => Math.round((tokens * 1000) / ms).toLocaleString('en-US');
+  return `; the server read ${measure.prefillTokens} prompt tokens at ${rate(measure.prefillTokens, measure.prefillMs)} t/s and wrote ${measure.decodeTokens} at ${rate(measure.decodeTokens, measure.decodeMs)} t/s`;
+}
 
 /** The upstream URL as it may be printed: without credentials in it. */
 export function displayUrl(url: string): string {

@@ -1,4 +1,4 @@
-import { TooManyItemsError } from '../errors.js';
+import { TooManyItemsError, TooManyValuesError } from '../errors.js';
 import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, keyIs, skipString } from './json-bytes.js';
 
 /**
@@ -30,6 +30,14 @@ export interface BodyScan {
   readonly commas: readonly number[];
   /** The planning items counted (planning-cap.ts). */
   readonly items: number;
+  /** Every JSON value met, containers and scalars, at any depth (the root object is one). */
+  readonly values: number;
+}
+
+/** The bounds a scan refuses past: `limits.max_items` and `limits.max_values`. */
+export interface ScanBounds {
+  readonly maxItems: number;
+  readonly maxValues: number;
 }
 
 const COUNTED_KEYS = [Buffer.from('"content"'), Buffer.from('"tool_calls"')];
@@ -41,6 +49,7 @@ class Scanner {
   deepest = 0;
   followed = true;
   items = 0;
+  values = 0;
   list: { start: number; end: number } | undefined;
   commas: number[] = [];
   readonly #open = new Uint8Array(DEPTH_FOLLOWED + 1);
@@ -57,7 +66,7 @@ class Scanner {
   constructor(
     readonly bytes: Buffer,
     readonly quotedKey: Buffer,
-    readonly maxItems: number,
+    readonly bounds: ScanBounds,
   ) {}
 
   get done(): boolean {
@@ -100,6 +109,8 @@ class Scanner {
       return;
     }
     this.#awaiting = false;
+    // Every value counts (issue 34 item 2: 10 million empty objects beside the messages were never counted, and their parse held the loop 13 s).
+    if (++this.values > this.bounds.maxValues) throw new TooManyValuesError(this.bounds.maxValues);
     if (this.depth === 0 && byte !== OPEN_BRACE) this.followed = false;
     // A later `listKey` that is not a list is the one JSON.parse keeps: there is no list to parse in pieces.
     if (this.depth === 1 && this.#keyIsList && byte !== OPEN_BRACKET) this.forgetList();
@@ -112,7 +123,7 @@ class Scanner {
   /** A value starts in a list: an item when the list is the conversation or a counted list of one of its elements. */
   private element(): void {
     if ((this.depth === 2 && this.#inList) || (this.#countedDepth !== 0 && this.depth === this.#countedDepth)) {
-      if (++this.items > this.maxItems) throw new TooManyItemsError(this.maxItems);
+      if (++this.items > this.bounds.maxItems) throw new TooManyItemsError(this.bounds.maxItems);
     }
   }
 
@@ -179,15 +190,16 @@ export const SCAN_SLICE_BYTES = 1024 * 1024;
 /**
  * Scans `bytes` a slice at a time, calling `pause` between slices (the
  * caller's turn of the event loop); throws a {@link TooManyItemsError} as
- * soon as the items counted pass `maxItems`.
+ * soon as the items counted pass `maxItems`, a {@link TooManyValuesError}
+ * as soon as the values pass `maxValues`.
  */
-export async function scanBody(bytes: Buffer, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<BodyScan> {
-  const scanner = new Scanner(bytes, Buffer.from(JSON.stringify(listKey)), maxItems);
+export async function scanBody(bytes: Buffer, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>): Promise<BodyScan> {
+  const scanner = new Scanner(bytes, Buffer.from(JSON.stringify(listKey)), bounds);
   for (;;) {
     scanner.advance(scanner.position + SCAN_SLICE_BYTES);
     if (scanner.done) break;
     await pause();
   }
   const followed = scanner.followed && scanner.depth === 0;
-  return { followed, depth: scanner.deepest, list: scanner.list, commas: scanner.commas, items: scanner.items };
+  return { followed, depth: scanner.deepest, list: scanner.list, commas: scanner.commas, items: scanner.items, values: scanner.values };
 }

@@ -1,5 +1,6 @@
-import { type BodyScan, SCAN_SLICE_BYTES, scanBody } from './body-scan.js';
+import { type BodyScan, SCAN_SLICE_BYTES, type ScanBounds, scanBody } from './body-scan.js';
 import { MAX_NESTING_DEPTH, parseBody } from './json-body.js';
+import { type Slicing, parseInSlices } from './sliced-parse.js';
 
 /**
  * A large body parsed ahead of its read, the event loop turning between
@@ -10,7 +11,10 @@ import { MAX_NESTING_DEPTH, parseBody } from './json-body.js';
  * `limits.max_items` is refused before any parse), then its conversation
  * list is parsed element by element, a turn of the loop after every MiB, and
  * the rest of the body, with an empty list in the conversation's place, in
- * one parse. The parts parse to what the whole would, since a JSON value
+ * slices too (sliced-parse.ts: any object or array over a slice is parsed
+ * member by member, at any depth; issue 34 item 2). A body past
+ * `limits.max_items` or `limits.max_values` is refused by the scan, before
+ * any parse. The parts parse to what the whole would, since a JSON value
  * parses alone to what it is within the body. The result rides in the
  * read's input (wire-format.ts `ReadInput`), and the read takes it rather
  * than parsing again; whatever this cannot follow (not an object, no list,
@@ -60,14 +64,21 @@ export class ParsedAhead {
  * turn of the event loop (formats/ does no I/O of its own). Undefined for an
  * ordinary body, or one the whole-body parse must read.
  */
-export async function parseAhead(raw: unknown, listKey: string, maxItems: number, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
-  if (!Buffer.isBuffer(raw) || raw.length < PARSE_AHEAD_BYTES) return undefined;
-  const scan = await scanBody(raw, listKey, maxItems, pause);
+export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
+  if (!Buffer.isBuffer(raw)) return undefined;
+  if (raw.length < PARSE_AHEAD_BYTES) {
+    // A body of n bytes holds at most n / 2 + 1 values (`[0,0,…]`): under the default bound a small body needs no scan.
+    if (raw.length / 2 + 1 > bounds.maxValues) await scanBody(raw, listKey, { maxItems: Number.POSITIVE_INFINITY, maxValues: bounds.maxValues }, pause);
+    return undefined;
+  }
+  const scan = await scanBody(raw, listKey, bounds, pause);
   if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return undefined;
   // A byte order mark is refused by the whole-body parse (json-body.ts).
   if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return undefined;
   return parseInPieces(raw, scan, listKey, pause);
 }
+
+const slicingOf = (pause: () => Promise<unknown>): Slicing => ({ sliceBytes: SCAN_SLICE_BYTES, pause });
 
 /** Where each element parsed lies in the body, by identity. */
 type ElementSpans = Map<object, readonly [number, number]>;
@@ -86,7 +97,7 @@ function elementBounds(raw: Buffer, scan: BodyScan): Array<[number, number]> {
 async function parseInPieces(raw: Buffer, scan: BodyScan, listKey: string, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
   const { start, end } = scan.list!;
   try {
-    const top = parseBody(Buffer.concat([raw.subarray(0, start), EMPTY_LIST, raw.subarray(end)]).toString('utf8'));
+    const top = await parseInSlices(Buffer.concat([raw.subarray(0, start), EMPTY_LIST, raw.subarray(end)]), slicingOf(pause));
     if (typeof top !== 'object' || top === null || Array.isArray(top)) return undefined;
     const body = top as Record<string, unknown>;
     if (!Array.isArray(body[listKey])) return undefined;
@@ -109,8 +120,12 @@ async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<
   const list: unknown[] = [];
   let sincePause = 0;
   for (const [from, to] of bounds) {
-    const large = deeper && to - from >= PARSE_AHEAD_BYTES;
-    const element = large ? await parseLargeElement(raw, offset + from, offset + to, pause, spans) : parseBody(raw.toString('utf8', offset + from, offset + to));
+    const large = to - from >= PARSE_AHEAD_BYTES;
+    const element = !large
+      ? parseBody(raw.toString('utf8', offset + from, offset + to))
+      : deeper
+        ? await parseLargeElement(raw, offset + from, offset + to, pause, spans)
+        : await parseInSlices(raw.subarray(offset + from, offset + to), slicingOf(pause));
     if (typeof element === 'object' && element !== null) spans.set(element, [offset + from, offset + to]);
     list.push(element);
     sincePause += large ? 0 : to - from;
@@ -130,11 +145,12 @@ async function parseElements(raw: Buffer, offset: number, bounds: ReadonlyArray<
  */
 async function parseLargeElement(raw: Buffer, start: number, end: number, pause: () => Promise<unknown>, spans: ElementSpans): Promise<unknown> {
   const piece = raw.subarray(start, end);
-  const scan = await scanBody(piece, 'content', Number.POSITIVE_INFINITY, pause);
-  if (!scan.followed || scan.list === undefined) return parseBody(piece.toString('utf8'));
-  const outer = parseBody(Buffer.concat([piece.subarray(0, scan.list.start), EMPTY_LIST, piece.subarray(scan.list.end)]).toString('utf8'));
+  // Counted already, with the whole body.
+  const scan = await scanBody(piece, 'content', { maxItems: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY }, pause);
+  if (!scan.followed || scan.list === undefined) return parseInSlices(piece, slicingOf(pause));
+  const outer = await parseInSlices(Buffer.concat([piece.subarray(0, scan.list.start), EMPTY_LIST, piece.subarray(scan.list.end)]), slicingOf(pause));
   if (typeof outer !== 'object' || outer === null || Array.isArray(outer) || !Array.isArray((outer as Record<string, unknown>)['content'])) {
-    return parseBody(piece.toString('utf8'));
+    return parseInSlices(piece, slicingOf(pause));
   }
   await pause();
   (outer as Record<string, unknown>)['content'] = await parseElements(raw, start, elementBounds(piece, scan), pause, false, spans);

@@ -17,6 +17,12 @@ export const WIRE_FORMATS: readonly WireFormat[] = [CHAT_FORMAT, MESSAGES_FORMAT
  */
 export const COMPACT_BODY_FORMAT: WireFormat = CHAT_FORMAT;
 
+/**
+ * The format of compactor's own calls (summaries, the doctor's probe): chat completions, whose answers'
+ * usage and timings the server-seconds ledger reads (issue 36).
+ */
+export const OWN_CALL_FORMAT: WireFormat = CHAT_FORMAT;
+
 export type { ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */

@@ -5,7 +5,8 @@ import { InternalError, InvalidRequestError, ProxyError } from '../errors.js';
 import { COMPACT_BODY_FORMAT, type ChatRequestBody, chatRequestView } from '../formats/registry.js';
 import { estimateRequestTokens } from '../transcript/tokens.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import { credentialHeaders, tenantOfRequest } from './chat/engine-planner.js';
+import { credentialHeaders } from './chat/engine-planner.js';
+import { tenantOfRequest } from './tenant.js';
 import { readExchange } from './chat/read.js';
 import { headerText } from './headers.js';
 import { sendError } from './request-record.js';
@@ -50,7 +51,7 @@ function forceOf(body: Record<string, unknown>): boolean {
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
-  const settings = { format: COMPACT_BODY_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items };
+  const settings = { format: COMPACT_BODY_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items, maxValues: config.limits.max_values };
   const read = (await readExchange(settings, request.body, request.headers['content-type'])).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);

@@ -1,4 +1,5 @@
 import { budgetOf } from '../compaction/policy/budget.js';
+import { BUILT_IN_TIERS, TRUNCATED, tierNamed } from '../compaction/policy/tiers/list.js';
 import { type Config, modelSettingsOf } from '../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent, WrittenEpoch } from '../compaction/ports.js';
 import { prefixHashes } from '../compaction/epochs/prefix-hash.js';
@@ -7,6 +8,9 @@ import { isRealUserMessage } from '../transcript/groups.js';
 import { contentText, type ChatMessage } from '../transcript/message.js';
 import type { ReadFigures, UsageObservation } from './chat/planner.js';
 import type { PromptTokens } from './metrics.js';
+import type { PrefixBreak } from './prefix-breaks.js';
+import type { AnswerCost } from './server-ledger.js';
+import type { LearnedSpeed } from '../upstream/server-speeds.js';
 
 /**
  * What `GET /dashboard/state` shows: per conversation (a short id from the
@@ -57,7 +61,19 @@ interface Conversation {
   /** The llama-server slot of its last answer (upstream.slots), or null. */
   slot: number | null;
   lastAt: number;
+  /** Server seconds: reading prompts, writing answers, and reading again what compactor's own changes broke (server-ledger.ts). */
+  readonly server: { prefill: number; decode: number; reprocess: number };
+  /** Its last {@link BREAKS_PER_CONVERSATION} prefix breaks: where (message index, tokens kept before) and why. */
+  readonly breaks: BreakItem[];
 }
+
+/** One prefix break as the page shows it. */
+export interface BreakItem extends PrefixBreak {
+  readonly at: number;
+}
+
+/** Breaks kept per conversation: a long agent run breaks its prefix a few dozen times; the last 20 say where it stands. */
+export const BREAKS_PER_CONVERSATION = 20;
 
 export interface CompactionItem {
   readonly at: number;
@@ -82,6 +98,14 @@ export interface AnsweredRequest extends ReadRequest {
   readonly tokens: PromptTokens | null;
   readonly repairs: readonly { readonly kind: string }[];
   readonly slot?: number | null;
+  /** What the server paid for it (server-ledger.ts). */
+  readonly cost?: AnswerCost;
+}
+
+/** What the page reads of the server at request time: its learned speeds, and the summaries' seconds in all. */
+export interface ServerSources {
+  readonly speeds: () => readonly LearnedSpeed[];
+  readonly summarySeconds: () => { readonly prefill: number; readonly decode: number; readonly calls: number };
 }
 
 export interface DashboardStateOptions {
@@ -106,11 +130,17 @@ export class DashboardState implements CompactionObserver {
   readonly #events: (CompactionItem & { readonly tenant: string })[] = [];
   readonly #options: DashboardStateOptions;
   readonly #now: () => number;
-  readonly totals = { requests: 0, refused: 0, failed: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0 };
+  readonly totals = { requests: 0, refused: 0, failed: 0, tokensSaved: 0, summaryMs: 0, summaryCalls: 0, waits: 0, failures: 0, truncations: 0, observed: 0, serverPrefill: 0, serverDecode: 0, serverReprocess: 0 };
+  #server: ServerSources | undefined;
 
   constructor(options: DashboardStateOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+  }
+
+  /** Where the server's speeds and summary seconds are read (app.ts). */
+  watch(sources: ServerSources): void {
+    this.#server = sources;
   }
 
   get conversationCount(): number {
@@ -127,7 +157,7 @@ export class DashboardState implements CompactionObserver {
     const key = `${tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
-      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at };
+      conversation = { id, tenant, model, requests: 0, refused: 0, failed: 0, turns: 0, messages: 0, points: [], epochs: 0, reused: 0, tiers: {}, saved: 0, cached: 0, prompt: 0, repairs: {}, report: null, slot: null, lastAt: at, server: { prefill: 0, decode: 0, reprocess: 0 }, breaks: [] };
     } else {
       this.#conversations.delete(key);
     }
@@ -147,6 +177,7 @@ export class DashboardState implements CompactionObserver {
     conversation.messages = request.messages;
     conversation.turns = request.turns;
     for (const repair of request.repairs) conversation.repairs[repair.kind] = (conversation.repairs[repair.kind] ?? 0) + 1;
+    if (request.cost !== undefined) this.#costed(conversation, request.cost, at);
     const { tokens } = request;
     if (tokens !== null) {
       conversation.points.push({ at, sent: tokens.sent, forwarded: tokens.forwarded });
@@ -164,6 +195,19 @@ export class DashboardState implements CompactionObserver {
     if (report.includes('epoch reused')) conversation.reused++;
   }
 
+  #costed(conversation: Conversation, cost: AnswerCost, at: number): void {
+    if (cost.seconds !== null) {
+      conversation.server.prefill += cost.seconds.prefill;
+      conversation.server.decode += cost.seconds.decode;
+      this.totals.serverPrefill += cost.seconds.prefill;
+      this.totals.serverDecode += cost.seconds.decode;
+    }
+    conversation.server.reprocess += cost.reprocessSeconds;
+    this.totals.serverReprocess += cost.reprocessSeconds;
+    for (const broken of cost.breaks) conversation.breaks.push({ at, ...broken });
+    if (conversation.breaks.length > BREAKS_PER_CONVERSATION) conversation.breaks.splice(0, conversation.breaks.length - BREAKS_PER_CONVERSATION);
+  }
+
   /** A chat request read and then refused (4xx) or failed (5xx): counted on its conversation, never dropped from the page. */
   ended(request: ReadRequest, status: number): void {
     const conversation = this.#conversation(request.tenant, request.model, request.head, this.#now());
@@ -179,14 +223,15 @@ export class DashboardState implements CompactionObserver {
     if (event.outcome === 'failed') this.totals.failures++;
     if (event.outcome === 'truncated') this.totals.truncations++;
     if (event.outcome === 'observed') this.totals.observed++;
-    if (event.written !== undefined && event.tier !== null) this.#written(event, event.written);
+    if (event.written !== undefined && event.tier !== null) this.#written(event, event.tier, event.written);
   }
 
   /** An epoch, recorded where it was written (a request's own, or one prepared in the background after an answer). */
-  #written(event: CompactionEvent, written: WrittenEpoch): void {
+  #written(event: CompactionEvent, made: string, written: WrittenEpoch): void {
     const at = this.#now();
-    // The model-free tiers by name; a summary of old turns or of old steps is a summary on the page.
-    const tier = event.outcome === 'truncated' ? 'truncated' : event.tier === 'prune' || event.tier === 'compress' ? event.tier : 'summary';
+    // Each tier as it names itself on the page (a summary of old turns or of old steps is a summary); one the built-in list
+    // does not hold (an engine given its own list) by its name.
+    const tier = event.outcome === 'truncated' ? TRUNCATED : (tierNamed(BUILT_IN_TIERS, made)?.shownAs ?? made);
     const conversation = this.#conversation(written.tenant, event.model, written.messages, at, written.hashes);
     conversation.epochs++;
     conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
@@ -225,11 +270,20 @@ export class DashboardState implements CompactionObserver {
     const shown = ({ tenant, notes, ...event }: CompactionItem & { readonly tenant: string }): CompactionItem =>
       notes === undefined || (notesOf !== null && tenant !== notesOf) ? event : { ...event, notes };
     const visible = [...this.#conversations.values()].filter((conversation) => viewer.tenant === null || conversation.tenant === viewer.tenant).reverse();
+    // The viewer's own sum (a tenant's, or every tenant's for an admin): server seconds beside the tokens.
+    const server = { prefill: 0, decode: 0, reprocess: 0 };
+    for (const conversation of visible) {
+      server.prefill += conversation.server.prefill;
+      server.decode += conversation.server.decode;
+      server.reprocess += conversation.server.reprocess;
+    }
     return {
       conversations: visible.map(({ tenant: _tenant, cached, prompt, ...conversation }) => ({ ...conversation, kvReuse: prompt === 0 ? null : cached / prompt })),
+      server,
+      speeds: this.#server?.speeds() ?? [],
       compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(shown).reverse(),
       // Totals span every tenant: only an admin (or a proxy without keys) sees them.
-      ...(viewer.tenant === null ? { totals: { ...this.totals } } : {}),
+      ...(viewer.tenant === null ? { totals: { ...this.totals, summarySeconds: this.#server?.summarySeconds() ?? { prefill: 0, decode: 0, calls: 0 } } } : {}),
     };
   }
 }
@@ -245,9 +299,9 @@ export function bothObservers(first: CompactionObserver, second: CompactionObser
 }
 
 /** A chat answer as the dashboard takes it, with the prompt tokens the metrics already counted. */
-export function answeredOf(observation: UsageObservation, tokens: PromptTokens | null): AnsweredRequest {
+export function answeredOf(observation: UsageObservation, tokens: PromptTokens | null, cost?: AnswerCost): AnsweredRequest {
   const { request } = observation;
-  return { ...request, report: observation.report, tokens };
+  return { ...request, report: observation.report, tokens, ...(cost === undefined ? {} : { cost }) };
 }
 
 /** Each known model's window and the thresholds its budget gives, for the dashboard's table. */

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { HeaderRecord } from '../upstream/client.js';
 import { viaWithOwn } from '../upstream/via.js';
+import { REQUEST_MODE_HEADER } from './chat/request-mode.js';
 
 /**
  * Header handling of a reverse proxy (RFC 9110 §7.6.1): hop-by-hop headers
@@ -26,6 +27,9 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
  * refuses the header), `content-length` (undici sets it from the body).
  */
 const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'expect', 'content-length']);
+
+/** Headers addressed to compactor itself: a server behind it has no use for them (issue 34 item 3: the mode header was forwarded). */
+const COMPACTOR_ONLY: ReadonlySet<string> = new Set([REQUEST_MODE_HEADER]);
 
 const CLOSE_ONLY: ReadonlySet<string> = new Set(['close']);
 
@@ -78,6 +82,7 @@ export function forwardRequestHeaders(headers: IncomingHttpHeaders, options: For
     if (HOP_BY_HOP.has(name) || named?.has(name) === true) continue;
     if (REQUEST_ONLY.has(name) && !(keepContentLength && name === 'content-length')) continue;
     if (dropAcceptEncoding && name === 'accept-encoding') continue;
+    if (COMPACTOR_ONLY.has(name)) continue;
     forwarded[name] = value;
   }
   if (apiKey !== null) forwarded['authorization'] = `Bearer ${apiKey}`;

@@ -66,6 +66,7 @@ export class InFlight {
       closeListener: null,
       slot: null,
       slotWaitMs: null,
+      server: null,
     };
     request.record = record;
     this.#count++;

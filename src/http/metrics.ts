@@ -1,8 +1,11 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CompactionEvent, CompactionObserver, SummaryEvent } from '../compaction/ports.js';
 import type { PairProblem } from '../transcript/pairs.js';
+import type { LearnedSpeed, ServerSeconds } from '../upstream/server-speeds.js';
+import { BREAK_CAUSES, type PrefixBreak } from './prefix-breaks.js';
 import type { RouteKind } from './request-record.js';
-import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BUCKETS, TOKEN_BUCKETS, UPSTREAM_SECONDS_BUCKETS, compactionLabels, processMetrics } from './metric-scales.js';
+import { BUILT_IN_TIERS } from '../compaction/policy/tiers/list.js';
+import { ModelLabels } from './model-labels.js';
 
 /**
  * The Prometheus metrics of one app (`GET /metrics`), with prom-client.
@@ -12,9 +15,9 @@ import { MADE_AN_EPOCH, ModelLabels, REQUEST_SECONDS_BUCKETS, SUMMARY_SECONDS_BU
  * describe the process, not an app, so they live in one registry per process
  * and are appended to every app's scrape.
  *
- * Every metric compactor publishes is declared here, in one place a person
- * reads against the README's table; their buckets and labels are in
- * metric-scales.ts.
+ * Every metric compactor publishes is declared here, with its buckets and
+ * labels, in one place a person reads against the README's table (the
+ * bounded model label is model-labels.ts's).
  *
  * On the request path only counters and histograms move (a few additions);
  * everything else is read when Prometheus scrapes.
@@ -39,7 +42,47 @@ export interface MetricsSources {
   readonly epochBytes?: () => number;
   /** Summary computations running (`CompactionEngine.runningSummaries`). */
   readonly runningSummaries?: () => number;
+  /** The learned server speeds (`ServerSpeeds.snapshot`). */
+  readonly speeds?: () => readonly LearnedSpeed[];
 }
+
+/** Time to the upstream's response headers: loopback JSON calls take milliseconds, a local model reading a long prompt minutes. */
+const UPSTREAM_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** Summaries are model calls that write up to `summary.max_tokens`: seconds to minutes. */
+const SUMMARY_SECONDS_BUCKETS = [0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
+
+/** Prompt sizes from a small chat to the largest windows served (1k to 1M tokens, doubling). */
+const TOKEN_BUCKETS = Array.from({ length: 11 }, (_, index) => 1024 * 2 ** index);
+
+/** A whole request, start to last byte: from an ops probe's milliseconds to a long answer streamed for many minutes. */
+const REQUEST_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/**
+ * The engine's words as metric labels. The labels were published before the
+ * engine's words settled (README.md § Metrics), so two differ: no tier is
+ * `none`, and `too-large` is `too_large`.
+ */
+function compactionLabels(event: CompactionEvent): { tier: string; outcome: string } {
+  return { tier: event.tier ?? 'none', outcome: event.outcome === 'too-large' ? 'too_large' : event.outcome };
+}
+
+/** Outcomes that made an epoch: the only ones whose size after is the size of something forwarded. */
+const MADE_AN_EPOCH: ReadonlySet<CompactionEvent['outcome']> = new Set(['compacted', 'prepared', 'truncated']);
+
+let processRegistry: Registry | undefined;
+
+/** The process metrics, collected once per process whatever the number of apps. */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+/** The `tier` label's values: each tier's name (policy/tiers/list.ts), and `none` for a compaction no tier could make. */
+const TIER_LABELS = [...BUILT_IN_TIERS.map((tier) => tier.name), 'none'].join(', ');
 
 export class Metrics implements CompactionObserver {
   readonly registry = new Registry();
@@ -71,7 +114,7 @@ export class Metrics implements CompactionObserver {
 
   readonly #compactions = new Counter({
     name: 'compactor_compactions_total',
-    help: 'Compactions, each counted once, by model (the first 64, then "other"), tier (prune, compress, summary, steps, none) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).',
+    help: `Compactions, each counted once, by model (the first 64, then "other"), tier (${TIER_LABELS}) and outcome (compacted, prepared, truncated, forwarded, failed, too_large, observed: what observe mode would have done, once per request).`,
     labelNames: ['model', 'tier', 'outcome'] as const,
     registers: [this.registry],
   });
@@ -174,6 +217,27 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #serverSeconds = new Counter({
+    name: 'compactor_upstream_seconds_total',
+    help: "Seconds the upstream spent on answers, by kind (prefill: reading the prompt, decode: writing the answer) and call (main: a client's request, summary: compactor's own): llama-server's timings, else tokens at the learned speeds.",
+    labelNames: ['kind', 'call'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #prefixBreaks = new Counter({
+    name: 'compactor_prefix_breaks_total',
+    help: 'Forwarded requests whose prompt differs from the previous one of their conversation before its end, by cause (client, compression, summary, truncation, prune, repair; slot: another slot than last time; server: the server reused fewer tokens than the unchanged prefix).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #recomputedTokens = new Counter({
+    name: 'compactor_prefix_tokens_recomputed_total',
+    help: 'Prompt tokens after a prefix break that the server had read before and read again, by cause (as compactor_prefix_breaks_total).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+
   readonly #activeStreams = new Gauge({
     name: 'compactor_active_streams',
     help: 'Streamed (SSE) chat answers being relayed now.',
@@ -181,6 +245,12 @@ export class Metrics implements CompactionObserver {
   });
 
   constructor() {
+    // Every series of the ledger exists from the start, at 0, so a dashboard's rate() and a person's grep find them.
+    for (const kind of ['prefill', 'decode']) for (const call of ['main', 'summary']) this.#serverSeconds.inc({ kind, call }, 0);
+    for (const cause of BREAK_CAUSES) {
+      this.#prefixBreaks.inc({ cause }, 0);
+      this.#recomputedTokens.inc({ cause }, 0);
+    }
     const sources = (): MetricsSources => this.#sources;
     new Gauge({
       name: 'compactor_epoch_cache_entries',
@@ -199,6 +269,19 @@ export class Metrics implements CompactionObserver {
       },
     });
     new Gauge({
+      name: 'compactor_server_tokens_per_second',
+      help: 'The learned speed of each upstream and model (smoothed over its last answers), by kind: prefill (prompt tokens read) or decode (tokens written).',
+      labelNames: ['upstream', 'model', 'kind'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const speed of sources().speeds?.() ?? []) {
+          if (speed.prefill !== null) this.set({ upstream: speed.upstream, model: speed.model, kind: 'prefill' }, speed.prefill);
+          if (speed.decode !== null) this.set({ upstream: speed.upstream, model: speed.model, kind: 'decode' }, speed.decode);
+        }
+      },
+    });
+    new Gauge({
       name: 'compactor_summaries_running',
       help: 'Summary computations running now.',
       registers: [this.registry],
@@ -208,9 +291,23 @@ export class Metrics implements CompactionObserver {
     });
   }
 
-  /** Where the gauges read from (the engine, once it is built). */
+  /** Where the gauges read from (the engine, once it is built; the speeds). */
   watch(sources: MetricsSources): void {
-    this.#sources = sources;
+    this.#sources = { ...this.#sources, ...sources };
+  }
+
+  /** What the upstream spent on one answer (server-ledger.ts). */
+  upstreamSeconds(call: 'main' | 'summary', seconds: ServerSeconds): void {
+    if (seconds.prefill > 0) this.#serverSeconds.inc({ kind: 'prefill', call }, seconds.prefill);
+    if (seconds.decode > 0) this.#serverSeconds.inc({ kind: 'decode', call }, seconds.decode);
+  }
+
+  /** One request's prefix breaks (prefix-breaks.ts). */
+  prefixBreaks(breaks: readonly PrefixBreak[]): void {
+    for (const broken of breaks) {
+      this.#prefixBreaks.inc({ cause: broken.cause });
+      if (broken.recomputedTokens > 0) this.#recomputedTokens.inc({ cause: broken.cause }, broken.recomputedTokens);
+    }
   }
 
   /**
@@ -275,11 +372,12 @@ export class Metrics implements CompactionObserver {
     this.#epochLookups.inc({ result: hit ? 'hit' : 'miss' });
   }
 
-  /** A shared epoch store's command failed or timed out; the request went on with memory. */
+  /** A value read from a shared epoch store was not an epoch it may use (`reason`: unsigned, signature, too-large, …): a miss. */
   storeBadValue(reason: string): void {
     this.#storeBadValues.inc({ reason });
   }
 
+  /** A shared epoch store's command failed or timed out; the request went on with memory. */
   storeFault(operation: string): void {
     this.#storeFaults.inc({ operation });
   }

@@ -17,21 +17,32 @@ export interface ChunkTap {
 }
 
 /**
- * Writes the source to the client chunk by chunk as it arrives: no
- * buffering, and backpressure respected (the source pauses while the
- * client's socket is full). The response is not ended here, so the caller
- * can append an error event after a failure.
+ * How much of an answer may wait for a slow client while the source is
+ * read on (`ahead`): the upstream's answer is taken in up to `maxBytes`
+ * ahead of the client, so it ends (and its llama-server slot is given back)
+ * when the upstream is done, not when the client has read it.
  */
+export interface ReadAhead {
+  readonly maxBytes: number;
+}
+
 function ignore(): void {}
 
-export function relay(source: Readable, target: ServerResponse, tap?: ChunkTap): Promise<RelayEnd> {
+/**
+ * Writes the source to the client chunk by chunk as it arrives, backpressure
+ * respected: the source pauses while the client's socket is full, or, with
+ * `ahead`, only once more than its `maxBytes` wait for the client (they are
+ * held in the response's buffer). The response is not ended here, so the
+ * caller can append an error event after a failure.
+ */
+export function relay(source: Readable, target: ServerResponse, tap?: ChunkTap, ahead?: ReadAhead): Promise<RelayEnd> {
   return new Promise((resolve) => {
     let bytes = 0;
     let settled = false;
 
     const onData = (chunk: Buffer): void => {
       bytes += chunk.length;
-      if (!target.write(chunk)) source.pause();
+      if (!target.write(chunk) && (ahead === undefined || target.writableLength > ahead.maxBytes)) source.pause();
       tap?.write(chunk);
     };
     const onDrain = (): void => {

@@ -14,7 +14,8 @@ import type { RequestRecord } from './request-record.js';
  * again, key by key, through its redactor (the log line was ~7% of the
  * proxy's CPU, bench/README.md). Every field here is a number, a boolean, a
  * string compactor chose, or the repair kinds (no redacted path can be in
- * them). When the logger is one this cannot stand in for (a mixin, a log
+ * them); `prefillMs` / `decodeMs` are the server's own `timings` of the
+ * answer, absent when it sent none. When the logger is one this cannot stand in for (a mixin, a log
  * formatter, a write hook, a stream that wants metadata), pino writes the
  * line itself from the same fields.
  */
@@ -49,6 +50,8 @@ export interface RequestLine {
   readonly compaction?: string;
   readonly slot?: number;
   readonly slotWaitMs?: number;
+  readonly prefillMs?: number;
+  readonly decodeMs?: number;
   readonly error?: string;
   readonly aborted?: true;
 }
@@ -71,6 +74,7 @@ export function requestLineFields(request: FastifyRequest, reply: FastifyReply, 
     ...(record.pairRepairs.length === 0 ? {} : { repairKinds: repairKinds(record.pairRepairs) }),
     ...(record.report === null ? {} : { compaction: record.report }),
     ...(record.slot === null ? {} : { slot: record.slot, slotWaitMs: hundredths(record.slotWaitMs ?? 0) }),
+    ...(record.server === null ? {} : { prefillMs: hundredths(record.server.prefillMs), decodeMs: hundredths(record.server.decodeMs) }),
     ...(record.errorCode === null ? {} : { error: record.errorCode }),
     ...(finished ? {} : { aborted: true as const }),
   };
@@ -130,14 +134,16 @@ function lineText(logger: PinoInternals, levelText: string, request: FastifyRequ
   if (record.pairRepairs.length > 0) line += ',"repairKinds":' + JSON.stringify(repairKinds(record.pairRepairs));
   if (record.report !== null) line += ',"compaction":' + JSON.stringify(record.report);
   if (record.slot !== null) line += ',"slot":' + numberText(record.slot) + ',"slotWaitMs":' + numberText(hundredths(record.slotWaitMs ?? 0));
+  if (record.server !== null) line += ',"prefillMs":' + numberText(hundredths(record.server.prefillMs)) + ',"decodeMs":' + numberText(hundredths(record.server.decodeMs));
   if (record.errorCode !== null) line += ',"error":' + JSON.stringify(record.errorCode);
   if (!finished) line += ',"aborted":true';
   return line + ',"msg":"request"' + (logger[symbols.endSym] as string);
 }
 
 /**
- * Writes the request's line: at `debug` for the ops routes (probes every few
- * seconds would drown the rest), at `warn` for a chat request refused or
+ * Writes the request's line: at `debug` for the ops routes and the
+ * dashboard's polls (probes every few seconds, a page polling every 2 s,
+ * would drown the rest), at `warn` for a chat request refused or
  * failed after it was read (an upstream's `exceed_context_size_error`, an
  * unreachable upstream: what an operator must see), else `info`.
  */
@@ -145,7 +151,7 @@ export function logRequest(request: FastifyRequest, reply: FastifyReply, finishe
   // Fastify's request logger is a pino child logger (app.ts hands Fastify a pino instance).
   const log = request.log as unknown as Logger;
   const record = request.record;
-  const level = record.kind === 'ops' ? 'debug' : record.chat !== null && (record.errorStatus ?? reply.raw.statusCode) >= 400 ? 'warn' : 'info';
+  const level = record.kind === 'ops' || record.kind === 'dashboard' ? 'debug' : record.chat !== null && (record.errorStatus ?? reply.raw.statusCode) >= 400 ? 'warn' : 'info';
   if (!log.isLevelEnabled(level)) return;
   const internals = log as unknown as PinoInternals;
   const levelText = (internals[symbols.lsCacheSym] as Record<number, string> | undefined)?.[log.levels.values[level] ?? -1];

@@ -35,6 +35,8 @@ export interface RequestRecord {
   /** The llama-server slot the request was pinned to (upstream.slots), and how long it waited in that slot's queue; null when not pinned. */
   slot: number | null;
   slotWaitMs: number | null;
+  /** What the upstream said it spent on this answer (llama-server's `timings`: `prompt_ms`, `predicted_ms`), or null. */
+  server: { readonly prefillMs: number; readonly decodeMs: number } | null;
   /** What the `x-compactor` header (or the last SSE comment) said, or null. */
   report: string | null;
   /** See `ChatContext.tenant`. */

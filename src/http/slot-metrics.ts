@@ -33,6 +33,8 @@ export function registerSlotMetrics(registry: Registry, source: SlotStatsSource)
             if (this instanceof Gauge) this.set(labels, slot[read] * scale);
             else this.inc(labels, slot[read] * scale);
           }
+          // Who waits for whichever slot frees first is in no slot's queue, and is waiting all the same (issue 33 item 2).
+          if (read === 'queued' && this instanceof Gauge) this.set({ model: servedLabel(served), slot: 'any' }, stats.waitingForAny);
         }
       },
     });
@@ -53,7 +55,7 @@ export function registerSlotMetrics(registry: Registry, source: SlotStatsSource)
       },
     });
   };
-  perSlot(Gauge, 'compactor_slot_queue_length', 'Requests waiting in the slot queue of a llama-server slot now (upstream.slots), by served model and slot.', 'queued');
+  perSlot(Gauge, 'compactor_slot_queue_length', 'Requests (turns and summaries) waiting in the slot queue of a llama-server slot now (upstream.slots), by served model and slot; slot="any": waiting for whichever slot frees first.', 'queued');
   perSlot(Counter, 'compactor_slot_waits_total', 'Requests that got a llama-server slot from its slot queue (at once or after waiting), by served model and slot.', 'waits');
   perSlot(Counter, 'compactor_slot_wait_seconds_total', 'Time requests spent waiting in a slot queue, by served model and slot (divide by compactor_slot_waits_total for the mean).', 'waitMsTotal', 1 / 1000);
   perSlot(Gauge, 'compactor_slot_wait_seconds_max', 'The longest wait in a slot queue so far, by served model and slot: bounded by upstream.slot_wait_ms plus the time until any slot frees.', 'waitMsMax', 1 / 1000);

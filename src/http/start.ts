@@ -41,8 +41,15 @@ export function pointsAtItself(found: UpstreamInspection): boolean {
 export function logInspection(log: FastifyBaseLogger, upstream: string, found: UpstreamInspection): void {
   switch (found.state) {
     case 'ready': {
-      const models = found.models.map((model) => ({ id: model.id, window: model.window }));
-      log.info({ upstream, models, slots: found.slots }, `upstream ready: ${found.models.length} model(s)`);
+      const models = found.models.map((model) => ({ id: model.id, window: model.window, source: model.source }));
+      log.info({ upstream, kind: found.kind, models, slots: found.slots }, `upstream ready: ${found.kind}, ${found.models.length} model(s)`);
+      if (found.truncatesSilently) {
+        log.warn(
+          { upstream, kind: found.kind },
+          `${found.kind} cuts a prompt longer than the window it runs with without an error (its OpenAI endpoint keeps the end within num_ctx): ` +
+            'compactor plans every request with that window so none is cut; in observe mode, or with compaction off, nothing stops the cut',
+        );
+      }
       return;
     }
     case 'not ready':

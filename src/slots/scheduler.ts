@@ -1,6 +1,7 @@
+import { PrefillSpeed } from './prefill-speed.js';
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
-import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
+import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -36,6 +37,7 @@ import { emptySlot, isSummaryOf, REAL_TIMERS, type Slot, type SlotLease, type Sl
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
 export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView } from './slot-state.js';
+export { SlotWaitExpired } from './slot-state.js';
 
 export class SlotScheduler {
   readonly #slots: Slot[];
@@ -48,6 +50,7 @@ export class SlotScheduler {
   #tick = 0;
   #seq = 0;
   readonly #counts = { evictions: 0, moves: 0 };
+  readonly #speed = new PrefillSpeed();
 
   constructor(options: SlotSchedulerOptions) {
     this.#options = options;
@@ -58,6 +61,11 @@ export class SlotScheduler {
 
   get slotCount(): number {
     return this.#slots.length;
+  }
+
+  /** An answer's `timings`: how fast the server reads a prompt, the bound of a turn's wait for its slot. */
+  learnPrefill(timings: Parameters<PrefillSpeed['observe']>[0]): void {
+    this.#speed.observe(timings);
   }
 
   homeOf(key: string): number | undefined {
@@ -79,6 +87,11 @@ export class SlotScheduler {
         since,
         expired: false,
         cancel: () => undefined,
+        drop: (error) => {
+          this.#leave(waiter);
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
         grant: (granted) => {
           waiter.cancel();
           signal?.removeEventListener('abort', onAbort);
@@ -96,6 +109,7 @@ export class SlotScheduler {
   stats(): SlotStats {
     return {
       slots: this.#slots.map(viewOf),
+      waitingForAny: this.#homeless.length,
       ...this.#counts,
       ...this.#keeper.stats(),
     };
@@ -123,18 +137,23 @@ export class SlotScheduler {
       const free = this.#freeSlot();
       if (free !== undefined) return this.#move(waiter, free);
       this.#homeless.push(waiter);
-      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+      waiter.cancel = this.#timers.after(this.#waitMsOf(waiter.work), () => this.#expire(waiter));
       return;
     }
     if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
     this.#queue(home, waiter);
   }
 
-  /** `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go elsewhere, but a summary stays (elsewhere it would re-read the whole history). */
+  /**
+   * `waiter` joins `slot`'s queue in arrival order; past `waitMs` it may go
+   * elsewhere, but a summary stays (elsewhere it would re-read the whole
+   * history), or leaves when it is background work.
+   */
   #queue(slot: Slot, waiter: Waiter): void {
     const after = slot.queue.findIndex((other) => other.seq > waiter.seq);
     slot.queue.splice(after === -1 ? slot.queue.length : after, 0, waiter);
-    if (waiter.work.kind !== 'summary') waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
+    waiter.cancel();
+    if (waiter.work.kind !== 'summary' || waiter.work.background !== undefined) waiter.cancel = this.#timers.after(this.#waitMsOf(waiter.work), () => this.#expire(waiter));
   }
 
   /** A new turn takes its waiting summary's place in line, the summary the turn's (at the end). */
@@ -144,6 +163,16 @@ export class SlotScheduler {
     if (slot === undefined) return;
     slot.queue.splice(slot.queue.indexOf(summary), 1);
     this.#queue(slot, summary);
+  }
+
+  /**
+   * How long `work` waits before it may take another slot: `waitMs`, and for
+   * a turn never longer than reading its prompt anew elsewhere would take at
+   * the speed the server reported (issue 33 item 4).
+   */
+  #waitMsOf(work: SlotWork): number {
+    const reRead = work.kind === 'turn' && work.tokens !== undefined ? this.#speed.msToRead(work.tokens) : null;
+    return reRead === null ? this.#options.waitMs : Math.min(this.#options.waitMs, reRead);
   }
 
   /** `key`'s requests waiting anywhere (without a home, or in a slot queue). */
@@ -252,18 +281,18 @@ export class SlotScheduler {
   }
 
   /**
-   * A request waited `waitMs`: it takes a free slot if there is one, else the
-   * first that frees. Not a turn behind its own conversation's summary with
-   * no slot file to restore elsewhere: the summary's slot holds the only copy
-   * of its conversation (llama-server's RAM cache keeps a slot's prompt only
-   * when a task overwrites most of it, which a summary extending it does
-   * not), so moving would re-read it all; it waits for the summary.
+   * A request waited its bound (`#waitMsOf`): it takes a free slot if there
+   * is one, else the first that frees. Also a turn behind its own
+   * conversation's summary: moving re-reads the conversation (the summary's
+   * slot holds its only current copy when there is no file to restore), but
+   * waiting longer than that re-read would cost is worse (issue 33 item 4:
+   * on a GPU a summary's generation takes tens of seconds, a re-read
+   * seconds). A summary never makes its turn wait longer than that.
    */
   #expire(waiter: Waiter): void {
-    if (this.#behindOwnSummary(waiter) && !this.#keeper.canRestore(waiter.work)) {
-      waiter.cancel = this.#timers.after(this.#options.waitMs, () => this.#expire(waiter));
-      return;
-    }
+    // Background work does not wait: the next crossing decides again. A summary a request waits for stays where it is.
+    if (waiter.work.background?.() === true) return waiter.drop(new SlotWaitExpired());
+    if (waiter.work.kind === 'summary') return;
     waiter.expired = true;
     const target = this.#freeSlot();
     if (target !== undefined) this.#move(waiter, target);
@@ -278,11 +307,6 @@ export class SlotScheduler {
     if (home !== undefined && home !== target) this.#counts.moves++;
     this.#rehome(target, key);
     this.#start(target, waiter);
-  }
-
-  /** Whether `waiter` is a turn queued in the slot where its conversation's summary runs. */
-  #behindOwnSummary({ work }: Waiter): boolean {
-    return work.kind === 'turn' && this.#slots.some((slot) => isSummaryOf(slot.running, work.key) && slot.queue.some((queued) => queued.work === work));
   }
 
   #leave(waiter: Waiter): void {

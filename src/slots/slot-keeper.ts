@@ -12,7 +12,13 @@ import { type SlotFiles, slotFileName } from './slot-files.js';
  * file (the conversation is read again, as without files).
  */
 
-export type SlotWork = { readonly kind: 'turn' | 'summary'; readonly key: string } | { readonly kind: 'guest' };
+/**
+ * What asks for a slot: a conversation's turn or summary (by its home key),
+ * or a guest (a prepend summary). `background` (summaries): whether it is
+ * background work now, which leaves its slot queue when its wait runs out.
+ * `tokens`: the prompt's size, what reading it anew elsewhere would cost.
+ */
+export type SlotWork = ({ readonly kind: 'turn' | 'summary'; readonly key: string; readonly tokens?: number } | { readonly kind: 'guest' }) & { readonly background?: () => boolean };
 
 export interface SlotActions {
   /** `?action=save`: the bytes written, or null when the server would not (no `--slot-save-path`). */

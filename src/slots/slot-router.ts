@@ -39,6 +39,8 @@ export class SlotRouter {
   readonly #options: SlotRouterOptions;
   readonly #byModel = new Map<string, { readonly at: number; readonly scheduler: Promise<SlotScheduler | null>; found?: boolean }>();
   readonly #byServed = new Map<string, SlotScheduler>();
+  /** The schedulers found, by the model name asked for: read at once, where a promise would not be. */
+  readonly #found = new Map<string, SlotScheduler>();
 
   constructor(options: SlotRouterOptions) {
     this.#options = options;
@@ -55,6 +57,11 @@ export class SlotRouter {
     return scheduler === null ? null : scheduler.acquire(work, signal);
   }
 
+  /** An answer of `model` said how fast its server read the prompt (`timings`): the bound of a turn's wait for its slot. */
+  learnPrefill(model: string, timings: Parameters<SlotScheduler['learnPrefill']>[0]): void {
+    this.#found.get(model)?.learnPrefill(timings);
+  }
+
   /** Every scheduler's figures, by served model (metrics, dashboard). */
   stats(): Array<{ readonly served: string; readonly stats: SlotStats }> {
     return [...this.#byServed].map(([served, scheduler]) => ({ served, stats: scheduler.stats() }));
@@ -66,7 +73,10 @@ export class SlotRouter {
     // A server found with slots keeps them; one found without is asked again after a while.
     if (known !== undefined && (known.found !== false || now - known.at < RETRY_AFTER_MS)) return known.scheduler;
     const entry: { at: number; scheduler: Promise<SlotScheduler | null>; found?: boolean } = { at: now, scheduler: this.#discover(model) };
-    void entry.scheduler.then((scheduler) => (entry.found = scheduler !== null));
+    void entry.scheduler.then((scheduler) => {
+      entry.found = scheduler !== null;
+      if (scheduler !== null) this.#found.set(model, scheduler);
+    });
     this.#byModel.set(model, entry);
     return entry.scheduler;
   }

@@ -32,6 +32,8 @@ export interface SlotView {
 
 export interface SlotStats {
   readonly slots: SlotView[];
+  /** Requests waiting for whichever slot frees first (no home, or their wait ran out): in no slot's queue. */
+  readonly waitingForAny: number;
   readonly evictions: number;
   readonly moves: number;
   readonly saves: number;
@@ -58,8 +60,18 @@ export interface Slot {
   waitMsMax: number;
 }
 
+/** A background summary waited `slot_wait_ms` for its slot: it leaves the queue (the next crossing decides again). */
+export class SlotWaitExpired extends Error {
+  constructor() {
+    super('the summary waited upstream.slot_wait_ms for its slot: dropped, the next crossing decides again');
+    this.name = 'SlotWaitExpired';
+  }
+}
+
 export interface Waiter {
   readonly work: SlotWork;
+  /** Leaves without a slot (its wait ran out). */
+  readonly drop: (error: Error) => void;
   /** Its place in line: a turn takes its own waiting summary's. */
   seq: number;
   readonly since: number;

@@ -1,5 +1,6 @@
 import type { ChatCall } from '../compaction/ports.js';
 import type { SlotRouter } from './slot-router.js';
+import { SlotWaitExpired, type SlotWork } from './scheduler.js';
 
 /**
  * compactor's own summary calls on the upstream's slots: a suffix summary
@@ -11,7 +12,14 @@ import type { SlotRouter } from './slot-router.js';
 export function slotAwareChat(call: ChatCall, slots: SlotRouter): ChatCall {
   return async (body, signal, headers, slot) => {
     const model = typeof body['model'] === 'string' ? body['model'] : '';
-    const lease = slot === undefined ? null : await slots.acquire(model, slot, signal);
+    if (slot === undefined || !slots.enabled) return call(body, signal, headers);
+    const { place, ...where } = slot;
+    // The summary's concurrency place is given back while it waits for its slot (issue 33 item 2).
+    const work: SlotWork = place === undefined ? where : { ...where, background: () => place.background };
+    const lease = await (place === undefined ? slots.acquire(model, work, signal) : place.aside(() => slots.acquire(model, work, signal))).catch((error: unknown) => {
+      if (error instanceof SlotWaitExpired) place?.expire();
+      throw error;
+    });
     if (lease === null) return call(body, signal, headers);
     try {
       return await call({ id_slot: lease.slot, ...body }, signal, headers);

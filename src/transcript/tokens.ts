@@ -10,7 +10,7 @@ import { type ChatMessage } from './message.js';
  */
 
 /** Bytes per token of the heuristic: the usual rule of thumb for English text with BPE vocabularies. */
-const BYTES_PER_TOKEN = 4;
+export const BYTES_PER_TOKEN = 4;
 
 /**
  * Tokens a chat template spends around each message (role header, separators,

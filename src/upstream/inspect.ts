@@ -1,25 +1,35 @@
 import { UpstreamStatusError } from '../errors.js';
 import type { UpstreamClient } from './client.js';
+import { type UpstreamJson, upstreamJsonOf } from './json-surface.js';
+import { nativeAnswers, ollamaShow } from './native-windows.js';
+import { findWindow, type ServerKind, TRUNCATES_SILENTLY, type WindowAnswers } from './server-kind.js';
+import { type ListedModel, listedWindows, routerPropsWindow } from './window.js';
 
 /**
  * What compactor finds when it first asks the upstream, once at start, so
  * the log says what it will work with (or why it cannot yet) instead of
- * claiming a readiness nobody checked: reachable or not, the models served
- * with their window per slot, the number of slots.
+ * claiming a readiness nobody checked: reachable or not, which server it is,
+ * the models served with their window per slot and where each comes from,
+ * the number of slots.
  */
 
 export interface ServedModel {
   readonly id: string;
-  /** Tokens per slot, as `/props` (llama-server) or `/v1/models` report it; null when neither says. */
+  /** Tokens per slot, as the server documents it (upstream/server-kind.ts); null when it does not say. */
   readonly window: number | null;
+  /** Where the window comes from: `/props`, `/api/ps context_length` … */
+  readonly source: string;
 }
 
 export type UpstreamInspection =
   | {
       readonly state: 'ready';
+      readonly kind: ServerKind;
       readonly models: readonly ServedModel[];
       /** llama-server's `total_slots` (`-np`); null for servers that do not say. */
       readonly slots: number | null;
+      /** The server cuts a prompt longer than its window without an error (Ollama). */
+      readonly truncatesSilently: boolean;
     }
   /** It answers, but `/health` says not yet (503 while llama-server loads its model), or it wants a key. */
   | { readonly state: 'not ready'; readonly status: number; readonly reason: string }
@@ -60,17 +70,35 @@ export async function inspectUpstream(upstream: UpstreamClient, options: { timeo
   if (health.status === null) return { state: 'unreachable', reason: 'no answer to its health check' };
   if (!health.ready) return { state: 'not ready', status: health.status, reason: whyNotReady(health.status) };
 
-  const props = await upstream.getJson('/props', { timeoutMs }).catch(() => undefined);
-  const settings = (props as { default_generation_settings?: { n_ctx?: unknown }; total_slots?: unknown } | undefined) ?? {};
-  const propsWindow = numberOrNull(settings.default_generation_settings?.n_ctx);
+  const json = upstreamJsonOf(upstream, timeoutMs);
+  const reply = await json.getJson('/props').catch(() => undefined);
+  const props = (reply?.status === 200 ? reply.body : undefined) as { total_slots?: unknown; default_generation_settings?: { n_ctx?: unknown } } | undefined;
   const data = (models as { data?: unknown } | undefined)?.data;
+  const ids = Array.isArray(data) ? (data as Array<{ id?: unknown } | null>).flatMap((entry) => (typeof entry?.id === 'string' ? [entry.id] : [])) : [];
+  const survey = await surveyWindows(json, numberOrNull(props?.default_generation_settings?.n_ctx), ids);
+  return { state: 'ready', kind: survey.kind, models: survey.models, slots: numberOrNull(props?.total_slots), truncatesSilently: TRUNCATES_SILENTLY.has(survey.kind) };
+}
+
+/** Every listed model's window, each lookup asked once for all of them; a lookup that fails tells nothing (the start line says what it found). */
+async function surveyWindows(json: UpstreamJson, propsWindow: number | null, ids: readonly string[]): Promise<{ kind: ServerKind; models: ServedModel[] }> {
+  const once = <T>(ask: () => Promise<T>, otherwise: T): (() => Promise<T>) => {
+    let answer: Promise<T> | undefined;
+    return () => (answer ??= ask().catch(() => otherwise));
+  };
+  const answers: WindowAnswers = {
+    props: () => propsWindow,
+    listed: once((): Promise<readonly ListedModel[]> => listedWindows(json, undefined), []),
+    native: once(() => nativeAnswers(json, undefined), { ollama: null, lmStudio: null }),
+    ollamaShow: (model) => ollamaShow(json, model, undefined).catch(() => null),
+    routerProps: (model) => routerPropsWindow(json, model, undefined).catch(() => null),
+  };
   const served: ServedModel[] = [];
-  if (Array.isArray(data)) {
-    for (const entry of data as Array<{ id?: unknown; meta?: { n_ctx?: unknown; n_ctx_train?: unknown } } | null>) {
-      if (typeof entry?.id !== 'string') continue;
-      // /props holds the window per slot; /v1/models' n_ctx is the whole context of every slot.
-      served.push({ id: entry.id, window: propsWindow ?? numberOrNull(entry.meta?.n_ctx) ?? numberOrNull(entry.meta?.n_ctx_train) });
-    }
+  // The kind does not depend on the model asked: the first one's (or, with none listed, no name's) says it.
+  let kind: ServerKind | undefined;
+  for (const id of ids) {
+    const found = await findWindow(id, answers);
+    kind ??= found.kind;
+    served.push({ id, window: found.window, source: found.source });
   }
-  return { state: 'ready', models: served, slots: numberOrNull(settings.total_slots) };
+  return { kind: kind ?? (await findWindow('', answers)).kind, models: served };
 }

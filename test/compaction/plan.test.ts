@@ -9,7 +9,6 @@ import {
   candidateOf,
   chooseCut,
   epochBoundary,
-  planCompaction,
   summaryPairTokens,
   triggerOf,
   type Candidate,
@@ -17,8 +16,18 @@ import {
 } from '../../src/compaction/policy/plan.js';
 import { type Sizes, totalSize } from '../../src/compaction/policy/sizing.js';
 import type { Epoch } from '../../src/compaction/types.js';
-import { replacementOf } from '../../src/compaction/policy/replacement.js';
+import { planTiers } from '../../src/compaction/policy/tiers/list.js';
+import { pruneTier } from '../../src/compaction/policy/tiers/prune.js';
+import { compressTier } from '../../src/compaction/policy/tiers/compress.js';
+import { summaryTier } from '../../src/compaction/policy/tiers/summary.js';
 import { call, propertyParameters, validTranscriptArbitrary } from '../transcript/arbitraries.js';
+
+/** The tiers that cut at a turn boundary, walked as the engine walks its list (the steps tier is decide.test.ts's). */
+const TURN_TIERS = [pruneTier, compressTier, summaryTier] as const;
+
+function planCompaction(candidate: Candidate, sizes: Sizes, budget: number | null, trigger: 'size' | 'count', settings: CompactionSettings, sizeOf: (message: ChatMessage) => number) {
+  return planTiers(TURN_TIERS, candidate, sizes, budget, trigger, settings, sizeOf);
+}
 
 const settings: CompactionSettings = {
   threshold: 0.85,
@@ -357,7 +366,7 @@ describe('planCompaction properties', () => {
         if (budget !== null) expect(plan.size).toBeLessThanOrEqual(budget);
 
         // Applied as the engine applies it, with notes as long as the summary may be: summaryMaxTokens tokens of text.
-        const applied = replacementOf(messages, plan, messages.length, 'n'.repeat(4 * settings.summaryMaxTokens), 'summary');
+        const applied = summaryTier.replacementOf(messages, plan, messages.length, 'n'.repeat(4 * settings.summaryMaxTokens), 'notes');
         const keptUserMessage = plan.turnStart === undefined ? 0 : 1;
         expect(findPairProblems(applied)).toEqual([]);
         applied.slice(0, head).forEach((message, index) => expect(message).toBe(messages[index]));

@@ -19,7 +19,7 @@ describe('defaultConfig', () => {
       url: 'http://127.0.0.1:8080',
       api_key: null,
       timeouts: { connect_ms: 5000, headers_ms: 600000, idle_ms: 300000 },
-      slots: 'off',
+      slots: 'auto',
       slot_wait_ms: 5000,
       slot_save: false,
       slot_save_max_bytes: 10 * 1024 ** 3,
@@ -98,7 +98,8 @@ describe('parseConfig', () => {
       expect.arrayContaining([
         'upstream.url: expected a URL',
         'upstream.timeouts.headers_ms: expected a positive number',
-        'listen.prot: unknown key',
+        // Issue 37: a misspelled key gets a suggestion, as a misspelled environment variable does.
+        'listen.prot: unknown key (did you mean listen.port?)',
         'pairs: expected one of repair, reject, off',
         'models.qwen.context_window: expected "auto" or a positive integer',
         'auth.keys[0]: expected a non-empty key',
@@ -282,9 +283,10 @@ describe('loadConfig', () => {
     expect(prefixed).toMatchObject({ ok: false, errors: [expect.stringMatching(/^cache\.redis\.key_prefix: must not contain \{ or \}/)] });
   });
 
-  it('upstream.slots is off by default: without slot_save, auto is not within a point of the ideal on 8 conversations on 2 slots (bench § slots.ts)', () => {
-    expect(defaultConfig().upstream.slots).toBe('off');
-    expect(loadConfig({ env: {} })).toMatchObject({ ok: true, config: { upstream: { slots: 'off', slot_save: false } } });
+  it('upstream.slots is auto by default (issue 33): scheduled when the server reports two slots or more, left alone with one', () => {
+    expect(defaultConfig().upstream.slots).toBe('auto');
+    expect(loadConfig({ env: {} })).toMatchObject({ ok: true, config: { upstream: { slots: 'auto', slot_save: false } } });
+    expect(loadConfig({ env: { COMPACTOR_SLOTS: 'off' } })).toMatchObject({ ok: true, config: { upstream: { slots: 'off' } } });
   });
 
   it('upstream.slots (issue 28): COMPACTOR_SLOTS auto turns it on, the save keys and their bounds', () => {

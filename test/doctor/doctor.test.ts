@@ -59,12 +59,12 @@ describe('compactor doctor', () => {
     expect(lines.at(-1)).toBe('all well');
     expect(lineOf(lines, 'upstream')).toBe(`ok   upstream     ${upstream.url} answers and is ready`);
     // props.json: n_ctx 2048 per slot, total_slots 1.
-    expect(lineOf(lines, 'models')).toBe(`ok   models       ${MODEL} (2048 tokens per slot, from the upstream); 1 slot(s)`);
+    expect(lineOf(lines, 'models')).toBe(`ok   models       llama-server: ${MODEL} (2048 tokens per slot, from /props); 1 slot(s)`);
     expect(lineOf(lines, 'tokenize')).toBe('ok   tokenize     /tokenize answers (2 tokens for "hello world")');
     // The recorded build answers 404 to a route it has no recording of: the fallback is named.
     expect(lineOf(lines, 'exact count')).toMatch(/^ok {3}exact count {2}\/v1\/chat\/completions\/input_tokens not served \(404\); exact counts go through \/apply-template and \/tokenize$/);
     expect(lineOf(lines, 'template')).toMatch(/^ok {3}template {5}the chat template renders tools \(\d+ characters/);
-    expect(lineOf(lines, 'chat')).toMatch(/^ok {3}chat {9}a tiny chat request \(max_tokens 8\) answered in \d+ ms, finish_reason \w+$/);
+    expect(lineOf(lines, 'chat')).toMatch(/^ok {3}chat {9}a tiny chat request \(max_tokens 8\) answered in \d+ ms, finish_reason \w+; the server read 25 prompt tokens at 11,374 t\/s and wrote 12 at 1,329 t\/s$/);
     expect(lineOf(lines, 'store')).toMatch(new RegExp(`^ok {3}store {8}redis at redis://127\\.0\\.0\\.1:${redis.port} answers: (Redis|Valkey) \\d+\\.\\d+\\.\\d+$`));
     expect(lineOf(lines, 'mode')).toBe('ok   mode         compact: requests near the window are pruned and summarized; tool pairs: repair');
     expect(lineOf(lines, 'keys')).toBe('ok   keys         upstream.api_key ***; compaction.summary.api_key none; auth.keys 2 (***, ***); auth.admin_keys none; cache.redis.url ' + redis.url + '; cache.redis.secret ***');
@@ -123,13 +123,28 @@ describe('compactor doctor', () => {
     upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: 'other-server-model', object: 'model' }] }));
     const { code, lines } = await doctor({});
     expect(code).toBe(1);
-    expect(lineOf(lines, 'models')).toBe('FAIL models       other-server-model (window unknown); slots not reported');
+    expect(lineOf(lines, 'models')).toBe('FAIL models       OpenAI-compatible: other-server-model (window unknown: not reported); slots not reported');
     expect(lineOf(lines, 'window')).toBe('--   window       no model with a known window to plan for');
     expect(lines.at(-1)).toBe('first thing to fix: the upstream does not report other-server-model\'s window: set models."other-server-model".context_window (or --context-window TOKENS)');
     // Configured, it is planned with, and said to be configured.
     const configured = await doctor({ COMPACTOR_CONTEXT_WINDOW: '4096' });
     expect(configured.code, configured.out).toBe(0);
-    expect(lineOf(configured.lines, 'models')).toBe('ok   models       other-server-model (4096 tokens per slot, configured); slots not reported');
+    expect(lineOf(configured.lines, 'models')).toBe('ok   models       OpenAI-compatible: other-server-model (4096 tokens per slot, configured; the server reports none); slots not reported');
+  });
+
+  it('issue 37: a configured window larger than the slots the server runs is no "all well": it says which wins and why', async () => {
+    recordedLlamaServer(upstream);
+    const { code, lines } = await doctor({}, ['--context-window', '16384']);
+    expect(code).toBe(1);
+    expect(lineOf(lines, 'models')).toBe(`FAIL models       llama-server: ${MODEL} (configured 16384 tokens per slot; the server runs 2048, from /props); 1 slot(s)`);
+    expect(lines.at(-1)).toBe(
+      'first thing to fix: models."*".context_window (16384) is larger than the 2048 tokens llama-server runs /models/tiny.gguf with: ' +
+        'compactor plans with the configuration, so llama-server refuses every prompt past 2048 tokens, and compactor learns 2048 from each refusal for a minute; set it to 2048, or auto',
+    );
+    // Smaller than the server's: it works, compacting earlier than needed, and says so.
+    const smaller = await doctor({}, ['--context-window', '1024']);
+    expect(smaller.code).toBe(0);
+    expect(lineOf(smaller.lines, 'models')).toMatch(/^warn models {7}llama-server: .*configured 1024 tokens per slot; the server runs 2048, from \/props.*the configured window wins \(models."\*".context_window\)/);
   });
 
   it('observe mode and an invalid configuration are said as such', async () => {
@@ -165,13 +180,14 @@ describe('compactor doctor', () => {
   it('says the slots llama-server reports and whether compactor schedules them (issue 28)', async () => {
     recordedLlamaServer(upstream);
     // The recording: total_slots 1, where llama-server already runs one request at a time.
-    const one = await doctor({ COMPACTOR_SLOTS: 'auto' });
-    expect(lineOf(one.lines, 'slots')).toBe('ok   slots        llama-server reports 1 slot; upstream.slots: auto, not scheduled: with one slot llama-server already runs one request at a time (slot_save off)');
+    const one = await doctor({});
+    expect(lineOf(one.lines, 'slots')).toBe('ok   slots        llama-server reports 1 slot; upstream.slots: auto (on by default), not scheduled: with one slot llama-server already runs one request at a time (slot_save off)');
     const props = { default_generation_settings: { n_ctx: 2048, params: {} }, total_slots: 4, model_path: MODEL };
     upstream.route('GET', '/props', replies.json(200, props));
-    const auto = await doctor({ COMPACTOR_SLOTS: 'auto' });
+    // Issue 33: scheduled by default once the server reports two slots or more.
+    const auto = await doctor({});
     expect(auto.code, auto.out).toBe(0);
-    expect(lineOf(auto.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: auto: one conversation per slot, one request at a time in each, a turn waits up to 5000 ms for its own (slot_save off)');
+    expect(lineOf(auto.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: auto (on by default): one conversation per slot, one request at a time in each, a turn waits for its own at most 5000 ms or what re-reading it elsewhere costs (slot_save off; upstream.slots: off lets llama-server pick)');
     const off = await doctor({ COMPACTOR_SLOTS: 'off' });
     expect(lineOf(off.lines, 'slots')).toBe('ok   slots        llama-server reports 4 slots; upstream.slots: off: llama-server picks the slot');
   });
@@ -182,7 +198,7 @@ describe('compactor doctor', () => {
     upstream.route('GET', '/slots', replies.json(501, { error: { code: 501, message: 'This server does not support slots endpoint.', type: 'not_supported_error' } }));
     upstream.route('GET', '/v1/models', replies.json(200, { object: 'list', data: [{ id: 'other-server-model', object: 'model' }] }));
     const { lines } = await doctor({ COMPACTOR_SLOTS: 'auto', COMPACTOR_CONTEXT_WINDOW: '4096' });
-    expect(lineOf(lines, 'slots')).toBe('ok   slots        the upstream reports no slots (/props total_slots, /slots); upstream.slots: auto, not scheduled: llama-server (or whatever serves) picks the slot');
+    expect(lineOf(lines, 'slots')).toBe('ok   slots        the upstream reports no slots (/props total_slots, /slots); upstream.slots: auto (on by default), not scheduled: llama-server (or whatever serves) picks the slot');
   });
 
   it('tells Valkey from Redis by INFO server', () => {

@@ -28,7 +28,7 @@ describe('compactor (main.ts)', () => {
 
     // At start it says what it found upstream, and claims no readiness it did not check.
     expect(main.output()).toMatch(/"msg":"compactor \d+\.\d+\.\d+ listening on http:\/\/127\.0\.0\.1:\d+: mode compact, store memory, upstream /);
-    expect(main.output()).toMatch(/"models":\[\{"id":"\/models\/tiny\.gguf","window":2048\}\],"slots":1,"msg":"upstream ready: 1 model\(s\)"/);
+    expect(main.output()).toMatch(/"kind":"llama-server","models":\[\{"id":"\/models\/tiny\.gguf","window":2048,"source":"\/props"\}\],"slots":1,"msg":"upstream ready: llama-server, 1 model\(s\)"/);
     expect(main.output()).not.toContain('compactor ready');
 
     // A request in flight when SIGTERM arrives still gets its whole answer.

@@ -48,7 +48,7 @@ describe('compactor at start', () => {
       await main.url;
       await outputContains(main, 'upstream not ready');
       ready = true;
-      await outputContains(main, /"msg":"upstream ready: \d+ model\(s\)"/);
+      await outputContains(main, /"msg":"upstream ready: llama-server, \d+ model\(s\)"/);
       main.child.kill('SIGTERM');
       expect(await main.exit).toBe(0);
     } finally {

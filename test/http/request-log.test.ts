@@ -29,6 +29,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     closeListener: null,
     slot: null,
     slotWaitMs: null,
+    server: null,
     ...fields,
   };
 }
@@ -74,6 +75,17 @@ describe('logRequest', () => {
     logRequest(debug.request, debug.reply, true, 1);
     expect(debugLines.lines).toHaveLength(1);
     expect(JSON.parse(debugLines.lines[0]!)).toMatchObject({ level: 20, route: 'ops', path: '/healthz', msg: 'request' });
+  });
+
+  it("issue 37: the dashboard's polls of /dashboard/state are written at debug, not at info every 2 s", () => {
+    const lines = new Lines();
+    const poll = exchange(createLogger({ level: 'info', stream: lines }), '/dashboard/state', { kind: 'dashboard' });
+    logRequest(poll.request, poll.reply, true, 1);
+    expect(lines.lines).toEqual([]);
+    const debugLines = new Lines();
+    const debug = exchange(createLogger({ level: 'debug', stream: debugLines }), '/dashboard/state', { kind: 'dashboard' });
+    logRequest(debug.request, debug.reply, true, 1);
+    expect(JSON.parse(debugLines.lines[0]!)).toMatchObject({ level: 20, route: 'dashboard', path: '/dashboard/state' });
   });
 
   it('gives a pretty logger the same line, shown its way', () => {

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { defaultConfig, parseConfig } from '../../src/config/schema.js';
+import { requestModeOf } from '../../src/http/chat/request-mode.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
@@ -31,7 +33,7 @@ async function proxied(config: Record<string, unknown> = {}) {
     const forwarded = llama.chatRecords.at(-1);
     return { response, text, forwardedMessages: forwarded?.messages.length, report: response.headers.get('x-compactor') ?? '' };
   };
-  return { send, upstream };
+  return { send, upstream, llama };
 }
 
 describe('x-compactor-mode', () => {
@@ -53,8 +55,17 @@ describe('x-compactor-mode', () => {
     expect(compacted.forwardedMessages).toBeLessThan(MESSAGES.length);
   });
 
-  it('compact on a proxy in observe mode compacts that request only', async () => {
-    const { send } = await proxied({ mode: 'observe' });
+  it('issue 34 item 3: compact on a proxy in observe mode is ignored (the header may only lower the mode): observe applies, no summary asked', async () => {
+    const { send, llama } = await proxied({ mode: 'observe' });
+    const asked = await send('compact');
+    expect(asked.response.status).toBe(400); // forwarded as sent: the simulated server refuses what does not fit
+    expect(asked.forwardedMessages).toBe(MESSAGES.length);
+    expect(asked.report).toMatch(/^x-compactor-mode compact ignored \(may only lower mode observe; compaction\.allow_request_mode: raise lets it raise\); observe: would repair 1 tool pair/);
+    expect(llama.summaryRecords).toHaveLength(0);
+  });
+
+  it('issue 34 item 3: with compaction.allow_request_mode: raise, compact on a proxy in observe mode compacts that request only', async () => {
+    const { send } = await proxied({ mode: 'observe', allow_request_mode: 'raise' });
     const compacted = await send('compact');
     expect(compacted.response.status).toBe(200);
     expect(compacted.report).toMatch(/^mode compact \(x-compactor-mode\); repaired 1 tool pair; pruned 1 oversized tool result, summarized/);
@@ -62,12 +73,46 @@ describe('x-compactor-mode', () => {
     expect((await send()).report).toMatch(/^observe: /);
   });
 
+  it('issue 34 item 3: with compaction.enabled: false the report never says mode compact', async () => {
+    for (const allow of ['lower', 'raise'] as const) {
+      const { send } = await proxied({ enabled: false, allow_request_mode: allow });
+      const { report } = await send('compact');
+      expect(report).not.toContain('mode compact (x-compactor-mode)');
+      expect(report).toMatch(/^x-compactor-mode compact ignored \(compaction\.enabled: false\)/);
+    }
+  });
+
+  it('issue 34 item 3: the header is never forwarded upstream', async () => {
+    const { send, upstream } = await proxied();
+    for (const mode of ['off', 'observe', 'compact']) await send(mode);
+    const chats = upstream.requests.filter((request) => request.path === '/v1/chat/completions');
+    expect(chats.length).toBeGreaterThanOrEqual(3);
+    for (const request of chats) expect(request.headers['x-compactor-mode']).toBeUndefined();
+  });
+
   it('compaction.allow_request_mode: false ignores the header and says so', async () => {
     const { send } = await proxied({ allow_request_mode: false });
     const { response, report, forwardedMessages } = await send('off');
     expect(response.status).toBe(200);
     expect(forwardedMessages).toBeLessThan(MESSAGES.length);
-    expect(report).toMatch(/^x-compactor-mode ignored \(compaction\.allow_request_mode: false\); /);
+    expect(report).toMatch(/^x-compactor-mode ignored \(compaction\.allow_request_mode: never\); /);
+  });
+
+  it('issue 34 item 3: true and false keep working: true is lower (the header is honoured within the operator\'s mode), false is never', () => {
+    const asked = { 'x-compactor-mode': 'compact' };
+    const withAllow = (allow: unknown, mode = 'observe') => {
+      const parsed = parseConfig({ compaction: { mode, allow_request_mode: allow } });
+      if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+      return parsed.config;
+    };
+    expect(withAllow(true).compaction.allow_request_mode).toBe('lower');
+    expect(withAllow(false).compaction.allow_request_mode).toBe('never');
+    expect(defaultConfig().compaction.allow_request_mode).toBe('lower');
+    expect(requestModeOf(asked, withAllow(true)).mode).toBe('observe');
+    expect(requestModeOf(asked, withAllow('raise')).mode).toBe('compact');
+    expect(requestModeOf({ 'x-compactor-mode': 'off' }, withAllow(true)).mode).toBe('off');
+    expect(requestModeOf({ 'x-compactor-mode': 'off' }, withAllow(false)).mode).toBe('observe');
+    expect(parseConfig({ compaction: { allow_request_mode: 'sometimes' } }).ok).toBe(false);
   });
 
   it('a value it does not know is a 400 naming the header', async () => {

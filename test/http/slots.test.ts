@@ -21,8 +21,9 @@ function bodyOf(name: string, turns: number, extra = ''): string {
   return `{"model":"m",${extra}"seed":18446744073709551615,"messages":${JSON.stringify(messages)}}`;
 }
 
-async function post(url: string, body: string): Promise<number> {
-  const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+async function post(url: string, body: string, credential?: string): Promise<number> {
+  const authorization = credential === undefined ? {} : { authorization: `Bearer ${credential}` };
+  const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...authorization }, body });
   await response.arrayBuffer();
   return response.status;
 }
@@ -47,6 +48,14 @@ describe('upstream.slots: auto', () => {
     expect(statuses).toEqual([200, 200, 200]);
     expect(llama.model.counters.busyPins).toBe(0);
     expect(new Set(llama.tasks.map((task) => task.slot)).size).toBe(1);
+  });
+
+  it('gives two credentials sending the same conversation two home slots, without auth.keys (issue 33 item 3)', async () => {
+    const { upstream, proxy } = await setUp({ slots: 4 });
+    for (const credential of ['key-one', 'key-two', 'key-one', 'key-two']) expect(await post(proxy.url, bodyOf('a', 0), credential)).toBe(200);
+    const slots = upstream.requestsTo('/v1/chat/completions').map((request) => (request.json as { id_slot?: unknown }).id_slot);
+    expect(slots[0]).not.toBe(slots[1]);
+    expect(slots.slice(2)).toEqual(slots.slice(0, 2));
   });
 
   it('leaves a request that carries its own id_slot alone', async () => {
@@ -78,7 +87,7 @@ describe('upstream.slots: auto', () => {
 });
 
 describe('upstream.slots: auto, with compaction', () => {
-  it("runs a conversation's summaries on its own slot, never beside its next turn", async () => {
+  it("runs a conversation's summaries on its own slot, never beside its next turn, also with a credential per conversation", async () => {
     const upstream = track(await FakeUpstream.start());
     const llama = new SlotLlama(upstream, { slots: 2, window: 8000, msPerGeneratedToken: 2 });
     const proxy = track(await startProxy(upstream, { listen: true, config: { upstream: { slots: 'auto' }, compaction: { enabled: true } } }));
@@ -89,7 +98,8 @@ describe('upstream.slots: auto, with compaction', () => {
       return JSON.stringify({ model: 'm', messages });
     };
     for (let turn = 0; turn < 24; turn++) {
-      await Promise.all(['a', 'b'].map((name) => post(proxy.url, long(name, turn))));
+      // Each conversation with a credential of its own, and no auth.keys: the slot's key and the epochs' are one tenant's.
+      await Promise.all(['a', 'b'].map((name) => post(proxy.url, long(name, turn), `key-${name}`)));
     }
     const chats = upstream.requestsTo('/v1/chat/completions').map((request) => request.json as { id_slot?: number; messages: Array<{ content: string }> });
     const isSummary = (body: { messages: Array<{ content: string }> }): boolean => body.messages.some((message) => /handoff notes|earlier notes/.test(String(message.content)));
@@ -111,6 +121,7 @@ describe('upstream.slots: observable', () => {
     for (const name of ['a', 'b', 'a']) await post(proxy.url, bodyOf(name, 0));
     const text = await (await fetch(`${proxy.url}/metrics`)).text();
     expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="0"} 0');
+    expect(text).toContain('compactor_slot_queue_length{model="sim.gguf",slot="any"} 0');
     expect(text).toContain('compactor_slot_waits_total{model="sim.gguf",slot="0"} 3');
     expect(text).toMatch(/compactor_slot_wait_seconds_total\{model="sim.gguf",slot="0"\} \d/);
     expect(text).toMatch(/compactor_slot_wait_seconds_max\{model="sim.gguf",slot="0"\} \d/);

@@ -15,6 +15,7 @@ import { closedAfterEachTest, startProxy } from '../support/proxy.js';
  */
 
 const opened = closedAfterEachTest();
+const UNBOUNDED = { maxItems: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY };
 afterEach(() => vi.restoreAllMocks());
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -35,7 +36,7 @@ describe('issue 21: a message over 1 MiB is parsed block by block', () => {
     const raw = Buffer.from(text);
     const parses = vi.spyOn(secureJson, 'parse');
     let turns = 0;
-    const ahead = await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, async () => {
+    const ahead = await parseAhead(raw, 'messages', UNBOUNDED, async () => {
       turns++;
     });
     // About 8 turns to scan the body, 8 to scan the turn, 8 to parse its blocks.
@@ -54,7 +55,7 @@ describe('issue 21: a message over 1 MiB is parsed block by block', () => {
     ]) {
       const raw = Buffer.from(text);
       // As the read takes it (read-wire.ts): what parse-ahead parsed, else the whole-body parse.
-      const ahead = await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, turn);
+      const ahead = await parseAhead(raw, 'messages', UNBOUNDED, turn);
       expect(ahead?.body ?? readJsonObject(raw, 'application/json')).toEqual(JSON.parse(text));
     }
   });

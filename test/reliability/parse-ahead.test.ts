@@ -14,6 +14,7 @@ import { closedAfterEachTest, startProxy } from '../support/proxy.js';
  */
 
 const opened = closedAfterEachTest();
+const UNBOUNDED = { maxItems: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY };
 afterEach(() => vi.restoreAllMocks());
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -62,9 +63,9 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
       for (const listKey of ['messages', 'input']) {
         const raw = Buffer.from(text);
         // As the read takes it (read-wire.ts): what parse-ahead parsed, else the whole-body parse.
-        const ahead = await parseAhead(raw, listKey, Number.POSITIVE_INFINITY, turn);
+        const ahead = await parseAhead(raw, listKey, UNBOUNDED, turn);
         expect(ahead?.body ?? readJsonObject(raw, 'application/json'), `body ${index}, ${listKey}`).toEqual(JSON.parse(text));
-        const scan = await scanBody(raw, listKey, Number.POSITIVE_INFINITY, async () => undefined);
+        const scan = await scanBody(raw, listKey, UNBOUNDED, async () => undefined);
         expect(scan.followed, `body ${index}`).toBe(true);
         expect(scan.items, `body ${index}, ${listKey}`).toBe(plannedItems((JSON.parse(text) as Record<string, unknown>)[listKey]));
       }
@@ -90,7 +91,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
       })();
       const raw = Buffer.from(text);
       // Nothing parsed ahead: the read's whole-body parse refuses it.
-      expect(await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, turn)).toBeUndefined();
+      expect(await parseAhead(raw, 'messages', UNBOUNDED, turn)).toBeUndefined();
       expect(() => readJsonObject(raw, 'application/json')).toThrow((whole as Error).message);
     }
   });
@@ -98,7 +99,7 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
   it('gives the event loop a turn after every MiB scanned and parsed', async () => {
     const raw = Buffer.from(JSON.stringify(agentBody(2_000, 8 * SCAN_SLICE_BYTES)));
     let turns = 0;
-    const ahead = await parseAhead(raw, 'messages', Number.POSITIVE_INFINITY, async () => {
+    const ahead = await parseAhead(raw, 'messages', UNBOUNDED, async () => {
       turns++;
     });
     // About 8 turns to scan and 8 to parse the list.

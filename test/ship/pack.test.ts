@@ -28,7 +28,8 @@ beforeAll(async () => {
   prefix = join(scratch, 'prefix');
   // dist/ as the sources are now (what `prepare` would build), then the package of it.
   await run(process.execPath, [join(ROOT, 'scripts/build.mjs'), '--if-stale'], { cwd: ROOT });
-  const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', scratch], { cwd: ROOT });
+  // With its scripts: `prepack` ships the manifest without `prepare` (scripts/pack-manifest.mjs), `postpack` puts it back.
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: ROOT, timeout: 240_000 });
   const [pack] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
   packed = pack!.files.map((file) => file.path);
   await run('npm', ['install', '-g', join(scratch, pack!.filename), '--prefix', prefix, '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], {
@@ -54,6 +55,13 @@ describe('the packed package, installed globally without dev dependencies', () =
     expect(packed).toContain('dist/doctor/command.js');
     expect(packed).toContain('package.json');
     expect(packed.filter((path) => /^(src|test|bench|docker)\//.test(path))).toEqual([]);
+  });
+
+  it('issue 37: ships a manifest without `prepare`, so installing it runs no build; the clone keeps its own', () => {
+    const installed = JSON.parse(readFileSync(join(prefix, 'lib/node_modules', manifest.name, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+    expect(installed.scripts?.['prepare']).toBeUndefined();
+    const clone = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(clone.scripts['prepare']).toBe('node scripts/build.mjs --if-possible');
   });
 
   it('installs the production dependencies only', () => {

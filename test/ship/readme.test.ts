@@ -55,3 +55,25 @@ describe('README.md', () => {
     for (const path of paths) expect(existsSync(join(ROOT, path)), path).toBe(true);
   });
 });
+
+describe('first contact (issue 37)', () => {
+  const firstScreen = README.split('\n').slice(0, 60).join('\n');
+
+  it('README says in its first screen which servers are supported and how the window is found for each', () => {
+    for (const server of ['llama-server', 'router mode', 'Ollama', 'vLLM', 'LM Studio', 'OpenAI-compatible']) expect(firstScreen, server).toContain(server);
+    for (const source of ['/props', '/api/ps', '/api/show', 'max_model_len', 'loaded_context_length', 'status.args']) expect(firstScreen, source).toContain(source);
+  });
+
+  it('README mentions the three chat formats compactor reads', () => {
+    for (const route of ['/v1/chat/completions', '/v1/messages', '/v1/responses']) expect(README, route).toContain(route);
+  });
+
+  it('docker/README.md calls no minor-line tag pinned', () => {
+    const docker = readFileSync(join(ROOT, 'docker/README.md'), 'utf8').replace(/\s+/g, ' ');
+    for (const sentence of docker.split(/(?<=\.) /)) {
+      if (!/\bpinned\b/.test(sentence)) continue;
+      // A tag named in a sentence that says "pinned" has a full version (x.y.z) or a build number.
+      for (const [, tag] of sentence.matchAll(/`[\w./-]+:([\w.-]+)`/g)) expect(tag, sentence).toMatch(/^\d+\.\d+\.\d+|b\d+/);
+    }
+  });
+});

@@ -207,19 +207,37 @@ describe('SlotScheduler: summaries', () => {
     expect(next).toBe(summary.slot);
   });
 
-  it('without slot_save, a turn behind its own summary waits for it past waitMs: elsewhere it would re-read the whole conversation', async () => {
+  it('without slot_save, a turn behind its own summary waits no longer than its bound, then re-reads elsewhere (issue 33 item 4)', async () => {
     const { slots, timers } = scheduler({ slots: 2 });
     (await slots.acquire(turn('a'))).release();
     const summary = await slots.acquire({ kind: 'summary', key: 'a' });
     let next: number | undefined;
     void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
-    timers.advance(5000);
+    timers.advance(999);
     await flush();
     expect(next).toBeUndefined();
-    summary.release();
+    timers.advance(1);
     await flush();
-    expect(next).toBe(summary.slot);
-    expect(slots.stats().moves).toBe(0);
+    expect(next).not.toBe(summary.slot);
+    expect(next).toEqual(expect.any(Number));
+    expect(slots.stats().moves).toBe(1);
+  });
+
+  it("bounds a turn's wait for its home slot by what re-reading its prompt would cost at the server's reported prefill speed (issue 33 item 4)", async () => {
+    const { slots, timers } = scheduler({ slots: 2, waitMs: 60_000 });
+    // llama-server said: 2,000 tokens read in 1,000 ms. A 400-token prompt re-reads in 200 ms.
+    slots.learnPrefill({ prompt_n: 2000, prompt_ms: 1000 });
+    const running = await slots.acquire(turn('a'));
+    let next: number | undefined;
+    void slots.acquire({ kind: 'turn', key: 'a', tokens: 400 }).then((lease) => (next = lease.slot));
+    timers.advance(199);
+    await flush();
+    expect(next).toBeUndefined();
+    timers.advance(1);
+    await flush();
+    expect(next).toBeDefined();
+    expect(next).not.toBe(running.slot);
+    running.release();
   });
 
   it("a turn whose conversation's summary has not started goes first, and the summary runs after it in the turn's slot, never beside it", async () => {

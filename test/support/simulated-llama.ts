@@ -25,7 +25,15 @@ export interface SimulatedLlamaOptions {
   /** Real tokens per byte; 1.25 / 4 by default (25% above the bytes/4 estimate). */
   readonly tokensPerByte?: number;
   readonly summaryDelayMs?: number;
+  /**
+   * The speeds its `timings` report (prompt_ms, predicted_ms), tokens a second: by default a 7B model on one GPU
+   * (prefill ~5,000, decode ~130, the figures of issue 36). Reported only: the double answers at once.
+   */
+  readonly speeds?: { readonly prefill: number; readonly decode: number };
 }
+
+/** The speeds of a 7B model with llama.cpp on one GPU (issue 36). */
+export const SIMULATED_SPEEDS = { prefill: 5000, decode: 130 } as const;
 
 export interface PromptRecord {
   readonly kind: 'chat' | 'summary';
@@ -34,6 +42,8 @@ export interface PromptRecord {
   /** The tokens asked for the answer (`max_tokens`, or what is left of the window). */
   readonly maxTokens: number | null;
   readonly status: number;
+  /** Tokens of the answer it wrote. */
+  readonly completionTokens: number;
   readonly prompt: string;
   readonly messages: ChatMessage[];
   /** When the request arrived and when its answer was written (`performance.now()`). */
@@ -47,6 +57,7 @@ export class SimulatedLlama {
   readonly records: PromptRecord[] = [];
   readonly window: number;
   readonly tokensPerByte: number;
+  readonly speeds: { readonly prefill: number; readonly decode: number };
   summaryDelayMs: number;
   /** How many of the next summary requests fail with a 500. */
   summaryFailures = 0;
@@ -54,6 +65,24 @@ export class SimulatedLlama {
   #slot = '';
   /** The chat completion handler, for tests that route some requests elsewhere. */
   readonly chat: FakeReply = (exchange) => this.#chat(exchange);
+  /**
+   * What a prompt larger than the window gets: llama-server's 400 by default;
+   * another server's double (local-servers.ts) answers in its own words, or
+   * `'truncate'`: the prompt is cut to the window and answered 200, as
+   * Ollama's OpenAI endpoint does.
+   */
+  overflow: ((exchange: FakeExchange, promptTokens: number) => void | Promise<void>) | 'truncate' = (exchange, promptTokens) =>
+    replies.json(400, {
+      error: {
+        code: 400,
+        message: `request (${promptTokens} tokens) exceeds the available context size (${this.window} tokens), try increasing it`,
+        type: 'exceed_context_size_error',
+        n_prompt_tokens: promptTokens,
+        n_ctx: this.window,
+      },
+    })(exchange);
+  /** How many prompts were cut silently (overflow `'truncate'`). */
+  truncated = 0;
 
   constructor(
     readonly upstream: FakeUpstream,
@@ -62,6 +91,7 @@ export class SimulatedLlama {
     this.window = options.window;
     this.tokensPerByte = options.tokensPerByte ?? 1.25 / 4;
     this.summaryDelayMs = options.summaryDelayMs ?? 0;
+    this.speeds = options.speeds ?? SIMULATED_SPEEDS;
     this.#install();
   }
 
@@ -118,21 +148,15 @@ export class SimulatedLlama {
     const kind = SUMMARY_MARKERS.some((marker) => lastText.includes(marker)) ? 'summary' : 'chat';
     const maxTokens = typeof body['max_tokens'] === 'number' ? body['max_tokens'] : null;
     const startedAt = performance.now();
-    const record = (status: number, cacheTokens: number): void => {
-      this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, prompt, messages, startedAt, finishedAt: performance.now() });
+    const record = (status: number, cacheTokens: number, completionTokens = 0): void => {
+      this.records.push({ kind, promptTokens, cacheTokens, maxTokens, status, completionTokens, prompt, messages, startedAt, finishedAt: performance.now() });
     };
 
-    if (promptTokens > this.window) {
+    const overflow = this.overflow;
+    if (promptTokens > this.window && overflow === 'truncate') this.truncated++;
+    else if (promptTokens > this.window && overflow !== 'truncate') {
       record(400, 0);
-      return replies.json(400, {
-        error: {
-          code: 400,
-          message: `request (${promptTokens} tokens) exceeds the available context size (${this.window} tokens), try increasing it`,
-          type: 'exceed_context_size_error',
-          n_prompt_tokens: promptTokens,
-          n_ctx: this.window,
-        },
-      })(exchange);
+      return overflow(exchange, promptTokens);
     }
     if (kind === 'summary') {
       if (this.summaryDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.summaryDelayMs));
@@ -147,10 +171,10 @@ export class SimulatedLlama {
     const cacheTokens = Math.min(promptTokens - 1, this.tokensOf(prompt.slice(0, commonPrefixLength(this.#slot, prompt))));
     const answer = kind === 'summary' ? `NOTES: ${[...new Set(prompt.match(FACT_PATTERN) ?? [])].join(' ')}` : 'Done.';
     this.#slot = prompt + answer;
-    record(200, cacheTokens);
-
     const usage = { prompt_tokens: promptTokens, completion_tokens: this.tokensOf(answer) };
-    const timings = { cache_n: cacheTokens, prompt_n: promptTokens - cacheTokens, prompt_ms: 1, predicted_n: usage.completion_tokens, predicted_ms: 1 };
+    record(200, cacheTokens, usage.completion_tokens);
+    const promptN = promptTokens - cacheTokens;
+    const timings = { cache_n: cacheTokens, prompt_n: promptN, prompt_ms: (promptN * 1000) / this.speeds.prefill, predicted_n: usage.completion_tokens, predicted_ms: (usage.completion_tokens * 1000) / this.speeds.decode };
     if (body['stream'] === true) {
       const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
       return replies.sse(chatStreamEvents({ content: [answer], includeUsage: streamOptions?.include_usage === true, usage, timings }))(exchange);

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeUpstream } from './fake-upstream.js';
 import { SlotLlama } from './slot-llama.js';
 import { SlotModel } from './slot-model.js';
@@ -99,11 +99,15 @@ describe('SlotLlama over HTTP', () => {
   });
 
   it('counts a request pinned to a busy slot, and can refuse it as the real server sometimes does', async () => {
-    const llama = new SlotLlama(upstream, { slots: 2, msPerGeneratedToken: 5, failBusyPins: true });
+    const llama = new SlotLlama(upstream, { slots: 2, failBusyPins: true });
+    // Issue 37: a 10 ms timer was assumed long enough for the first request to be busy; on a loaded machine it was not.
+    let release!: () => void;
+    llama.holdAnswers = new Promise<void>((resolve) => (release = resolve));
     const first = post('/v1/chat/completions', { model: 'm', messages: messages('a'), id_slot: 0 });
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await vi.waitFor(() => expect(llama.model.slots[0]!.busy).toBe(true));
     const second = await post('/v1/chat/completions', { model: 'm', messages: messages('b'), id_slot: 0 });
     expect(second.status).toBe(503);
+    release();
     expect((await first).status).toBe(200);
     expect(llama.model.counters.busyPins).toBe(1);
   });

@@ -56,6 +56,8 @@ interface Waiter {
 }
 
 export class SlotLlama {
+  /** While set, every answer waits for it before it is written (its slot stays busy). */
+  holdAnswers: Promise<void> | null = null;
   readonly model: SlotModel;
   readonly tasks: SlotTaskRecord[] = [];
   /** Slot actions received, in order: `save 2 f.bin`. */
@@ -147,12 +149,16 @@ export class SlotLlama {
     const answer = `Answer of ${generated} tokens. `.padEnd(generated * 4, '.');
     const ms = promptN * (this.#options.msPerPromptToken ?? 0) + generated * (this.#options.msPerGeneratedToken ?? 0);
     if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    // A test that needs a slot busy for as long as it looks holds the answers here, instead of hoping a timer is long enough.
+    if (this.holdAnswers !== null) await this.holdAnswers;
     this.model.end(slot, answer);
     this.#wake();
     if (exchange.signal.aborted) return;
 
     const usage = { prompt_tokens: cacheN + promptN, completion_tokens: generated };
-    const timings = { cache_n: cacheN, prompt_n: promptN, prompt_ms: 1, predicted_n: generated, predicted_ms: 1 };
+    // As llama-server reports them: the time its prompt took (the double's clock), which the slot scheduler learns its speed from.
+    const promptMs = promptN * (this.#options.msPerPromptToken ?? 0);
+    const timings = { cache_n: cacheN, prompt_n: promptN, prompt_ms: promptMs, predicted_n: generated, predicted_ms: generated * (this.#options.msPerGeneratedToken ?? 0) };
     if (body['stream'] === true) return replies.sse(chatStreamEvents({ content: [answer], includeUsage: true, usage, timings }))(exchange);
     const verbose = body['verbose'] === true ? { __verbose: { id_slot: slot } } : {};
     return replies.json(200, { ...chatCompletionBody({ id: 'chatcmpl-slots', answer, usage, cachedTokens: cacheN, timings }), ...verbose })(exchange);

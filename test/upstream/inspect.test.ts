@@ -25,7 +25,7 @@ async function inspect(prepare: (upstream: FakeUpstream) => void = () => undefin
 
 describe('inspectUpstream', () => {
   it("reports the recorded llama-server's model, its window per slot (/props) and its slots", async () => {
-    expect(await inspect()).toEqual({ state: 'ready', models: [{ id: '/models/tiny.gguf', window: 2048 }], slots: 1 });
+    expect(await inspect()).toEqual({ state: 'ready', kind: 'llama-server', models: [{ id: '/models/tiny.gguf', window: 2048, source: '/props' }], slots: 1, truncatesSilently: false });
   });
 
   it('takes the window of each model from /v1/models when /props is not served', async () => {
@@ -33,7 +33,17 @@ describe('inspectUpstream', () => {
       fake.route('GET', '/props', replies.json(404, { error: { message: 'not found' } }));
       fake.route('GET', '/v1/models', replies.json(200, { data: [{ id: 'a', meta: { n_ctx: 8192 } }, { id: 'b', meta: { n_ctx_train: 4096 } }, { id: 'c' }] }));
     });
-    expect(found).toEqual({ state: 'ready', models: [{ id: 'a', window: 8192 }, { id: 'b', window: 4096 }, { id: 'c', window: null }], slots: null });
+    expect(found).toEqual({
+      state: 'ready',
+      kind: 'llama-server',
+      models: [
+        { id: 'a', window: 8192, source: '/v1/models meta.n_ctx' },
+        { id: 'b', window: 4096, source: '/v1/models meta.n_ctx' },
+        { id: 'c', window: null, source: 'not reported' },
+      ],
+      slots: null,
+      truncatesSilently: false,
+    });
   });
 
   it('says a server still loading its model is not ready (503), not that it is', async () => {

@@ -3,8 +3,7 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } from './plan.js';
-import { keptIndexes, workingSetOf } from './working-set.js';
+import { type Candidate, type CompactionSettings, epochBoundary } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 
@@ -27,9 +26,16 @@ type RatioSizes = Sizes & { readonly ratio: number };
  * pruned down below the soft threshold meets its next large result with no
  * summary prepared (the 48-turn run of issue 13 item 9 then waited three times).
  */
-export function compressNow(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings): { kind: 'compress'; plan: CompressPlan; boundary: { candidateEnd: number; sourceLength: number } } | null {
+export function compressNow(
+  candidate: Candidate,
+  sizes: RatioSizes,
+  budget: number | null,
+  settings: SoftZoneSettings,
+  // By cost (decide.ts), any compression is weighed, not only one that frees `clear_at_least`.
+  { atLeast }: { atLeast?: number } = {},
+): { kind: 'compress'; plan: CompressPlan; boundary: { candidateEnd: number; sourceLength: number } } | null {
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false });
+  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, ...(atLeast === undefined ? {} : { atLeast }) });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
 }
 
@@ -45,18 +51,31 @@ export function compressNow(candidate: Candidate, sizes: RatioSizes, budget: num
  * summarizes (and waits for it) as a history without the tier would.
  */
 export function compressesAtCrossing(candidate: Candidate, sizes: RatioSizes, budget: number, settings: SoftZoneSettings): boolean {
-  if (settings.compress === undefined || settings.compress === null) return false;
+  return crossingCompression(candidate, sizes, budget, settings) !== null;
+}
+
+/**
+ * The compression the crossing ahead can be expected to make (see
+ * {@link compressesAtCrossing}): what it frees, and the first index it
+ * changes (for its cost, policy/cost.ts); null when it cannot be expected.
+ */
+export function crossingCompression(candidate: Candidate, sizes: RatioSizes, budget: number, settings: SoftZoneSettings): { freed: number; firstChange: number } | null {
+  if (settings.compress === undefined || settings.compress === null) return null;
   const growth = Math.max(0, settings.threshold * budget - totalSize(sizes)) / budget;
   const cut = protectedTailStart(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
-  if (cut === null) return false;
+  if (cut === null) return null;
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const now = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 })?.freed ?? 0;
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 });
+  const now = plan?.freed ?? 0;
   const head = headLength(candidate.messages);
-  const expected = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress }).reduce((sum, index) => sum + sizes.perMessage[index]!, 0);
+  const repeated = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress });
+  const expected = repeated.reduce((sum, index) => sum + sizes.perMessage[index]!, 0);
   // And what it leaves must be back under the soft threshold: once what no compression frees (the messages, the
   // markers, the newest copies) has grown that large, the crossing needs the summary after it prepared now.
   const freed = now + expected;
-  return freed >= settings.compress.clearAtLeast && totalSize(sizes) - freed < settings.softThreshold * budget;
+  if (freed < settings.compress.clearAtLeast || totalSize(sizes) - freed >= settings.softThreshold * budget) return null;
+  const changedAt = plan === null ? cut : plan.messages.findIndex((message, index) => message !== candidate.messages[index]);
+  return { freed, firstChange: Math.min(changedAt === -1 ? cut : changedAt, ...repeated) };
 }
 
 /**
@@ -64,11 +83,17 @@ export function compressesAtCrossing(candidate: Candidate, sizes: RatioSizes, bu
  * turn to cut at, so the tiers of planCompaction have nothing to do), the
  * compression of its steps older than those the steps tier keeps raw, when
  * it frees `clear_at_least` and alone gets under the threshold; else null and
- * the old steps are summarized.
+ * the old steps are summarized. The results of `keep` (the working set) stay raw.
  */
-export function compressSteps(candidate: Candidate, sizes: Sizes, budget: number | null, settings: CompactionSettings, sizeOf: (message: ChatMessage) => number): CompressPlan | null {
+export function compressSteps(
+  candidate: Candidate,
+  sizes: Sizes,
+  budget: number | null,
+  settings: CompactionSettings,
+  sizeOf: (message: ChatMessage) => number,
+  keep: ReadonlySet<number>,
+): CompressPlan | null {
   const cut = stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
-  const keep = keptIndexes(workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf));
   const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
   return plan !== null && (budget === null || plan.size < settings.threshold * budget) ? plan : null;
 }

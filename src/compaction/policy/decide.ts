@@ -1,25 +1,15 @@
 import type { Config } from '../../config/schema.js';
 import type { ChatMessage } from '../../transcript/message.js';
-import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import type { Budget } from './budget.js';
-import type { Epoch, Tier } from '../types.js';
-import {
-  type Candidate,
-  type CompactionPlan,
-  type CompactionSettings,
-  type Trigger,
-  epochBoundary,
-  planCompaction,
-  summaryPairTokens,
-  triggerOf,
-  trustedMarks,
-} from './plan.js';
-import { withWorkingSet, workingSetOf } from './working-set.js';
+import type { Epoch } from '../types.js';
+import { type Candidate, type CompactionSettings, type Trigger, summaryPairTokens, triggerOf } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
-import { planSteps, type StepsPlan } from './plan-steps.js';
-import { type CompressPlan, compressForBudget, compressSettingsOf } from './compress-tier.js';
-import { compressesAtCrossing, compressNow, compressSteps } from './compress-ahead.js';
+import { compressForBudget, compressSettingsOf } from './compress-tier.js';
+import { compressesAtCrossing, compressNow, crossingCompression } from './compress-ahead.js';
+import { type CostSpeeds, compressionCost, compressionIsCheaper, crossingCost, summaryCost } from './cost.js';
+import { BUILT_IN_TIERS, planTiers, tierNamed } from './tiers/list.js';
+import { type ModelDecision, type ModelFreeDecision, type ModelFreeTier, type ModelTier, type Planned, type TierList, type TierPlan, isTierPlan } from './tiers/tier.js';
 
 /**
  * What to do with one candidate (DESIGN.md § The request path, 5 and 6): a
@@ -31,6 +21,8 @@ import { compressesAtCrossing, compressNow, compressSteps } from './compress-ahe
 export interface DecisionSettings extends CompactionSettings {
   /** Fraction of the budget from which the next epoch is prepared in the background. */
   readonly softThreshold: number;
+  /** The upstream's learned speeds, when the soft zone decides by cost (cost.ts); absent or null: by tokens alone. */
+  readonly cost?: CostSpeeds | null;
 }
 
 /** The settings of `compaction` in the configuration, as {@link decide} reads them. */
@@ -61,14 +53,13 @@ export interface EpochState {
 /** How many times a request waits for a running compaction of its conversation and decides again before deciding regardless. */
 export const MAX_WAITS = 3;
 
-/** A summary or steps plan: what a summary call writes notes for. */
-export type SummaryPlan = Extract<CompactionPlan, { tier: 'summary' }> | StepsPlan;
+/** A decision to compact with one of the built-in tiers, as its tier's kind (model-free, or written by a summary call) types it. */
+export type TierDecision = DecisionOfTier<(typeof BUILT_IN_TIERS)[number]>;
 
-/** Where the epoch a summary plan makes ends in the candidate and in the original history. */
-export interface Boundary {
-  readonly candidateEnd: number;
-  readonly sourceLength: number;
-}
+type DecisionOfTier<T> = T extends ModelTier<infer P> ? ModelDecision<P> : T extends ModelFreeTier<infer P> ? ModelFreeDecision<P> : never;
+
+/** The decisions whose epoch a summary call writes (the epoch writer's). */
+export type ModelTierDecision = Extract<TierDecision, { readonly counts: unknown }>;
 
 export type Decision =
   /** Forward the candidate as it is; `prepareNext` when it is in the soft zone (start the next epoch once answered). */
@@ -77,19 +68,10 @@ export type Decision =
   | { readonly kind: 'apply-pending'; readonly epoch: Epoch }
   /** Wait for the summary of this conversation already running, then decide again. */
   | { readonly kind: 'wait' }
-  | { readonly kind: 'prune'; readonly plan: Extract<CompactionPlan, { tier: 'prune' }>; readonly boundary: Boundary }
-  /** Old tool results compressed, no model call: an epoch like a pruning's. */
-  | { readonly kind: 'compress'; readonly plan: CompressPlan; readonly boundary: Boundary }
-  | { readonly kind: 'summary'; readonly plan: Extract<CompactionPlan, { tier: 'summary' }>; readonly boundary: Boundary; readonly counts: OldAndKept }
-  | { readonly kind: 'steps'; readonly plan: StepsPlan; readonly boundary: Boundary; readonly counts: OldAndKept }
+  /** Compact by a tier: its kind is the tier's name (tiers/list.ts). */
+  | TierDecision
   /** Even compacted it cannot fit: `needed` tokens, of which `summaryTokens` would be a summary's. */
   | { readonly kind: 'too-large'; readonly needed: number; readonly summaryTokens: number };
-
-/** For the report line: messages a summary replaces, and messages kept after the cut. */
-export interface OldAndKept {
-  readonly old: number;
-  readonly kept: number;
-}
 
 /**
  * Whether a request may skip hashing and the epoch lookup altogether: its size
@@ -114,7 +96,7 @@ export interface CandidateSizes extends Sizes {
  * decide(candidate, sizes, budgetOf(8192, undefined, 1024, 1024), { pending: null, running: false, attempt: 0 }, settings)
  * // → { kind: 'forward', size: 3100, prepareNext: false } for a history of 3.1k tokens
  */
-export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, configured: DecisionSettings): Decision {
+export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budget, epochs: EpochState, configured: DecisionSettings, tiers: TierList = BUILT_IN_TIERS): Decision {
   const settings = { ...configured, compress: compressForBudget(configured.compress, budget.tokens) };
   const size = totalSize(sizes);
   const trigger = triggerOf(size, candidate.messages.length, budget.tokens, settings);
@@ -123,6 +105,7 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     // In the soft zone, compress before preparing a summary: when it frees enough, no summary call is made for it. Not
     // while a summary of the conversation is pending or running: this epoch would leave that one behind, unused.
     if (soft && epochs.pending === null && !epochs.running) {
+      if (settings.cost != null) return softZoneByCost(candidate, sizes, budget, settings, settings.cost, tiers);
       const compressed = compressNow(candidate, sizes, budget.tokens, settings);
       if (compressed !== null) return compressed;
       // Compression will do at the crossing: no summary is prepared for it.
@@ -135,21 +118,10 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
   // Another request of this conversation is compacting it: wait for that epoch rather than start a second summary.
   if (epochs.running && epochs.attempt < MAX_WAITS) return { kind: 'wait' };
 
-  const plan = planTiers(candidate, sizes, budget.tokens, trigger, withSummaryOf(budget, settings));
-  switch (plan.tier) {
-    case 'nothing':
-      return budget.tokens !== null && size > budget.tokens ? { kind: 'too-large', needed: size, summaryTokens: 0 } : { kind: 'forward', size, prepareNext: false };
-    case 'too-large':
-      return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(budget.summaryTokens) };
-    case 'prune':
-      return { kind: 'prune', plan, boundary: epochBoundary(candidate, plan.cut) };
-    case 'compress':
-      return { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
-    case 'summary':
-      return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
-    case 'steps':
-      return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
-  }
+  const plan = planned(tiers, candidate, sizes, budget.tokens, trigger, withSummaryOf(budget, settings));
+  if (isTierPlan(plan)) return decisionOf(tiers, candidate, plan);
+  if (plan.tier === 'too-large') return { kind: 'too-large', needed: plan.needed, summaryTokens: summaryPairTokens(budget.summaryTokens) };
+  return budget.tokens !== null && size > budget.tokens ? { kind: 'too-large', needed: size, summaryTokens: 0 } : { kind: 'forward', size, prepareNext: false };
 }
 
 /**
@@ -163,12 +135,7 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
  * target. A 48-turn agent run on a 32k window saw pruning "do" in the soft
  * zone and met every crossing with a synchronous summary (issue 13, item 9).
  */
-export function decideAhead(
-  candidate: Candidate,
-  sizes: CandidateSizes,
-  budget: Budget,
-  settings: DecisionSettings,
-): Extract<Decision, { kind: 'summary' | 'steps' }> | null {
+export function decideAhead(candidate: Candidate, sizes: CandidateSizes, budget: Budget, settings: DecisionSettings, tiers: TierList = BUILT_IN_TIERS): ModelTierDecision | null {
   if (budget.tokens === null || budget.tokens <= 0) return null;
   const growth = Math.max(0, settings.threshold * budget.tokens - totalSize(sizes)) / budget.tokens;
   const ahead = {
@@ -181,10 +148,35 @@ export function decideAhead(
     // What is forwarded after the epoch, plus the growth to come, must meet the target at the crossing.
     target: Math.max(0, settings.target - growth),
   };
-  const plan = planTiers(candidate, sizes, budget.tokens, 'size', ahead);
-  if (plan.tier === 'summary') return { kind: 'summary', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
-  if (plan.tier === 'steps') return { kind: 'steps', plan, boundary: boundaryOf(candidate, plan), counts: countsOf(candidate, plan) };
-  return null;
+  const plan = planned(tiers, candidate, sizes, budget.tokens, 'size', ahead);
+  if (!isTierPlan(plan) || tierNamed(tiers, plan.tier)?.needsModel !== true) return null;
+  return decisionOf(tiers, candidate, plan) as ModelTierDecision;
+}
+
+/**
+ * The soft zone by cost (cost.ts), once the upstream's speeds are learned: the same three ways as by tokens
+ * (compress now, leave it to the crossing's compression, prepare a summary), but a compression now is taken
+ * when it frees a few percent of the budget and costs the server no more per token freed than the way it
+ * stands against: the crossing's compression when one can be expected (it frees more for about the same
+ * re-reading), else the summary that would be prepared.
+ */
+function softZoneByCost(candidate: Candidate, sizes: CandidateSizes, budget: Budget, settings: DecisionSettings, speeds: CostSpeeds, tiers: TierList): Decision {
+  const size = totalSize(sizes);
+  const tokens = budget.tokens!;
+  const threshold = settings.threshold * tokens;
+  const compressed = compressNow(candidate, sizes, tokens, settings, { atLeast: 0 });
+  const now = compressed === null ? null : compressionCost(candidate, sizes, compressed.plan, speeds);
+  const crossing = crossingCompression(candidate, sizes, tokens, settings);
+  if (crossing !== null) {
+    if (now !== null && compressionIsCheaper(now, crossingCost(sizes, crossing, threshold, speeds), tokens)) return compressed!;
+    return { kind: 'forward', size, prepareNext: false };
+  }
+  if (now !== null) {
+    const ahead = decideAhead(candidate, sizes, budget, settings, tiers);
+    const summary = ahead === null ? null : summaryCost(candidate, sizes, ahead.plan.size, threshold, budget.summaryTokens, speeds);
+    if (compressionIsCheaper(now, summary, tokens)) return compressed!;
+  }
+  return { kind: 'forward', size, prepareNext: true };
 }
 
 /** The settings with the summary planned at what this budget allows it (less than configured on a small window). */
@@ -192,47 +184,26 @@ function withSummaryOf<T extends CompactionSettings>(budget: Budget, settings: T
   return budget.summaryTokens === settings.summaryMaxTokens ? settings : { ...settings, summaryMaxTokens: budget.summaryTokens };
 }
 
-/** The tiers' plan, a summary or steps cut carrying the files of the working set it would take (policy/working-set.ts). */
-function planTiers(candidate: Candidate, sizes: CandidateSizes, budget: number | null, trigger: Trigger, settings: CompactionSettings): CompactionPlan | StepsPlan {
+/** The tiers' plan for a candidate, its new messages sized with the candidate's ratio. */
+function planned(tiers: TierList, candidate: Candidate, sizes: CandidateSizes, budget: number | null, trigger: Trigger, settings: CompactionSettings): Planned {
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const files = workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf);
-  return withWorkingSet(chosenTier(candidate, sizes, budget, trigger, settings, sizeOf), files, budget, sizeOf);
+  return planTiers(tiers, candidate, sizes, budget, trigger, settings, sizeOf);
 }
 
-/** Tiers 1 and 2, then tier 3 when one long turn is the problem and its steps do better. */
-function chosenTier(candidate: Candidate, sizes: CandidateSizes, budget: number | null, trigger: Trigger, settings: CompactionSettings, sizeOf: (message: ChatMessage) => number): CompactionPlan | StepsPlan {
-  const plan = planCompaction(candidate, sizes, budget, trigger, settings, sizeOf);
-  const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
-  const needsSteps = plan.tier === 'nothing' || plan.tier === 'too-large' || (plan.tier === 'summary' && plan.size > target);
-  if (!needsSteps || (plan.tier === 'nothing' && trigger === 'count')) return plan;
-  // One long turn: its old steps are compressed, when that is enough, before they are summarized.
-  const compressed = trigger === 'size' && plan.tier !== 'summary' ? compressSteps(candidate, sizes, budget, settings, sizeOf) : null;
-  if (compressed !== null) return compressed;
-  const steps = planSteps(candidate, sizes, budget, settings);
-  if (steps === null) return plan;
-  if (plan.tier === 'summary' && steps.size >= plan.size) return plan;
-  if (budget !== null && steps.size > budget) {
-    return plan.tier === 'summary' ? plan : { tier: 'too-large', needed: steps.size - settings.summaryMaxTokens };
-  }
-  return steps;
+/**
+ * The decision to compact by the tier that made `plan`: the epoch's boundary
+ * and, for a tier a summary call writes, what its report line counts. Typed
+ * as a built-in tier's: a list given at run time (a test's) types its own.
+ */
+function decisionOf(tiers: TierList, candidate: Candidate, plan: TierPlan): TierDecision {
+  const tier = tierNamed(tiers, plan.tier);
+  if (tier === undefined) throw new Error(`no tier named ${plan.tier} made this plan`);
+  const boundary = tier.boundaryOf(candidate, plan);
+  const decision = tier.needsModel ? { kind: plan.tier, plan, boundary, counts: tier.countsOf(candidate, plan) } : { kind: plan.tier, plan, boundary };
+  return decision as TierDecision;
 }
 
-/** Where the part a plan rewrites ends: the cut, or one past it for steps (the first kept message carries the notes), or past the kept results a summary prunes. */
-function coveredEnd(plan: SummaryPlan): number {
-  return plan.tier === 'steps' ? plan.cut + 1 : Math.max(plan.cut, plan.prunedKept?.end ?? 0);
-}
-
-function boundaryOf(candidate: Candidate, plan: SummaryPlan): Boundary {
-  return epochBoundary(candidate, coveredEnd(plan));
-}
-
-function countsOf(candidate: Candidate, plan: SummaryPlan): OldAndKept {
-  const head = headLength(candidate.messages);
-  const keptTurnStart = plan.tier === 'summary' && plan.turnStart !== undefined ? 1 : 0;
-  return { old: plan.cut - head - (plan.tier === 'steps' ? 1 : 0), kept: candidate.messages.length - plan.cut + keptTurnStart };
-}
-
-/** Whether a decision makes a new epoch from the candidate. */
-export function compacts(decision: Decision): decision is Extract<Decision, { kind: 'prune' | 'compress' | 'summary' | 'steps' }> {
-  return decision.kind === 'prune' || decision.kind === 'compress' || decision.kind === 'summary' || decision.kind === 'steps';
+/** Whether a decision makes a new epoch from the candidate: a tier's. */
+export function compacts(decision: Decision): decision is TierDecision {
+  return 'plan' in decision;
 }

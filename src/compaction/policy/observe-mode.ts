@@ -1,7 +1,9 @@
 import type { Budget } from './budget.js';
 import type { Decision, DecisionSettings } from './decide.js';
-import type { Tier } from '../types.js';
-import { compressedLine, prunedLine, reusedLine, wouldLine, wouldPrepareLine, wouldRefuseLine, wouldSummarizeLine } from './report.js';
+import type { TierName } from '../types.js';
+import { reusedLine, wouldPrepareLine, wouldRefuseLine } from './report.js';
+import { BUILT_IN_TIERS, tierNamed } from './tiers/list.js';
+import type { ModelDecision, TierList } from './tiers/tier.js';
 
 /**
  * Observe mode (`compaction.mode: observe`): a decision said, not done. The
@@ -15,14 +17,14 @@ export interface Observed {
   /** The line, or null when nothing would have been done. */
   readonly line: string | null;
   /** The tier that would have compacted, for the metrics; null for none. */
-  readonly tier: Tier | null;
+  readonly tier: TierName | null;
   /** Whether the decision compacts (or refuses): counted as an `observed` compaction. */
   readonly counted: boolean;
   /** The size that would have been forwarded. */
   readonly after: number;
 }
 
-export function observedDecision(decision: Decision, options: { before: number; budget: Budget; reusing: boolean }): Observed {
+export function observedDecision(decision: Decision, options: { before: number; budget: Budget; reusing: boolean }, tiers: TierList = BUILT_IN_TIERS): Observed {
   const { before, budget } = options;
   switch (decision.kind) {
     case 'forward':
@@ -34,15 +36,12 @@ export function observedDecision(decision: Decision, options: { before: number; 
       return { line: 'would wait for the summary already running', tier: null, counted: false, after: before };
     case 'too-large':
       return { line: wouldRefuseLine({ needed: decision.needed + decision.summaryTokens, window: budget.window }), tier: null, counted: true, after: before };
-    case 'prune':
-      return { line: wouldLine(prunedLine({ results: decision.plan.pruned, before, after: decision.plan.size })), tier: 'prune', counted: true, after: decision.plan.size };
-    case 'compress':
-      return { line: wouldLine(compressedLine({ results: decision.plan.results, before, after: decision.plan.size })), tier: 'compress', counted: true, after: decision.plan.size };
-    case 'summary':
-    case 'steps': {
-      const tier = decision.kind === 'steps' ? 'steps' : 'summary';
-      const compressed = decision.plan.tier === 'summary' ? decision.plan.prunedKept?.compressed : undefined;
-      return { line: wouldSummarizeLine({ tier, ...decision.counts, before, after: decision.plan.size, compressed }), tier, counted: true, after: decision.plan.size };
+    default: {
+      // A tier's decision, said in its own words.
+      const tier = tierNamed(tiers, decision.kind);
+      if (tier === undefined) throw new Error(`no tier is named ${decision.kind}`);
+      const line = tier.needsModel ? tier.wouldLine(decision as ModelDecision, before) : tier.wouldLine(decision, before);
+      return { line, tier: tier.name, counted: true, after: decision.plan.size };
     }
   }
 }

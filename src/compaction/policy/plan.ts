@@ -1,13 +1,9 @@
 import type { ChatMessage } from '../../transcript/message.js';
-import { headLength, turnRanges, balanceCut, stepRanges } from '../../transcript/groups.js';
+import { headLength, turnRanges, balanceCut } from '../../transcript/groups.js';
 import { isMarked } from '../../transcript/marks.js';
-import { pruneToolResults } from '../../transcript/prune.js';
 import type { Epoch } from '../types.js';
-import { type CompressPlan, type CompressTierSettings, planCompress, resized } from './compress-tier.js';
-import { type CompressedKept, compressedKept, keptPartOf } from './kept-part.js';
+import type { CompressTierSettings } from './compress-tier.js';
 import { type Sizes, totalSize } from './sizing.js';
-import type { WorkingFile } from '../../transcript/compress/working-set.js';
-import { cutKeepingFiles, keptIndexes, workingSetOf } from './working-set.js';
 
 /**
  * Planning: pure decisions over a candidate history. No I/O, no clock; sizes
@@ -93,31 +89,15 @@ export function summaryPairTokens(summaryMaxTokens: number): number {
  */
 const SUMMARY_PAIR_OVERHEAD_TOKENS = 64;
 
-export type CompactionPlan =
-  | { readonly tier: 'prune'; readonly cut: number; readonly messages: ChatMessage[]; readonly pruned: number; readonly size: number }
-  | CompressPlan
-  /**
-   * `turnStart`: when the cut goes through the last complete turn (its last
-   * steps kept raw), the user message that starts it, kept raw before them.
-   */
-  | { readonly tier: 'summary'; readonly cut: number; readonly size: number; readonly turnStart?: number; readonly prunedKept?: PrunedKept; readonly workingSet?: readonly WorkingFile[] }
-  | { readonly tier: 'nothing'; readonly reason: NothingToCompact }
-  | { readonly tier: 'too-large'; readonly needed: number };
-
 /**
- * Kept turns whose old tool results a summary forwards pruned or compressed:
- * the candidate with them so, and the end of the last changed one (the epoch covers up to
- * there, so the pruned copies are what is forwarded from now on).
+ * What the tiers leave when none of them has a plan: nothing to do (the
+ * candidate is forwarded as it is), or too large whatever is done (`needed`
+ * tokens, the summary's own not counted).
  */
-export interface PrunedKept {
-  readonly messages: readonly ChatMessage[];
-  readonly end: number;
-  /** The kept results the compression tier compressed (the rest of `messages`' changes are prunings); absent: none. */
-  readonly compressed?: CompressedKept | undefined;
-}
+export type NoPlan = { readonly tier: 'nothing'; readonly reason: NothingToCompact } | { readonly tier: 'too-large'; readonly needed: number };
 
 /** "Nothing to do" is an outcome, not an error: the candidate is forwarded as it is. */
-export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count' | 'no-gain';
+export type NothingToCompact = 'one-turn' | 'only-summary' | 'no-budget-and-no-count' | 'no-gain' | 'no-tier';
 
 /**
  * Where a compaction cuts: the start of the oldest turn kept raw. Keeps the
@@ -155,120 +135,12 @@ export function chooseCut(
   return balanceCut(messages, starts[cutIndex]!);
 }
 
-/**
- * When the cut keeps only the last turn (a request's last turn is its new user
- * message) because the complete turn before it alone is larger than
- * `keepRecent × budget`, the last steps of that turn that fit, kept raw behind
- * its user message: the cut moves to a step boundary inside it. Keeping only
- * the new user message left the model with nothing of what it just did (a
- * 48-turn agent run kept 211 of 32.1k tokens, issue 13 item 10). Null when
- * there is no such turn, or not even its last step fits.
- */
-function cutThroughLastTurn(
-  candidate: Candidate,
-  sizes: Sizes,
-  budget: number | null,
-  settings: CompactionSettings,
-  cut: number,
-): { cut: number; turnStart: number } | null {
-  if (budget === null || settings.maxMessages > 0) return null;
-  const { messages } = candidate;
-  const head = headLength(messages);
-  const turns = turnRanges(messages, head);
-  const last = turns.at(-1);
-  const previous = turns.at(-2);
-  // Only when the cut kept nothing but the last turn, and the turn before it is a real one (not the head's summary pair).
-  if (last === undefined || previous === undefined || last.start !== cut || previous.start <= head) return null;
-  const steps = stepRanges(messages, { start: previous.start + 1, end: previous.end });
-  const keepTokens = settings.keepRecent * budget;
-  const fixed = sizes.perMessage[previous.start]! + totalSize(sizes, cut, messages.length);
-  let first = steps.length;
-  while (first > 0 && fixed + totalSize(sizes, steps[first - 1]!.start, cut) <= keepTokens) first--;
-  // Every step fits: the whole turn would have been kept; none fits: nothing to keep raw.
-  if (first === 0 || first === steps.length) return null;
-  return { cut: steps[first]!.start, turnStart: previous.start };
-}
-
 /** Whether the old part holds anything beyond compactor's own marked messages (an earlier summary or notice), where the epoch put them. */
-function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number, to: number, marked: ReadonlySet<number>): boolean {
+export function hasSomethingToSummarize(messages: readonly ChatMessage[], from: number, to: number, marked: ReadonlySet<number>): boolean {
   for (let index = from; index < to; index++) {
     if (!marked.has(index) || !isMarked(messages[index]!)) return true;
   }
   return false;
-}
-
-/**
- * Chooses the cheapest tier that brings the candidate under `target × budget`:
- * pruning old tool results (no model call), else compressing them (no model
- * call; enough when under the threshold), else summarizing the old turns.
- * A summary that lands between the target and the budget is still taken (it is
- * the best there is); a candidate whose kept part alone exceeds the budget is
- * `too-large`.
- */
-export function planCompaction(
-  candidate: Candidate,
-  sizes: Sizes,
-  budget: number | null,
-  trigger: Trigger,
-  settings: CompactionSettings,
-  sizeOf: (message: ChatMessage) => number,
-): CompactionPlan {
-  const { messages } = candidate;
-  const head = headLength(messages);
-  const cut = chooseCut(candidate, sizes, budget, settings);
-  const total = totalSize(sizes);
-  if (cut === null) {
-    return budget !== null && total > budget ? { tier: 'too-large', needed: total } : { tier: 'nothing', reason: 'one-turn' };
-  }
-  if (!hasSomethingToSummarize(messages, head, cut, trustedMarks(candidate))) {
-    const kept = totalSize(sizes, 0, head) + totalSize(sizes, cut, messages.length);
-    return budget !== null && kept > budget ? { tier: 'too-large', needed: kept } : { tier: 'nothing', reason: 'only-summary' };
-  }
-  const target = budget === null ? Number.POSITIVE_INFINITY : settings.target * budget;
-  // The working set stays raw through every tier: no pruning or compression touches it.
-  const workingSet = workingSetOf({ messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf);
-  const keep = keptIndexes(workingSet);
-
-  if (trigger === 'size') {
-    const pruned = pruneToolResults(messages, settings.pruneMaxResultChars, { from: head, to: cut, shouldPrune: (_, index) => !keep.has(index) });
-    const { size, changed: count } = resized(messages, pruned, sizes, total, { from: head, to: cut }, sizeOf);
-    if (count > 0 && size <= target) return { tier: 'prune', cut, messages: [...pruned], pruned: count, size };
-    // Compression alone brings it under the threshold: no summary is asked for (the next epoch, if it comes to that, is prepared in the soft zone).
-    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
-    if (compressed !== null && (budget === null || compressed.size < settings.threshold * budget)) return compressed;
-  }
-
-  // Kept turns are measured with their old tool results pruned (those of complete turns, never of the current one) and
-  // compressed (those before the protected tail), and forwarded so: compressed turns are smaller, and more of them stay.
-  const lastTurnStart = turnRanges(messages, head).at(-1)!.start;
-  const part = trigger === 'size' ? keptPartOf(messages, sizes, { cut, lastTurnStart }, { ...settings, keep }, sizeOf) : null;
-  const keptPruned = part?.messages ?? messages;
-  const measured = part?.sizes ?? sizes;
-  let keptCut = keptPruned === messages ? cut : (chooseCut(candidate, measured, budget, settings) ?? cut);
-  if (!hasSomethingToSummarize(messages, head, keptCut, trustedMarks(candidate))) keptCut = cut;
-  // The working set stays in place where its turns fit its share: kept there, a later re-read supersedes it (compressed),
-  // where a copy carried after the notes would stay beside the newer one until the next summary.
-  const inPlace = budget === null ? keptCut : cutKeepingFiles(messages, measured, workingSet, keptCut, (settings.workingSet ?? 0) * budget);
-  if (inPlace !== keptCut && hasSomethingToSummarize(messages, head, inPlace, trustedMarks(candidate))) keptCut = inPlace;
-  const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
-  const summaryCut = throughTurn?.cut ?? keptCut;
-  let prunedEnd = 0;
-  for (let index = summaryCut; index < lastTurnStart; index++) if (keptPruned[index] !== messages[index]) prunedEnd = index + 1;
-  const keptSizes = prunedEnd === 0 ? sizes : measured;
-  const keptTurnStart = throughTurn === null ? 0 : keptSizes.perMessage[throughTurn.turnStart]!;
-  const size = totalSize(keptSizes, 0, head) + summaryPairTokens(settings.summaryMaxTokens) + keptTurnStart + totalSize(keptSizes, summaryCut, messages.length);
-  if (budget !== null && size > budget) return { tier: 'too-large', needed: size - summaryPairTokens(settings.summaryMaxTokens) };
-  // A summary must lower what fired: the tokens (its pair may cost as much as `size` says), or the count
-  // (its pair is two messages). When it cannot and the history fits as it is, a model call only makes it worse.
-  const gains = trigger === 'size' ? size < total : cut - head > 2;
-  if (!gains && (budget === null || total <= budget)) return { tier: 'nothing', reason: 'no-gain' };
-  return {
-    tier: 'summary',
-    cut: summaryCut,
-    size,
-    ...(throughTurn === null ? {} : { turnStart: throughTurn.turnStart }),
-    ...(prunedEnd === 0 ? {} : { prunedKept: { messages: keptPruned, end: prunedEnd, compressed: compressedKept(part!, sizes, summaryCut, prunedEnd) } }),
-  };
 }
 
 /**

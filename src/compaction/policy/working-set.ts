@@ -10,8 +10,9 @@ import { type Sizes, totalSize } from './sizing.js';
  * `compaction.working_set` × budget tokens, stays raw through every tier. The
  * prune and compression tiers leave its results alone (`keptIndexes`); a
  * summary or steps plan whose cut would take some of them carries them after
- * its notes, and counts what they cost (`withWorkingSet`). Pure. Written
- * without plan.ts's types so plan.ts can call it without a circle.
+ * its notes, and counts what they cost (`withWorkingSet`, which
+ * tiers/list.ts applies to the plan of every tier that writes notes). Pure.
+ * Written without plan.ts's types so plan.ts can call it without a circle.
  */
 
 interface Plannable {
@@ -41,28 +42,25 @@ export function keptIndexes(files: readonly WorkingFile[]): ReadonlySet<number> 
   return new Set(files.filter((file) => !file.carried).map((file) => file.index));
 }
 
-/** A summary or steps plan as the working set reads it: where it cuts, what it expects to cost, the files it carries. */
+/** A plan of a tier that writes notes, as the working set reads it: where it cuts, what it expects to cost, the files it carries. */
 interface CutPlan {
-  readonly tier: string;
   readonly cut: number;
   readonly size: number;
   readonly workingSet?: readonly WorkingFile[];
 }
 
 /**
- * The plan with the files of the working set its cut would take carried
- * after its notes: those read before the cut, and those earlier notes
- * carried. Its size counts them; when that would exceed the budget the
- * oldest go first. Any other plan as it is.
+ * The plan of a tier that writes notes (a summary, steps) with the files of
+ * the working set its cut would take carried after its notes: those read
+ * before the cut, and those earlier notes carried. Its size counts them;
+ * when that would exceed the budget the oldest go first.
  */
-export function withWorkingSet<P extends { readonly tier: string }>(plan: P, files: readonly WorkingFile[], budget: number | null, sizeOf: (message: ChatMessage) => number): P {
-  if (plan.tier !== 'summary' && plan.tier !== 'steps') return plan;
-  const cutPlan = plan as unknown as CutPlan;
-  const carried = files.filter((file) => file.carried || file.index < cutPlan.cut);
+export function withWorkingSet<P extends CutPlan>(plan: P, files: readonly WorkingFile[], budget: number | null, sizeOf: (message: ChatMessage) => number): P {
+  const carried = files.filter((file) => file.carried || file.index < plan.cut);
   const cost = (kept: readonly WorkingFile[]): number => (kept.length === 0 ? 0 : sizeOf({ role: 'user', content: workingSetBlock(kept) }));
-  while (carried.length > 0 && budget !== null && cutPlan.size + cost(carried) > budget) carried.pop();
+  while (carried.length > 0 && budget !== null && plan.size + cost(carried) > budget) carried.pop();
   if (carried.length === 0) return plan;
-  return { ...plan, size: cutPlan.size + cost(carried), workingSet: carried };
+  return { ...plan, size: plan.size + cost(carried), workingSet: carried };
 }
 
 /**

@@ -57,14 +57,15 @@ function describeSummaryFailure(error: unknown): string {
  */
 export async function summarize(request: SummarizeRequest, call: ChatCall): Promise<SummaryResult> {
   let calls = 0;
-  const { slotKey } = request;
+  const { slotKey, place } = request;
+  const where = place === undefined ? {} : { place };
   const countedOn =
     (slot: SummarySlot): ChatCall =>
     (body, signal) => {
       calls++;
       return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
     };
-  const counted = countedOn({ kind: 'summary', key: slotKey ?? '' });
+  const counted = countedOn({ kind: 'summary', key: slotKey ?? '', ...where });
   let suffixFailure: unknown;
   try {
     const suffix = await summarizeSuffix(request, counted);
@@ -74,7 +75,7 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     suffixFailure = error;
   }
   try {
-    const notes = await summarizePrepend(request, countedOn({ kind: 'guest' }));
+    const notes = await summarizePrepend(request, countedOn({ kind: 'guest', ...where }));
     return { notes, mode: 'prepend', calls };
   } catch (error) {
     const reason = describeSummaryFailure(error);

@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { InternalError, ProxyError } from '../../errors.js';
+import { ClientStalledError, InternalError, ProxyError } from '../../errors.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { discardBody } from '../../upstream/body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
@@ -22,7 +22,19 @@ import type { ChatRoute } from './route.js';
 const NO_BYTES = Buffer.alloc(0);
 
 /** Shared by every early answer: writeHead reads it, never changes it. */
-const EARLY_HEADERS: Readonly<Record<string, string>> = { 'content-type': 'text/event-stream', ...SSE_RESPONSE_HEADERS };
+/**
+ * The head of a stream that starts before its summary is written: the
+ * report is not known yet, so `x-compactor` comes as an HTTP trailer (and as
+ * an SSE comment, for clients that read no trailers), declared here; the
+ * header itself says where to look, for clients that read headers only.
+ */
+const EARLY_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream',
+  ...SSE_RESPONSE_HEADERS,
+  'x-compactor': 'compacting; the report follows in the x-compactor trailer and a ": summarized ..." SSE comment',
+  trailer: 'x-compactor',
+  'access-control-expose-headers': 'x-compactor',
+};
 
 export class AnswerWriter implements Ending, ResponseCloseListener {
   readonly request: FastifyRequest;
@@ -37,6 +49,8 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
   early = false;
   /** SSE headers went out (early or with the upstream's answer): the streams gauge counts this exchange. */
   #streaming = false;
+  /** The client read nothing of the answer for `upstream.timeouts.idle_ms` and was cut. */
+  #stalled = false;
 
   constructor(request: FastifyRequest, reply: FastifyReply, route: ChatRoute) {
     this.request = request;
@@ -153,7 +167,18 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
   relayLeft(body: UpstreamResponse['body']): void {
     this.abort.abort();
     discardBody(body);
-    this.record.errorCode = 'client_closed';
+    if (!this.#stalled) this.record.errorCode = 'client_closed';
+  }
+
+  /**
+   * The client read nothing of an answer taken in ahead of it for
+   * `upstream.timeouts.idle_ms` (client-reads.ts): its connection is cut,
+   * as a stalled upstream's stream is, and logged with why. An error event
+   * would only wait behind the bytes it does not read.
+   */
+  clientStalled(): void {
+    this.#stalled = true;
+    this.cutWithError(new ClientStalledError());
   }
 
   /** The client left: nothing to answer; the upstream request (if any) is already aborted. */

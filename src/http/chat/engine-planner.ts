@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine.js';
-import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
+import { tenantOfRequest } from '../tenant.js';
 import type { CallHeaders } from '../../compaction/ports.js';
 import { type WireFormat, chatRequestView } from '../../formats/registry.js';
 import type { RequestView } from '../../transcript/request-view.js';
@@ -15,34 +15,6 @@ import type { RequestView } from '../../transcript/request-view.js';
 
 /** How often a streamed request waiting for a summary is told it still waits: well inside proxies' idle timeouts. */
 const PROGRESS_REPEAT_MS = 5_000;
-
-/**
- * Who is asking: the tenant the key check found, else a hash of the client's
- * whole credential, any scheme (a proxy without `auth.keys` still never
- * shares a summary between two credentials), else a tenant of its own for
- * clients that send none.
- */
-export function tenantOfRequest(context: Pick<ChatContext, 'tenant' | 'headers'>): string {
-  if (context.tenant !== '') return context.tenant;
-  const authorization = joined(context.headers.authorization);
-  const apiKey = joined(context.headers['x-api-key']);
-  // The planner and the dashboard both ask, and one client sends the same credential request after request:
-  // the last credential's digest is kept, so a request hashes it once at most, most requests not at all.
-  if (authorization !== lastCredential.authorization || apiKey !== lastCredential.apiKey) {
-    lastCredential = { authorization, apiKey, tenant: tenantOf({ authorization, apiKey }) };
-  }
-  return lastCredential.tenant;
-}
-
-let lastCredential: { readonly authorization: string | undefined; readonly apiKey: string | undefined; readonly tenant: string } = {
-  authorization: undefined,
-  apiKey: undefined,
-  tenant: tenantOf({}),
-};
-
-function joined(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join('\n') : value;
-}
 
 /**
  * The client's credential, forwarded with compactor's own upstream calls

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { HeaderRecord, UpstreamResponse } from '../../upstream/client.js';
 import { forwardRequestHeaders } from '../headers.js';
 import { targetPath } from '../request-record.js';
@@ -11,7 +12,7 @@ import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
-import { SlotHold, pinToSlot } from './slot-pin.js';
+import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -38,10 +39,23 @@ export async function runChatExchange(request: FastifyRequest, reply: FastifyRep
 async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
   // Planned and forwarded in a function of its own: its frame, which holds the parsed body, is gone while the answer streams.
   const sent = await planAndForward(answer, slot);
-  if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded);
+  // An exchange on a llama-server slot takes the answer in ahead of its client: the slot goes to the next when the upstream is done.
+  if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded, slot.held ? SLOT_READ_AHEAD : undefined);
 }
 
 async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
+  // A large body takes its place in limits.in_flight_bytes for its read, plan and forward (body-budget.ts); it may wait, or get a 503.
+  const body: unknown = answer.request.body;
+  const { bodies } = answer.route.options;
+  const release = bodies !== undefined && Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES ? await bodies.take(body.length) : undefined;
+  try {
+    return await readPlanAndForward(answer, slot);
+  } finally {
+    release?.();
+  }
+}
+
+async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
   const { hooks } = answer.route.options;
   let planned = await readAndPlan(answer);
   if (planned === undefined) return undefined;

@@ -1,3 +1,5 @@
+import type { PrefixPrint } from '../prefix-print.js';
+import type { WallTimes } from '../../upstream/server-speeds.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChatRequestBody, WireFormat } from '../../formats/registry.js';
@@ -124,6 +126,8 @@ export interface RequestFigures extends ReadFigures {
   readonly repairs: readonly PairProblem[];
   /** The llama-server slot the request went to, if pinned. */
   readonly slot: number | null;
+  /** The digests the prefix-break ledger compares (prefix-print.ts): no text. */
+  readonly prefix?: PrefixPrint;
 }
 
 export interface UsageObservation {
@@ -141,6 +145,8 @@ export interface UsageObservation {
   readonly usage: Usage | undefined;
   /** llama-server's `timings` (`cache_n`, `prompt_n`, …), when present. */
   readonly timings: Timings | undefined;
+  /** A streamed answer's wall times (to its first byte, then to its last): the server's speeds where it sends no timings. */
+  readonly wall?: WallTimes | undefined;
 }
 
 /**

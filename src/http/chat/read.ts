@@ -25,6 +25,8 @@ export interface ReadSettings {
   readonly observing: boolean;
   /** `limits.max_items`: the planning work a request may cost. */
   readonly maxItems: number;
+  /** `limits.max_values`: the JSON values a body may hold, counted before any parse. */
+  readonly maxValues: number;
 }
 
 /**
@@ -35,8 +37,8 @@ export interface ReadSettings {
  * between slices; an ordinary body is read at once, with no pause.
  */
 export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): Promise<ExchangeRead> {
-  const { format, pairs, observing, maxItems } = settings;
-  const parsedAhead = await parseAhead(body, format.listKey, maxItems, nextTurnOfTheEventLoop);
+  const { format, pairs, observing, maxItems, maxValues } = settings;
+  const parsedAhead = await parseAhead(body, format.listKey, { maxItems, maxValues }, nextTurnOfTheEventLoop);
   const steps = format.read({ raw: body, contentType, pairs, observe: observing, maxItems, parsedAhead });
   const large = Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES;
   const request = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);

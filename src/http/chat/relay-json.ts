@@ -3,19 +3,20 @@ import type { UpstreamResponse } from '../../upstream/client.js';
 import { isContextExceeded } from '../../upstream/refusal.js';
 import { extractUsage, type UsageFound, type UsageWords } from '../../upstream/usage.js';
 import { usageOfJsonText } from '../../upstream/usage-text.js';
-import type { ChunkTap } from '../relay.js';
+import type { ChunkTap, ReadAhead } from '../relay.js';
 import { relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
 import type { Forwarded } from './plan.js';
 import { midStreamError } from './relay-stream.js';
-import { type UsageSource, hasUsageHooks, reportUsageLater } from './usage-hooks.js';
+import { type UsageSource, hasUsageHooks, reportUsageLater, serverTimesOf } from './usage-hooks.js';
 
 /**
  * How a JSON (non-streamed) answer is relayed: byte for byte as it comes,
  * with a copy kept when something must read it afterwards: the usage
  * figures of a 2xx answer, or an error answer's context-exceeded refusal
  * (counted in the metrics). A JSON body cut short cannot be mended: the
- * client's connection is cut, so it never passes for a whole answer.
+ * client's connection is cut, so it never passes for a whole answer. With
+ * `ahead` (see respond.ts) the body is read on while the client is slow.
  */
 
 // A JSON answer copied for the usage tap beyond this size is not parsed:
@@ -61,7 +62,7 @@ class JsonCopy implements ChunkTap, UsageSource {
  * Relays a JSON answer whose head already went out. `encoded`: the upstream
  * compressed it, so there is nothing to read in the copy.
  */
-export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean): Promise<void> {
+export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean, ahead?: ReadAhead): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const succeeded = status >= 200 && status < 300;
@@ -70,7 +71,7 @@ export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, 
   const readRefusal = !succeeded && writer.route.options.onContextExceeded !== undefined;
   const copy = !encoded && (collectUsage || readRefusal) ? new JsonCopy(collectUsage ? MAX_TAPPED_JSON_BYTES : MAX_ERROR_BODY_BYTES, writer.route.format.usage) : undefined;
 
-  const end = await relay(body, writer.response, copy);
+  const end = await relay(body, writer.response, copy, ahead);
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
@@ -87,5 +88,15 @@ export async function relayJson(writer: AnswerWriter, answer: UpstreamResponse, 
   }
   writer.response.end();
   if (readRefusal && copy !== undefined && isContextExceeded(copy.parsed())) writer.route.options.onContextExceeded?.(forwarded.figures.model);
-  if (collectUsage) reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source: copy, log: writer.request.log });
+  if (!collectUsage) return;
+  // Read here, once, so the log line carries the server's timings; the hooks still run on the next turn of the loop.
+  let found: UsageFound | undefined;
+  try {
+    found = copy?.usageFound();
+  } catch {
+    found = undefined;
+  }
+  record.server = serverTimesOf(found?.timings);
+  const source = found === undefined ? copy : { usageFound: () => found };
+  reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source, log: writer.request.log });
 }

@@ -2,10 +2,10 @@ import { failureReason, toUpstreamError } from '../../upstream/failure.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
 import { SseTap } from '../../upstream/sse.js';
 import { type ProxyError, UpstreamStreamError } from '../../errors.js';
-import { relay } from '../relay.js';
+import { type ReadAhead, relay } from '../relay.js';
 import type { AnswerWriter } from './answer.js';
 import type { Forwarded } from './plan.js';
-import { hasUsageHooks, reportUsageLater } from './usage-hooks.js';
+import { hasUsageHooks, reportUsageLater, serverTimesOf } from './usage-hooks.js';
 
 /**
  * How a streamed (SSE) answer is relayed: chunk by chunk as the upstream
@@ -40,7 +40,7 @@ export function midStreamError(error: Error): ProxyError {
 }
 
 /** Relays a streamed answer whose head (or early head) already went out. */
-export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean): Promise<void> {
+export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, encoded: boolean, ahead?: ReadAhead): Promise<void> {
   const { status, body } = answer;
   const record = writer.record;
   const response = writer.response;
@@ -49,7 +49,8 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
   // Compressed bytes are not text: there is nothing for a tap to read in them.
   const tap = encoded ? undefined : new SseTap(writer.route.format, { collectUsage });
 
-  const end = await relay(body, response, tap);
+  const relayStarted = performance.now();
+  const end = await relay(body, response, tap, ahead);
   record.bytes += end.bytes;
   switch (end.kind) {
     case 'client-closed':
@@ -79,5 +80,9 @@ export async function relayStream(writer: AnswerWriter, answer: UpstreamResponse
     record.errorCode = UPSTREAM_ERROR_EVENT;
     record.errorStatus = errorStatus;
   }
-  if (collectUsage) reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, log: writer.request.log });
+  record.server = serverTimesOf(tap?.timings);
+  if (collectUsage) {
+    const wall = { firstByteMs: record.upstreamMs ?? 0, restMs: performance.now() - relayStarted };
+    reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: true, source: tap, wall, log: writer.request.log });
+  }
 }

@@ -1,7 +1,8 @@
 import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
-import { tenantOfRequest } from './engine-planner.js';
+import { prefixPrintOf } from '../prefix-print.js';
+import { tenantOfRequest } from '../tenant.js';
 import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
 
 /**
@@ -23,7 +24,9 @@ export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwar
   const changed = forwarded !== context.body;
   // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
   const estimated = changed && clientTokens === undefined;
-  return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null };
+  const forwardedMessages = forwarded['messages'];
+  const prefix = prefixPrintOf(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
+  return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix };
 }
 
 function estimatesOf(context: ChatContext, forwarded: Readonly<Record<string, unknown>>): RequestFigures['estimates'] {

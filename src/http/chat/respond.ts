@@ -11,6 +11,8 @@ import { relayStream } from './relay-stream.js';
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from '../bounded-body.js';
 import { relayJson } from './relay-json.js';
 import type { Forwarded } from './plan.js';
+import type { ReadAhead } from '../relay.js';
+import { watchClientReads } from '../client-reads.js';
 
 /**
  * The second half of a chat exchange: the upstream's answer head, passed on
@@ -27,7 +29,12 @@ function exposedWith(value: OutgoingHttpHeaders[string], name: string): string {
   return names.some((part) => part.toLowerCase() === name || part === '*') ? names.join(', ') : [...names, name].join(', ');
 }
 
-export async function respond(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded): Promise<void> {
+/**
+ * `ahead`: the answer is taken in ahead of the client (an exchange that holds
+ * a llama-server slot gives it back when the upstream is done), and a client
+ * that then reads nothing for `upstream.timeouts.idle_ms` is cut.
+ */
+export async function respond(writer: AnswerWriter, answer: UpstreamResponse, forwarded: Forwarded, ahead?: ReadAhead): Promise<void> {
   const { status, body } = answer;
   const mediaType = mediaTypeOf(answer.headers['content-type']);
   const streamed = mediaType === EVENT_STREAM;
@@ -61,7 +68,11 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (forwarded.report !== undefined) writer.write(sseComment(forwarded.report));
+    if (forwarded.report !== undefined) {
+      writer.write(sseComment(forwarded.report));
+      // Declared in the early head: sent after the last chunk, where a client that reads trailers finds the report.
+      writer.response.addTrailers({ 'x-compactor': headerText(forwarded.report) });
+    }
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
     if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
@@ -73,6 +84,7 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
     writer.head(status, outgoing, streamed);
   }
 
-  if (streamed) await relayStream(writer, answer, forwarded, encoded);
-  else await relayJson(writer, answer, forwarded, encoded);
+  if (ahead !== undefined) watchClientReads(writer.response, writer.route.options.config.upstream.timeouts.idle_ms, () => writer.clientStalled());
+  if (streamed) await relayStream(writer, answer, forwarded, encoded, ahead);
+  else await relayJson(writer, answer, forwarded, encoded, ahead);
 }

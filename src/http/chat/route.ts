@@ -2,6 +2,7 @@ import type { Config } from '../../config/schema.js';
 import type { WireFormat } from '../../formats/registry.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { ForwardRequestHeadersOptions } from '../headers.js';
+import type { BodyBudget } from '../body-budget.js';
 import type { Shutdown } from '../shutdown.js';
 import type { SlotRouter } from '../../slots/slot-router.js';
 import type { ChatHooks } from './planner.js';
@@ -28,6 +29,8 @@ export interface ChatRouteOptions {
   readonly format: WireFormat;
   /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
   readonly slots?: SlotRouter;
+  /** `limits.in_flight_bytes`: the places large bodies take while they are read, planned and forwarded. */
+  readonly bodies?: BodyBudget;
 }
 
 export class ChatRoute {
@@ -41,7 +44,7 @@ export class ChatRoute {
   constructor(options: ChatRouteOptions) {
     this.options = options;
     this.format = options.format;
-    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe', maxItems: options.config.limits.max_items };
+    this.read = { format: this.format, pairs: options.config.pairs, observing: options.config.compaction.mode === 'observe', maxItems: options.config.limits.max_items, maxValues: options.config.limits.max_values };
     this.forwardHeaders = { apiKey: options.upstream.apiKey, dropAcceptEncoding: true };
   }
 }

@@ -1,4 +1,5 @@
 import type { UpstreamResponse } from '../../upstream/client.js';
+import type { WallTimes } from '../../upstream/server-speeds.js';
 import type { Timings, Usage } from '../../upstream/usage.js';
 import type { Forwarded } from './plan.js';
 import type { ChatContext, UsageHook } from './planner.js';
@@ -25,7 +26,15 @@ export interface UsageReport {
   readonly status: UpstreamResponse['status'];
   readonly streamed: boolean;
   readonly source: UsageSource | undefined;
+  /** A streamed answer's wall times. */
+  readonly wall?: WallTimes;
   readonly log: ChatContext['log'];
+}
+
+/** The server's own account of an answer (llama-server's `timings`), for the log line; null when it gave none. */
+export function serverTimesOf(timings: Timings | undefined): { prefillMs: number; decodeMs: number } | null {
+  if (timings?.prompt_ms === undefined && timings?.predicted_ms === undefined) return null;
+  return { prefillMs: timings.prompt_ms ?? 0, decodeMs: timings.predicted_ms ?? 0 };
 }
 
 export function hasUsageHooks(forwarded: Forwarded, appUsage: UsageHook | undefined): boolean {
@@ -50,6 +59,7 @@ function reportUsage(report: UsageReport): void {
       streamed: report.streamed,
       usage: found.usage,
       timings: found.timings,
+      wall: report.wall,
     };
     forwarded.onUsage?.(observation);
     report.appUsage?.(observation);

@@ -4,7 +4,7 @@ import { maskUrl } from '../../config/mask.js';
 import { DASHBOARD_PAGE } from '../../dashboard/page.js';
 import type { KeyCheck } from '../auth.js';
 import { type DashboardState, dashboardModels } from '../dashboard-state.js';
-import { tenantOfRequest } from '../chat/engine-planner.js';
+import { tenantOfRequest } from '../tenant.js';
 
 /**
  * `GET /dashboard`: one self-contained page (no script or style from the
@@ -44,6 +44,8 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
   app.get('/dashboard/state', { config: { kind: 'dashboard' } }, async (request, reply) => {
     const admin = !authenticated || adminCheck?.(request.headers.authorization).ok === true;
     const models = dashboardModels(config, windows());
+    // With auth.keys the key's tenant (what tenantOfRequest gives then); without, the credential's, for the notes.
+    const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
     const body = {
       upstream: maskUrl(config.upstream.url),
       mode: config.compaction.enabled ? config.compaction.mode : 'off',
@@ -51,7 +53,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
       admin,
       models,
       // Without auth.keys every client is "admin" for the lists, but notes (show_text) go only to the tenant that wrote them.
-      ...state.snapshot({ tenant: admin ? null : request.record.tenant, notesOf: authenticated ? (admin ? null : request.record.tenant) : tenantOfRequest({ tenant: request.record.tenant, headers: request.headers }) }),
+      ...state.snapshot({ tenant: admin ? null : tenant, notesOf: authenticated && admin ? null : tenant }),
     };
     return reply.code(200).header('cache-control', 'no-store').send(body);
   });

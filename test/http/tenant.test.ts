@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { tenantOfRequest } from '../../../src/http/chat/engine-planner.js';
+import { tenantOfRequest } from '../../src/http/tenant.js';
 
 const tenantFor = (headers: Record<string, string>): string => tenantOfRequest({ tenant: '', headers });
 
