@@ -24,9 +24,9 @@
  */
 import { type ChatRequestBody, chatRequestView } from '../src/formats/chat/read.js';
 import { CHAT_FORMAT } from '../src/formats/chat/format.js';
-import { runNow } from '../src/transcript/steps.js';
+import { runNow } from '../src/transcript/slices.js';
 import { spliceMessages } from '../src/formats/splice.js';
-import { CompactionEngine } from '../src/compaction/engine.js';
+import { CompactionEngine } from '../src/compaction/engine/engine.js';
 import { prefixHashes } from '../src/compaction/epochs/prefix-hash.js';
 import type { ChatCall } from '../src/compaction/ports.js';
 import type { UpstreamJson } from '../src/upstream/json-surface.js';
@@ -123,7 +123,7 @@ export async function measurePlanning(count = iterations): Promise<PlanningResul
   const raw = Buffer.from(JSON.stringify({ model: 'bench', messages: history, max_tokens: 512, stream: true }));
   const signal = new AbortController().signal;
 
-  // The route's planning, as src/http/chat/plan.ts does it with a planner (chat/engine-planner.ts).
+  // The route's planning, as src/http/exchange/ask-planner.ts does it with a planner (chat/engine-planner.ts).
   const plan = async (compactor: CompactionEngine): Promise<{ forwarded: number }> => {
     const { pairs } = runNow(CHAT_FORMAT.read({ raw, contentType: 'application/json', pairs: 'repair', observe: false, maxItems: Number.POSITIVE_INFINITY }));
     const result = await compactor.compact({ request: chatRequestView(pairs.body), tenant: 'tenant', signal });

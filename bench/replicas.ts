@@ -122,7 +122,7 @@ async function cachedEpochLatency(stores: ReadonlyArray<readonly [string, Cache]
 /** Part 3: realistic epochs (text of this repository: prose and code), their encoded bytes and Redis MEMORY USAGE. */
 async function realisticEpochBytes(url: string): Promise<Array<{ json: number; value: number; memory: number }>> {
   const prose = readFileSync(new URL('../DESIGN.md', import.meta.url), 'utf8') + readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const code = readFileSync(new URL('../src/compaction/engine.ts', import.meta.url), 'utf8') + readFileSync(new URL('../src/compaction/epoch-writer.ts', import.meta.url), 'utf8');
+  const code = readFileSync(new URL('../src/compaction/engine/engine.ts', import.meta.url), 'utf8') + readFileSync(new URL('../src/compaction/engine/epoch-writer.ts', import.meta.url), 'utf8');
   const redis = new Redis(url);
   const sizes: Array<{ json: number; value: number; memory: number }> = [];
   for (const [systemBytes, notesBytes, offset] of [[4_000, 3_000, 0], [8_000, 4_000, 9_000], [12_000, 5_000, 21_000], [16_000, 6_000, 33_000]] as const) {

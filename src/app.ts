@@ -1,37 +1,37 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
-import { createKeyCheck } from './http/auth.js';
-import { BodyBudget } from './http/body-budget.js';
-import { capConnections, connectionBoundOf } from './http/connection-cap.js';
-import { answerClientError } from './http/client-error.js';
-import type { ChatHooks, ChatPlanner, UsageHook } from './http/chat/planner.js';
+import { createKeyCheck } from './http/edge/auth.js';
+import { BodyBudget } from './http/edge/body-budget.js';
+import { capConnections, connectionBoundOf } from './http/edge/connection-cap.js';
+import { answerClientError } from './http/edge/client-error.js';
+import type { ChatHooks, ChatPlanner, UsageHook } from './http/exchange/planner.js';
 import { ShuttingDownError } from './errors.js';
-import { frameworkError } from './http/framework-errors.js';
-import { InFlight } from './http/in-flight.js';
-import { reduceMemoryWhenIdle } from './http/memory-reducer.js';
-import { knownWindows } from './http/known-windows.js';
-import { createLogger } from './http/logger.js';
-import { Metrics } from './http/metrics.js';
-import { registerSlotMetrics } from './http/slot-metrics.js';
+import { frameworkError } from './http/edge/framework-errors.js';
+import { InFlight } from './http/edge/in-flight.js';
+import { reduceMemoryWhenIdle } from './http/ops/memory-reducer.js';
+import { knownWindows } from './http/ops/known-windows.js';
+import { createLogger } from './http/ops/logger.js';
+import { Metrics } from './http/ops/metrics.js';
+import { registerSlotMetrics } from './http/ops/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
 import { slotAwareChat } from './slots/summary-call.js';
-import { withPromptTokens } from './http/prompt-tokens.js';
-import { PrefixLedger } from './http/prefix-breaks.js';
-import { ServerLedger, measuredChatCall } from './http/server-ledger.js';
+import { withPromptTokens } from './http/exchange/prompt-tokens.js';
+import { PrefixLedger } from './http/ledger/prefix-breaks.js';
+import { ServerLedger, measuredChatCall } from './http/ledger/server-ledger.js';
 import { ServerSpeeds } from './upstream/server-speeds.js';
-import { type RequestRecord, sendError } from './http/request-record.js';
+import { type RequestRecord, sendError } from './http/edge/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
-import { answeredOf, bothObservers, DashboardState } from './http/dashboard-state.js';
+import { answeredOf, bothObservers, DashboardState } from './http/ops/dashboard-state.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
-import { Shutdown } from './http/shutdown.js';
-import { addRequestHooks } from './http/request-hooks.js';
+import { Shutdown } from './http/ops/shutdown.js';
+import { addRequestHooks } from './http/edge/request-hooks.js';
 import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
-import { compactionHooks } from './http/chat/engine-planner.js';
-import { CompactionEngine } from './compaction/engine.js';
+import { compactionHooks } from './http/exchange/engine-planner.js';
+import { CompactionEngine } from './compaction/engine/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import type { TierList } from './compaction/policy/tiers/tier.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
@@ -43,14 +43,14 @@ import { WIRE_FORMATS, type WireFormat } from './formats/registry.js';
  * request goes through is in src/http/ (in-flight.ts, the routes, chat/).
  */
 
-export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/chat/planner.js';
+export type { ChatContext, ChatPlan, ChatPlanner, UsageHook, UsageObservation } from './http/exchange/planner.js';
 
 export interface AppDeps {
   /** Where log lines go (stdout when absent); tests pass a stream to read them. */
   readonly logStream?: DestinationStream;
   /** The upstream client; by default one is built from `config.upstream` and closed with the app. */
   readonly upstream?: UpstreamClient;
-  /** The compaction step of the chat route (see `src/http/chat/planner.ts`). */
+  /** The compaction step of the chat route (see `src/http/exchange/planner.ts`). */
   readonly planner?: ChatPlanner;
   /** Receives each chat answer's `usage` / `timings`. */
   readonly onUsage?: UsageHook;
@@ -206,7 +206,7 @@ function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLo
 function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
   return Fastify({
     loggerInstance: logger,
-    // One line per request is written when its response closes (src/http/in-flight.ts, request-log.ts).
+    // One line per request is written when its response closes (src/http/edge/in-flight.ts, request-log.ts).
     logController: new LogController({ disableRequestLogging: true }),
     // Draining answers 503 in OpenAI's shape, with Retry-After (see onRequest).
     return503OnClosing: false,

@@ -2,9 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { buildApp } from './app.js';
 import { loadConfig, printableConfig } from './config/load.js';
-import { USAGE } from './config/usage.js';
-import { connectionBoundOf } from './http/connection-cap.js';
-import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/start.js';
+import { USAGE } from './config/help-text.js';
+import { connectionBoundOf } from './http/edge/connection-cap.js';
+import { listenProblem, logInspection, pointsAtItself, probeUntilReady, startLine } from './http/ops/start.js';
 import { inspectUpstream } from './upstream/inspect.js';
 
 /**

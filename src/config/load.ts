@@ -6,7 +6,7 @@ import { type Config, parseConfig } from './schema.js';
 import { unknownEnvironmentVariables } from './unknown-variables.js';
 import { withoutApiSuffix } from './api-suffix.js';
 import { MASK, maskUrl, maskUrls } from './mask.js';
-import { USAGE } from './usage.js';
+import { USAGE } from './help-text.js';
 
 /**
  * Where the configuration comes from, lowest precedence first: the defaults,

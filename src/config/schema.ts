@@ -230,7 +230,7 @@ export const ConfigSchema = z
         drain_min_bytes_per_s: PositiveInteger.default(32_768),
         /**
          * Client connections at once (each holds a descriptor, and one being answered another upstream), per client address;
-         * past it the client holding the most pays (http/connection-cap.ts). auto: half of the open-file limit, less 64.
+         * past it the client holding the most pays (http/edge/connection-cap.ts). auto: half of the open-file limit, less 64.
          */
         max_connections: z.union([z.literal('auto'), z.int(AUTO_OR_POSITIVE).positive(AUTO_OR_POSITIVE)], { error: AUTO_OR_POSITIVE }).default('auto'),
       })

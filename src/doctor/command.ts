@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/load.js';
 import { CHECKS } from './checks.js';
-import { doctorContext } from './context.js';
-import { lineOf, runChecks } from './report.js';
+import { doctorContext } from './questions.js';
+import { lineOf, runChecks } from './verdicts.js';
 
 /**
  * `compactor doctor [options]`: the proxy's own options and variables

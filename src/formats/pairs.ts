@@ -1,7 +1,7 @@
 import { InvalidRequestError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { describePairProblem, findPairProblemSteps, type PairProblem, repairPairSteps } from '../transcript/pairs.js';
-import { runNow, type Steps } from '../transcript/steps.js';
+import { runNow, type Slices } from '../transcript/slices.js';
 import type { ChatRequestBody } from './chat/read.js';
 
 /**
@@ -30,7 +30,7 @@ export function applyPairMode(body: ChatRequestBody, mode: PairMode): PairOutcom
   return runNow(applyPairModeSteps(body, mode));
 }
 
-function* applyPairModeSteps(body: ChatRequestBody, mode: PairMode): Steps<PairOutcome> {
+function* applyPairModeSteps(body: ChatRequestBody, mode: PairMode): Slices<PairOutcome> {
   if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
     const first = (yield* findPairProblemSteps(body.messages))[0];
@@ -55,7 +55,7 @@ function* applyPairModeSteps(body: ChatRequestBody, mode: PairMode): Steps<PairO
  * report says what `repair` or `reject` would have done. `repairs` stays
  * empty: none was made, so none is counted as made.
  */
-function* observePairMode(body: ChatRequestBody, mode: PairMode): Steps<PairOutcome> {
+function* observePairMode(body: ChatRequestBody, mode: PairMode): Slices<PairOutcome> {
   if (mode === 'off') return { body, before: body, changed: false, repairs: [], report: undefined };
   if (mode === 'reject') {
     const first = (yield* findPairProblemSteps(body.messages))[0];
@@ -70,7 +70,7 @@ function* observePairMode(body: ChatRequestBody, mode: PairMode): Steps<PairOutc
  * and what would be done reported. As steps: a format's read runs them at
  * once, or for a large body a slice at a time (steps.ts).
  */
-export function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): Steps<PairOutcome> {
+export function handlePairs(chat: ChatRequestBody, mode: PairMode, observe: boolean): Slices<PairOutcome> {
   return observe ? observePairMode(chat, mode) : applyPairModeSteps(chat, mode);
 }
 
@@ -85,7 +85,7 @@ export function* wirePairs(
   observe: boolean,
   key: string,
   indexOf: (messages: readonly ChatMessage[], index: number) => number | undefined,
-): Steps<PairOutcome> {
+): Slices<PairOutcome> {
   if (mode !== 'reject' || observe) return yield* handlePairs(chat, mode, observe);
   const first = (yield* findPairProblemSteps(chat.messages))[0];
   if (first === undefined) return yield* handlePairs(chat, 'off', false);

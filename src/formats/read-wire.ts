@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../transcript/message.js';
 import { outputLimitOf } from '../transcript/request-view.js';
-import type { Steps } from '../transcript/steps.js';
+import type { Slices } from '../transcript/slices.js';
 import type { ChatRequestBody } from './chat/read.js';
 import { readJsonObject, withModelNameChecked } from './json-body.js';
 import { wirePairs } from './pairs.js';
@@ -30,7 +30,7 @@ export interface WireReader<Body extends { model: string } & Record<string, unkn
   /** The parsed body checked as the format reads it, loosely (unknown fields pass): throws a 400 naming the first problem. */
   check(body: Record<string, unknown>): Body;
   /** The chat view of a checked body, as steps (a large body's view is made a slice at a time). */
-  view(body: Body): Steps<View>;
+  view(body: Body): Slices<View>;
   /** The index in the format's conversation list of the chat view's message at `index` (`pairs: reject` names it), or undefined for the head. */
   wireIndexOf(chat: readonly ChatMessage[], index: number): number | undefined;
   /** Whether the chat view's `messages` are the body's own top-level `messages` as parsed (ReadRequest.messagesAsParsed). */
@@ -48,7 +48,7 @@ export function* readWire<Body extends { model: string } & Record<string, unknow
   format: Pick<WireFormat, 'listKey' | 'outputLimitFields'>,
   reader: WireReader<Body, View>,
   input: ReadInput,
-): Steps<ReadRequest> {
+): Slices<ReadRequest> {
   const { raw, contentType, pairs, observe, maxItems } = input;
   // What parse-ahead found holds for the bytes it parsed only.
   const parsedAhead = input.parsedAhead !== undefined && input.parsedAhead.raw === raw ? input.parsedAhead : undefined;

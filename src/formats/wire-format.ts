@@ -1,7 +1,7 @@
 import type { ProxyError } from '../errors.js';
 import type { ChatMessage } from '../transcript/message.js';
 import type { OutputLimit, OutputLimitField } from '../transcript/request-view.js';
-import type { Steps } from '../transcript/steps.js';
+import type { Slices } from '../transcript/slices.js';
 import type { StreamEnd } from '../upstream/sse.js';
 import type { UsageWords } from '../upstream/usage.js';
 import type { PairMode, PairOutcome } from './pairs.js';
@@ -67,7 +67,7 @@ export interface WireFormat {
   /** Whether the server's route for it reads llama-server's `id_slot`, so a conversation can be sent to its home slot (src/slots/). */
   readonly pinsSlots: boolean;
   /** The body read into the chat view, pairs handled (read-wire.ts): as steps, run at once for an ordinary body, a slice at a time for a large one. */
-  read(input: ReadInput): Steps<ReadRequest>;
+  read(input: ReadInput): Slices<ReadRequest>;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

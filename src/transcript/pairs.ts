@@ -1,6 +1,6 @@
 import { type ChatMessage, toolCallsOf } from './message.js';
 import { mark } from './marks.js';
-import { runNow, sliceEndsAt, type Steps } from './steps.js';
+import { runNow, sliceEndsAt, type Slices } from './slices.js';
 
 /**
  * Tool-call pairs, checked by OpenAI's rule (the strictest one servers apply):
@@ -58,7 +58,7 @@ function takeOpen(block: Block, id: string): boolean {
 }
 
 /** The blocks of a history: each message with tool calls, and the run of tool messages right after it. */
-function* blocksOf(messages: readonly ChatMessage[]): Steps<{ blocks: Block[]; blockOfRun: Map<number, Block> }> {
+function* blocksOf(messages: readonly ChatMessage[]): Slices<{ blocks: Block[]; blockOfRun: Map<number, Block> }> {
   const blocks: Block[] = [];
   const blockOfRun = new Map<number, Block>(); // tool message index -> the block whose run holds it
   for (let index = 0; index < messages.length; index++) {
@@ -77,7 +77,7 @@ function* blocksOf(messages: readonly ChatMessage[]): Steps<{ blocks: Block[]; b
 }
 
 /** One linear pass that classifies every tool message and every call, yielding after each slice of messages. */
-function* analyse(messages: readonly ChatMessage[]): Steps<Analysis> {
+function* analyse(messages: readonly ChatMessage[]): Slices<Analysis> {
   const { blocks, blockOfRun } = yield* blocksOf(messages);
 
   // Pass 1: results in their proper place answer their block's open calls.
@@ -98,7 +98,7 @@ function* analyse(messages: readonly ChatMessage[]): Steps<Analysis> {
 }
 
 /** The calls each block leaves unanswered, in order of the blocks. */
-function* missingCalls(blocks: readonly Block[]): Steps<PairProblem[]> {
+function* missingCalls(blocks: readonly Block[]): Slices<PairProblem[]> {
   const problems: PairProblem[] = [];
   for (const [position, block] of blocks.entries()) {
     if (sliceEndsAt(position)) yield;
@@ -175,7 +175,7 @@ function ownerFinder(blocks: readonly Block[]): { nearestOpen(id: string, index:
 }
 
 /** Pass 2 of {@link analyse}: each stray result moved to its block (misplaced), or a duplicate, or an orphan. */
-function* placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): Steps<PairProblem[]> {
+function* placeStrays(messages: readonly ChatMessage[], blocks: readonly Block[], strays: readonly number[]): Slices<PairProblem[]> {
   const owners = ownerFinder(blocks);
   const problems: PairProblem[] = [];
   for (const [position, index] of strays.entries()) {
@@ -206,7 +206,7 @@ export function findPairProblems(messages: readonly ChatMessage[]): PairProblem[
 }
 
 /** {@link findPairProblems} as steps: a large history checked a slice at a time (steps.ts). */
-export function* findPairProblemSteps(messages: readonly ChatMessage[]): Steps<PairProblem[]> {
+export function* findPairProblemSteps(messages: readonly ChatMessage[]): Slices<PairProblem[]> {
   return (yield* analyse(messages)).problems;
 }
 
@@ -234,7 +234,7 @@ export function repairPairs(messages: ChatMessage[]): PairRepair {
 }
 
 /** {@link repairPairs} as steps: a large history repaired a slice at a time (steps.ts). */
-export function* repairPairSteps(messages: ChatMessage[]): Steps<PairRepair> {
+export function* repairPairSteps(messages: ChatMessage[]): Slices<PairRepair> {
   const { problems, blocks, displaced } = yield* analyse(messages);
   if (problems.length === 0) return { messages, repairs: problems };
 

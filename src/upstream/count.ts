@@ -5,7 +5,7 @@ import { numberAt, type UpstreamJson } from './json-surface.js';
  * `POST /v1/chat/completions/input_tokens` (the same body, answered with
  * `{"input_tokens": N}`), else `POST /apply-template` then `POST /tokenize`
  * with `add_special: true`. The lookups only; which way is left alone for a
- * while is compaction/exact-count.ts's. Each tells `onStatus` every status
+ * while is compaction/sizes/exact-count.ts's. Each tells `onStatus` every status
  * it got, and rejects when the upstream gave no answer.
  */
 

@@ -10,7 +10,7 @@ import { numberAt, type UpstreamJson } from './json-surface.js';
  * router mode, each model's `status` (`value` loaded | loading | unloaded |
  * sleeping, and the `args` it runs with: tools/server/README.md § Using
  * multiple models). The lookups only; what is kept of their answers, and for
- * how long, is compaction/context-window.ts's; Ollama's and LM Studio's own
+ * how long, is compaction/sizes/context-window.ts's; Ollama's and LM Studio's own
  * routes are native-windows.ts's.
  */
 

@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { headLength } from '../../src/transcript/groups.js';
-import { runNow } from '../../src/transcript/steps.js';
+import { runNow } from '../../src/transcript/slices.js';
 import { compressToolResults } from '../../src/transcript/compress/compress.js';
 import { callsOfResults } from '../../src/transcript/compress/calls.js';
 import { hasMarker } from '../../src/transcript/compress/markers.js';

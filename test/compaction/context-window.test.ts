@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { ContextWindows } from '../../src/compaction/context-window.js';
+import { ContextWindows } from '../../src/compaction/sizes/context-window.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { manualClock } from '../support/manual-clock.js';
 

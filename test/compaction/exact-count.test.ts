@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { ExactCounter } from '../../src/compaction/exact-count.js';
+import { ExactCounter } from '../../src/compaction/sizes/exact-count.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { manualClock } from '../support/manual-clock.js';
 

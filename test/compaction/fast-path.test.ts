@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { budgetOf } from '../../src/compaction/policy/budget.js';
 import { skipsLookup } from '../../src/compaction/policy/decide.js';
-import { INITIAL_TOKEN_RATIO } from '../../src/compaction/token-ratio.js';
+import { INITIAL_TOKEN_RATIO } from '../../src/compaction/sizes/token-ratio.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { conversation } from '../support/conversation.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ContextWindows } from '../../src/compaction/context-window.js';
+import { ContextWindows } from '../../src/compaction/sizes/context-window.js';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
 import { chatRequestView } from '../../src/formats/registry.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BACKGROUND_LIMIT, SummaryQueue, NotRun, PER_TENANT_LIMIT, STALE_LIMIT } from '../../src/compaction/summary-queue.js';
-import { QueuePlace } from '../../src/compaction/queue-place.js';
+import { BACKGROUND_LIMIT, SummaryQueue, NotRun, PER_TENANT_LIMIT, STALE_LIMIT } from '../../src/compaction/summary-calls/summary-queue.js';
+import { QueuePlace } from '../../src/compaction/summary-calls/queue-place.js';
 import { manualClock } from '../support/manual-clock.js';
 
 /** SummaryQueue' order and bounds, one summary at a time, work that finishes when the test says (issue 21 items 3 and 5). */

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
-import { INITIAL_TOKEN_RATIO, TokenRatios } from '../../src/compaction/token-ratio.js';
+import { INITIAL_TOKEN_RATIO, TokenRatios } from '../../src/compaction/sizes/token-ratio.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 
 describe('TokenRatios', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ENVIRONMENT_VARIABLES } from '../../src/config/load.js';
-import { USAGE } from '../../src/config/usage.js';
+import { USAGE } from '../../src/config/help-text.js';
 
 /**
  * Issue 37: `--help` did not list COMPACTOR_MAX_CONNECTIONS nor

@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
 import { truncatedLine } from '../../src/compaction/policy/report.js';
-import { headerText } from '../../src/http/headers.js';
+import { headerText } from '../../src/http/edge/headers.js';
 import { propertyParameters } from '../transcript/arbitraries.js';
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { bearerToken, createKeyCheck } from '../../src/http/auth.js';
-import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/headers.js';
+import { bearerToken, createKeyCheck } from '../../src/http/edge/auth.js';
+import { forwardRequestHeaders, forwardResponseHeaders, isContentEncoded } from '../../src/http/edge/headers.js';
 import { mediaTypeOf } from '../../src/upstream/media-type.js';
-import { targetPath } from '../../src/http/request-record.js';
+import { targetPath } from '../../src/http/edge/request-record.js';
 import { viaWithOwn } from '../../src/upstream/via.js';
 
 // Every forwarded request carries compactor's own Via entry (loop detection, issue 12 item 6).

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { REDACTED_PATHS, createLogger, prettyLine } from '../../src/http/logger.js';
+import { REDACTED_PATHS, createLogger, prettyLine } from '../../src/http/ops/logger.js';
 
 /** Collects lines, without the time (two loggers never write the same millisecond). */
 class Lines {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { GROWTH_BYTES, INITIAL_REDUCER_STATE, QUIET_TICKS, reducerTick, startMemoryReducer } from '../../src/http/memory-reducer.js';
+import { GROWTH_BYTES, INITIAL_REDUCER_STATE, QUIET_TICKS, reducerTick, startMemoryReducer } from '../../src/http/ops/memory-reducer.js';
 
 /**
  * The memory reducer (issue 26: RSS with 1,000 idle streams ≤ 150 MB, also

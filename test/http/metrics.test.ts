@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Metrics } from '../../src/http/metrics.js';
+import { Metrics } from '../../src/http/ops/metrics.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { send, postJson } from '../support/http-client.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PrefixLedger, type PrefixBreak } from '../../src/http/prefix-breaks.js';
-import { prefixPrintOf } from '../../src/http/prefix-print.js';
+import { PrefixLedger, type PrefixBreak } from '../../src/http/ledger/prefix-breaks.js';
+import { prefixPrintOf } from '../../src/http/ledger/prefix-print.js';
 import { mark } from '../../src/transcript/marks.js';
 import { supersededMarker } from '../../src/transcript/compress/markers.js';
 import { elisionMarker } from '../../src/transcript/prune.js';

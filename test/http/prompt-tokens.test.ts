@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { ChatContext } from '../../src/http/chat/planner.js';
-import type { PromptTokens } from '../../src/http/metrics.js';
-import { promptTokensOf, withPromptTokens } from '../../src/http/prompt-tokens.js';
+import type { ChatContext } from '../../src/http/exchange/planner.js';
+import type { PromptTokens } from '../../src/http/ops/metrics.js';
+import { promptTokensOf, withPromptTokens } from '../../src/http/exchange/prompt-tokens.js';
 import { estimateRequestTokens } from '../../src/transcript/tokens.js';
-import { readFiguresOf, requestFiguresOf } from '../../src/http/chat/request-figures.js';
+import { readFiguresOf, requestFiguresOf } from '../../src/http/exchange/request-figures.js';
 
 const body = { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(4000) }, { role: 'user', content: 'hi' }] } as ChatContext['body'];
 const context = { body, tenant: 't', headers: {}, pairRepairs: [] } as unknown as ChatContext;

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { createLogger } from '../../src/http/logger.js';
-import type { RequestRecord } from '../../src/http/request-record.js';
-import { logRequest, requestLineFields } from '../../src/http/request-log.js';
+import { createLogger } from '../../src/http/ops/logger.js';
+import type { RequestRecord } from '../../src/http/edge/request-record.js';
+import { logRequest, requestLineFields } from '../../src/http/ops/request-log.js';
 
 /** Collects lines, without the time (two writes never share a millisecond). */
 class Lines {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultConfig, parseConfig } from '../../src/config/schema.js';
-import { requestModeOf } from '../../src/http/chat/request-mode.js';
+import { requestModeOf } from '../../src/http/exchange/request-mode.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resolveDotSegments } from '../../src/http/request-target.js';
+import { resolveDotSegments } from '../../src/http/edge/request-target.js';
 
 describe('resolveDotSegments', () => {
   const resolved: Array<[string, string]> = [

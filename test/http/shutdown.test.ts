@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Shutdown } from '../../src/http/shutdown.js';
+import { Shutdown } from '../../src/http/ops/shutdown.js';
 
 describe('Shutdown', () => {
   it('ends every request still registered, with the reason, once', () => {

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { tenantOfRequest } from '../../src/http/tenant.js';
+import { tenantOfRequest } from '../../src/http/edge/tenant.js';
 
 const tenantFor = (headers: Record<string, string>): string => tenantOfRequest({ tenant: '', headers });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BodiesInFlightError } from '../../src/errors.js';
-import { BodyBudget } from '../../src/http/body-budget.js';
+import { BodyBudget } from '../../src/http/edge/body-budget.js';
 
 /**
  * Issue 34 item 2, `limits.in_flight_bytes`: four uncounted 28.6 MiB bodies

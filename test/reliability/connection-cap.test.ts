@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { capConnections, connectionBoundOf, openFileLimit } from '../../src/http/connection-cap.js';
+import { capConnections, connectionBoundOf, openFileLimit } from '../../src/http/edge/connection-cap.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { connectFrom, hasWholeResponse, lastStatus, type HeldConnection } from './loopback-clients.js';

@@ -7,7 +7,7 @@ import { estimateRequestTokens } from '../../src/transcript/tokens.js';
 import { renderTranscript } from '../../src/transcript/render.js';
 import { prefixHashes } from '../../src/compaction/epochs/prefix-hash.js';
 import { spliceMessages } from '../../src/formats/splice.js';
-import { runNow } from '../../src/transcript/steps.js';
+import { runNow } from '../../src/transcript/slices.js';
 import { formatAt, readInput } from '../support/formats.js';
 import { messagesView } from '../../src/formats/messages/read.js';
 import { messagesFromView } from '../../src/formats/messages/write.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RATIOS_REMEMBERED } from '../../src/compaction/token-ratio.js';
+import { RATIOS_REMEMBERED } from '../../src/compaction/sizes/token-ratio.js';
 import { type FakeUpstream } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';

@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { request } from 'node:http';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createKeyCheck } from '../../src/http/auth.js';
+import { createKeyCheck } from '../../src/http/edge/auth.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { conversation } from '../support/conversation.js';
 import { FakeUpstream, type FakeExchange, replies } from '../support/fake-upstream.js';

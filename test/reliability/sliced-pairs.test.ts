@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { formatAt, readInput } from '../support/formats.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { findPairProblemSteps, repairPairSteps } from '../../src/transcript/pairs.js';
-import { runInSlices, runNow, SLICE_ITEMS, type Steps } from '../../src/transcript/steps.js';
+import { runInSlices, runNow, SLICE_ITEMS, type Slices } from '../../src/transcript/slices.js';
 import { anyTranscriptArbitrary, call, propertyParameters } from '../transcript/arbitraries.js';
 
 /**
@@ -14,7 +14,7 @@ import { anyTranscriptArbitrary, call, propertyParameters } from '../transcript/
 
 
 /** Runs `steps` in slices, counting the pauses. */
-async function counted<T>(steps: Steps<T>): Promise<{ value: T; pauses: number }> {
+async function counted<T>(steps: Slices<T>): Promise<{ value: T; pauses: number }> {
   let pauses = 0;
   const value = await runInSlices(steps, async () => {
     pauses++;

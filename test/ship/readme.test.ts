@@ -2,10 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { USAGE } from '../../src/config/usage.js';
+import { USAGE } from '../../src/config/help-text.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { leafPaths } from '../support/config-paths.js';
-import { Metrics } from '../../src/http/metrics.js';
+import { Metrics } from '../../src/http/ops/metrics.js';
 
 /** The README stays true to the code: its commands, keys, variables, flags, metrics and paths exist. */
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { QueuePlace } from '../../src/compaction/queue-place.js';
-import { NotRun, SummaryQueue } from '../../src/compaction/summary-queue.js';
+import { QueuePlace } from '../../src/compaction/summary-calls/queue-place.js';
+import { NotRun, SummaryQueue } from '../../src/compaction/summary-calls/summary-queue.js';
 import type { ChatCall, SummarySlot } from '../../src/compaction/ports.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { SlotRouter, type SlotUpstream } from '../../src/slots/slot-router.js';

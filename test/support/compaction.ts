@@ -1,5 +1,5 @@
 import { parseConfig, type Config } from '../../src/config/schema.js';
-import { CompactionEngine, type CompactionEngineOptions } from '../../src/compaction/engine.js';
+import { CompactionEngine, type CompactionEngineOptions } from '../../src/compaction/engine/engine.js';
 import { FACT_PATTERN } from './conversation.js';
 import { JsonUpstreamDouble } from './json-upstream-double.js';
 

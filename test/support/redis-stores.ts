@@ -1,7 +1,7 @@
 import { afterEach } from 'vitest';
 import { MemoryEpochStore } from '../../src/compaction/epochs/epoch-store.js';
 import { RedisEpochStore } from '../../src/compaction/epochs/redis-store.js';
-import type { CompactionEngine } from '../../src/compaction/engine.js';
+import type { CompactionEngine } from '../../src/compaction/engine/engine.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ContextWindows } from '../../src/compaction/context-window.js';
+import { ContextWindows } from '../../src/compaction/sizes/context-window.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { inspectUpstream } from '../../src/upstream/inspect.js';
 import { upstreamJsonOf } from '../../src/upstream/json-surface.js';
@@ -160,7 +160,7 @@ describe('anything else OpenAI-compatible', () => {
 
 describe('the start log', () => {
   it('names the server and, for one that truncates silently, says so', async () => {
-    const { logInspection } = await import('../../src/http/start.js');
+    const { logInspection } = await import('../../src/http/ops/start.js');
     const lines: Array<{ level: string; msg: string }> = [];
     const log = { info: (_: unknown, msg: string) => lines.push({ level: 'info', msg }), warn: (_: unknown, msg: string) => lines.push({ level: 'warn', msg }) };
     const { upstream, client } = await started();

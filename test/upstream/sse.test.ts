@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { sseComment } from '../../src/http/sse-comment.js';
+import { sseComment } from '../../src/http/exchange/sse-comment.js';
 import { MAX_TAPPED_LINE_BYTES, SseTap } from '../../src/upstream/sse.js';
 import { loadFixture } from '../support/fixtures.js';
 import { formatAt } from '../support/formats.js';

@@ -1,6 +1,6 @@
 import { InvalidRequestError } from '../../errors.js';
 import type { ChatMessage, ContentPart } from '../../transcript/message.js';
-import { runNow, sliceEndsAt, type Steps } from '../../transcript/steps.js';
+import { runNow, sliceEndsAt, type Slices } from '../../transcript/slices.js';
 import { isRecord, originOf, tag } from '../origin.js';
 
 /**
@@ -88,7 +88,7 @@ function partOf(block: Record<string, unknown>): ContentPart {
   return { ...block, type: String(block['type']) };
 }
 
-function* userView(message: WireMessage, index: number): Steps<ChatMessage[]> {
+function* userView(message: WireMessage, index: number): Slices<ChatMessage[]> {
   const content = message['content'];
   if (typeof content === 'string') return [tag({ role: 'user', content }, index)];
   const blocks = blocksOf(message);
@@ -141,7 +141,7 @@ export function messagesView(body: CheckedBody): MessagesView {
 type CheckedBody = { model: string; messages: WireMessage[] } & Record<string, unknown>;
 
 /** {@link messagesView} as steps: yields after each slice of messages and of a turn's blocks (steps.ts). */
-export function* messagesViewSteps(body: CheckedBody): Steps<MessagesView> {
+export function* messagesViewSteps(body: CheckedBody): Slices<MessagesView> {
   const messages: ChatMessage[] = [];
   const system = body['system'];
   const systemText = typeof system === 'string' ? system : Array.isArray(system) ? textOfBlocks(system) : '';

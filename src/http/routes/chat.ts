@@ -1,17 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { runChatExchange } from '../chat/exchange.js';
-import { ChatRoute, type ChatRouteOptions } from '../chat/route.js';
+import { runChatExchange } from '../exchange/exchange.js';
+import { ChatRoute, type ChatRouteOptions } from '../exchange/route.js';
 import type { WireFormat } from '../../formats/registry.js';
 
 /**
  * `POST /v1/chat/completions` (and `/chat/completions`): registration only.
- * Each request is one exchange (src/http/chat/exchange.ts): read once,
+ * Each request is one exchange (src/http/exchange/exchange.ts): read once,
  * pairs, the planner, forward, and the answer relayed back byte for byte
- * (src/http/chat/relay-stream.ts for a streamed one). The Messages and
+ * (src/http/exchange/relay-stream.ts for a streamed one). The Messages and
  * Responses APIs are the same exchange through their wire format.
  */
 
-export type { ChatRouteOptions } from '../chat/route.js';
+export type { ChatRouteOptions } from '../exchange/route.js';
 
 export interface ChatRoutesOptions extends Omit<ChatRouteOptions, 'format'> {
   /** The wire formats served, one route each: the registry's (src/formats/registry.ts). */

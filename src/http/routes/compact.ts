@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MethodNotAllowedError } from '../../errors.js';
-import { type CompactRouteOptions, runCompaction } from '../compact.js';
-import { sendError } from '../request-record.js';
+import { type CompactRouteOptions, runCompaction } from '../exchange/compact-history.js';
+import { sendError } from '../edge/request-record.js';
 
-/** `POST /v1/compact` (and `/compact`): registration only; the request is src/http/compact.ts's. */
+/** `POST /v1/compact` (and `/compact`): registration only; the request is src/http/exchange/compact-history.ts's. */
 
-export type { CompactRouteOptions } from '../compact.js';
+export type { CompactRouteOptions } from '../exchange/compact-history.js';
 
 export async function compactRoutes(app: FastifyInstance, options: CompactRouteOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;

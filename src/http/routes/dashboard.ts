@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../config/schema.js';
 import { maskUrl } from '../../config/mask.js';
 import { DASHBOARD_PAGE } from '../../dashboard/page.js';
-import type { KeyCheck } from '../auth.js';
-import { type DashboardState, dashboardModels } from '../dashboard-state.js';
-import { tenantOfRequest } from '../tenant.js';
+import type { KeyCheck } from '../edge/auth.js';
+import { type DashboardState, dashboardModels } from '../ops/dashboard-state.js';
+import { tenantOfRequest } from '../edge/tenant.js';
 
 /**
  * `GET /dashboard`: one self-contained page (no script or style from the

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { UpstreamClient } from '../../upstream/client.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../ops/metrics.js';
 
 /**
  * compactor's own endpoints: `/healthz` (the process), `/readyz` (the

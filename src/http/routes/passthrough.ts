@@ -1,13 +1,13 @@
 import { METHODS } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { type PassthroughRouteOptions, passThrough } from '../passthrough.js';
+import { type PassthroughRouteOptions, passThrough } from '../edge/proxy-pass.js';
 
 /**
  * Everything that is not compactor's own: registration only; the request is
- * src/http/passthrough.ts's.
+ * src/http/edge/proxy-pass.ts's.
  */
 
-export type { PassthroughRouteOptions } from '../passthrough.js';
+export type { PassthroughRouteOptions } from '../edge/proxy-pass.js';
 
 /**
  * Makes every method Node's parser accepts routable (WebDAV's `PROPFIND`,

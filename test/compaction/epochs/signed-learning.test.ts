@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
 import { prefixHashes, tenantOf } from '../../../src/compaction/epochs/prefix-hash.js';
 import { RedisEpochStore } from '../../../src/compaction/epochs/redis-store.js';
-import { INITIAL_TOKEN_RATIO } from '../../../src/compaction/token-ratio.js';
+import { INITIAL_TOKEN_RATIO } from '../../../src/compaction/sizes/token-ratio.js';
 import { parseConfig } from '../../../src/config/schema.js';
 import { headLength } from '../../../src/transcript/groups.js';
 import { estimateRequestTokens } from '../../../src/transcript/tokens.js';

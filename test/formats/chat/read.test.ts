@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { InvalidRequestError } from '../../../src/errors.js';
-import { runNow } from '../../../src/transcript/steps.js';
+import { runNow } from '../../../src/transcript/slices.js';
 import { formatAt, readInput } from '../../support/formats.js';
 
 const FORBIDDEN = 'the request body uses a forbidden key ("__proto__" or "constructor.prototype")';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatAt, readInput } from '../../support/formats.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
-import { runNow } from '../../../src/transcript/steps.js';
+import { runNow } from '../../../src/transcript/slices.js';
 
 /**
  * issue 24: the Messages API written back. A user turn that repeats a

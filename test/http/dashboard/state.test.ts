@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DashboardState } from '../../../src/http/dashboard-state.js';
+import { DashboardState } from '../../../src/http/ops/dashboard-state.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { conversation } from '../../support/conversation.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';

@@ -17,17 +17,21 @@ const call = (id: string, name: string, args: Record<string, unknown>): ChatMess
 const result = (id: string, content: string, extra: Record<string, unknown> = {}): ChatMessage => ({ role: 'tool', tool_call_id: id, content, ...extra });
 const user = (text: string): ChatMessage => ({ role: 'user', content: text });
 const file = (name: string, version: number): string => `// ${name} version ${version}\n${'export const value = 1;\n'.repeat(40)}`;
+/** The file read twice, by `cat` and by read_file, with the same text. */
+const readTwice = (original: string): ChatMessage[] => [
+  user('fix billing'),
+  call('c1', 'bash', { command: 'cat billing.py' }),
+  result('c1', original),
+  call('c2', 'read_file', { path: 'billing.py' }),
+  result('c2', original),
+];
 const texts = (messages: readonly ChatMessage[]): string[] => messages.map((message) => String(message.content));
 
 describe('1. identical chains: a marker names only a copy that stays', () => {
   it('a result identical to a later read that is itself superseded by an edited file keeps its text', () => {
     const original = file('billing.py', 1);
     const messages: ChatMessage[] = [
-      user('fix billing'),
-      call('c1', 'bash', { command: 'cat billing.py' }),
-      result('c1', original),
-      call('c2', 'read_file', { path: 'billing.py' }),
-      result('c2', original),
+      ...readTwice(original),
       user('now edit it'),
       call('c4', 'read_file', { path: 'billing.py' }),
       result('c4', file('billing.py', 2)),
@@ -41,13 +45,7 @@ describe('1. identical chains: a marker names only a copy that stays', () => {
 
   it('a later compression never supersedes the copy an earlier identical marker names', () => {
     const original = file('billing.py', 1);
-    const first: ChatMessage[] = [
-      user('fix billing'),
-      call('c1', 'bash', { command: 'cat billing.py' }),
-      result('c1', original),
-      call('c2', 'read_file', { path: 'billing.py' }),
-      result('c2', original),
-    ];
+    const first = readTwice(original);
     const once = compressToolResults(first, { from: 0, to: 3 }).messages;
     expect(once[2]!.content).toMatch(/^\[compressed: identical to the result of call c2, made later in this turn \(\d+ bytes removed; copy [0-9a-f]{8}\)\]$/);
     // The agent edits the file and reads it again: the next compression would supersede c2, whose text c1's marker names.
@@ -114,20 +112,16 @@ describe('3. a result answers the call of its own step, never one of another tur
 describe('4. only reads and idempotent commands are superseded or kept once', () => {
   it('BashOutput chunks, cursor pages and tools not recognized keep their text', () => {
     const chunk = (index: number): string => `build step ${index}\n${'compiling module\n'.repeat(30)}`;
+    const step = (id: string, name: string, args: Record<string, unknown>, text: string): ChatMessage[] => [call(id, name, args), result(id, text)];
+    // The same calls twice: none of them a read or an idempotent command, so the later never supersedes the earlier.
     const messages = [
       user('watch the build'),
-      call('b1', 'BashOutput', { bash_id: 'shell_1' }),
-      result('b1', chunk(1)),
-      call('p1', 'list_issues', { cursor: 'abc' }),
-      result('p1', chunk(2)),
-      call('x1', 'deploy_preview', { site: 'shop' }),
-      result('x1', chunk(3)),
-      call('b2', 'BashOutput', { bash_id: 'shell_1' }),
-      result('b2', chunk(4)),
-      call('p2', 'list_issues', { cursor: 'abc' }),
-      result('p2', chunk(5)),
-      call('x2', 'deploy_preview', { site: 'shop' }),
-      result('x2', chunk(3)),
+      ...step('b1', 'BashOutput', { bash_id: 'shell_1' }, chunk(1)),
+      ...step('p1', 'list_issues', { cursor: 'abc' }, chunk(2)),
+      ...step('x1', 'deploy_preview', { site: 'shop' }, chunk(3)),
+      ...step('b2', 'BashOutput', { bash_id: 'shell_1' }, chunk(4)),
+      ...step('p2', 'list_issues', { cursor: 'abc' }, chunk(5)),
+      ...step('x2', 'deploy_preview', { site: 'shop' }, chunk(3)),
     ];
     expect(compressToolResults(messages, { from: 0, to: 7 }).compressed.size).toBe(0);
   });

@@ -1,0 +1,81 @@
+import type { ModeChoice } from './request-mode.js';
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
+import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
+import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
+import { requestFiguresOf } from './request-figures.js';
+import type { ExchangeRead } from './read-request.js';
+
+/**
+ * The second step of a chat exchange: the planner asked (the compaction
+ * engine, through engine-planner.ts), and the bytes to forward made: the
+ * client's own when nothing changed, else its bytes with only the
+ * conversation spliced in by the wire format.
+ */
+
+export interface Planned {
+  readonly context: ChatContext;
+  /** The body forwarded: the planner's, or the pairs' (the client's when nothing changed). */
+  readonly body: Readonly<Record<string, unknown>>;
+  /** Whether `body` differs from what the client sent. */
+  readonly changed: boolean;
+  readonly bytes: Buffer;
+  /** The pairs' report and the planner's, for `x-compactor`. */
+  readonly report: string | undefined;
+  readonly plan: ChatPlan | undefined;
+}
+
+/**
+ * What the answer's end reads of a request once it was forwarded: figures,
+ * never the parsed body, the forwarded one or their messages (see
+ * RequestFigures), so an answer in flight or an idle stream holds none.
+ */
+export interface Forwarded {
+  readonly figures: RequestFigures;
+  readonly report: string | undefined;
+  readonly forwardedBytes: number;
+  readonly clientTokens: number | undefined;
+  /** The planner's hook for this request's answer. */
+  readonly onUsage: UsageHook | undefined;
+}
+
+export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
+  const clientTokens = planned.plan?.clientTokens;
+  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
+  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage };
+}
+
+/**
+ * For a large body (the size read.ts parses ahead and reads in slices), each
+ * phase (read and pairs, plan, splice) holds the event loop for tens of
+ * milliseconds or more (a 32 MiB body: hundreds): the loop runs between
+ * phases, so other clients' requests and /healthz are served between them
+ * rather than after all of them.
+ */
+async function yieldOnLargeBody(raw: Buffer): Promise<void> {
+  if (raw.length >= PARSE_AHEAD_BYTES) await nextTurnOfTheEventLoop();
+}
+
+function joinReports(first: string | undefined, second: string | undefined): string | undefined {
+  const hasFirst = first !== undefined && first !== '';
+  const hasSecond = second !== undefined && second !== '';
+  if (hasFirst && hasSecond) return `${first}; ${second}`;
+  return hasFirst ? first : hasSecond ? second : undefined;
+}
+
+export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context: ChatContext, choice?: ModeChoice): Promise<Planned> {
+  const { request, raw, observing } = read;
+  const pairs = request.pairs;
+  let plan: ChatPlan | undefined;
+  await yieldOnLargeBody(raw);
+  // Mode off (x-compactor-mode): forwarded as sent, nothing planned.
+  if (hooks.planner !== undefined && request.untouched === undefined && choice?.mode !== 'off') plan = await hooks.planner(context);
+  const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
+  if (changedBody !== undefined) await yieldOnLargeBody(raw);
+  // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
+  const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
+  const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
+  const note = choice?.note;
+  const report = choice?.mode === 'off' && note !== undefined ? `${note}: forwarded as sent` : joinReports(note, said);
+  return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined, bytes, report, plan };
+}

@@ -1,0 +1,38 @@
+import { isRealUserMessage } from '../../transcript/groups.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { estimateRequestTokens } from '../../transcript/tokens.js';
+import { prefixPrintOf } from '../ledger/prefix-print.js';
+import { tenantOfRequest } from '../edge/tenant.js';
+import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
+
+/**
+ * What the answer's end reads of a request, taken when it is read and forwarded
+ * (RequestFigures in planner.ts says why: no parsed body is kept past the forward).
+ */
+
+/** Taken once the request was read: a refused or failed one is counted on its conversation from these. */
+export function readFiguresOf(context: Pick<ChatContext, 'tenant' | 'headers' | 'body'>): ReadFigures {
+  const { messages, model } = context.body;
+  const firstUser = messages.findIndex((message) => isRealUserMessage(message));
+  let turns = 0;
+  for (const message of messages) if (isRealUserMessage(message)) turns++;
+  return { tenant: tenantOfRequest(context), model, head: messages.slice(0, firstUser === -1 ? messages.length : firstUser + 1), messages: messages.length, turns };
+}
+
+/** Taken when the request is forwarded: from here on only these figures are kept. */
+export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined): RequestFigures {
+  const changed = forwarded !== context.body;
+  // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
+  const estimated = changed && clientTokens === undefined;
+  const forwardedMessages = forwarded['messages'];
+  const prefix = prefixPrintOf(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
+  return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix };
+}
+
+function estimatesOf(context: ChatContext, forwarded: Readonly<Record<string, unknown>>): RequestFigures['estimates'] {
+  const forwardedMessages = forwarded['messages'];
+  return {
+    client: estimateRequestTokens({ messages: context.body.messages, tools: context.body['tools'] }),
+    forwarded: estimateRequestTokens({ messages: Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : [], tools: forwarded['tools'] }),
+  };
+}
