@@ -54,7 +54,7 @@ export const EpochSchema = z
      * The tier that made the epoch, or `truncated` when its summary failed
      * (the field keeps its stored name). The built-in tiers' names
      * (policy/tiers/list.ts `STORED_TIERS`, checked equal by
-     * test/extension-tier.test.ts): this file is below the list's room.
+     * test/extension-points.test.ts): this file is below the list's room.
      */
     strategy: z.enum(['prune', 'compress', 'summary', 'steps', 'truncated']),
     /** The line that reported the compaction that made this epoch. */
