@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { canonicalText } from '../../compaction/epochs/prefix-hash.js';
 import { isRealUserMessage } from '../../transcript/groups.js';
 import { isMarked } from '../../transcript/marks.js';
 import { contentText, type ChatMessage } from '../../transcript/message.js';
@@ -40,7 +41,8 @@ const ELIDED = ' bytes elided …]';
 function digestsOf(messages: readonly ChatMessage[]): Buffer {
   const digests = Buffer.allocUnsafe(messages.length * DIGEST_BYTES);
   for (const [index, message] of messages.entries()) {
-    createHash('sha256').update(JSON.stringify(message)).digest().copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
+    // The epochs' canonical text, not JSON: no escaping pass over a large result, and key order does not matter.
+    createHash('sha256').update(canonicalText(message)).digest().copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
   }
   return digests;
 }
