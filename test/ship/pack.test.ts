@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,8 +28,15 @@ beforeAll(async () => {
   prefix = join(scratch, 'prefix');
   // dist/ as the sources are now (what `prepare` would build), then the package of it.
   await run(process.execPath, [join(ROOT, 'scripts/build.mjs'), '--if-stale'], { cwd: ROOT });
-  // With its scripts: `prepack` ships the manifest without `prepare` (scripts/pack-manifest.mjs), `postpack` puts it back.
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: ROOT, timeout: 240_000 });
+  // Packed from a copy of what the package is made of, with its scripts: `prepack` ships the manifest without `prepare`
+  // (scripts/pack-manifest.mjs), `postpack` puts it back. Not in the clone itself: other test files run beside this one,
+  // and would see its package.json without `prepare` (and newer, so stale to build.mjs --if-stale) while npm packs.
+  const source = join(scratch, 'source');
+  // The sources and tests too, so `files` is what keeps them out (no TypeScript resolves from the copy: `prepare` builds nothing).
+  const parts = ['package.json', 'README.md', 'LICENSE', 'config.example.yaml', 'dist', 'scripts', 'src', 'test', 'bench', 'docker'];
+  const noModules = (path: string): boolean => !path.split(/[\\/]/).includes('node_modules');
+  for (const path of parts) cpSync(join(ROOT, path), join(source, path), { recursive: true, filter: noModules });
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: source, timeout: 240_000 });
   const [pack] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
   packed = pack!.files.map((file) => file.path);
   await run('npm', ['install', '-g', join(scratch, pack!.filename), '--prefix', prefix, '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], {
