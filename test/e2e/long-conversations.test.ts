@@ -17,8 +17,10 @@ const opened = closedAfterEachTest();
 async function setUp(window: number, config: Record<string, unknown> = {}) {
   const upstream = opened(await FakeUpstream.start());
   const llama = new SimulatedLlama(upstream, { window });
-  const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true, ...config } } }));
-  return { llama, url: proxy.url, upstream, proxy };
+  // The app's usage hook runs after the engine's own, which starts the background epoch an answer calls for.
+  const answered = { count: 0 };
+  const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true, ...config } }, deps: { onUsage: () => void answered.count++ } }));
+  return { llama, url: proxy.url, upstream, proxy, answered };
 }
 
 /** Whether every summary compactor is writing has reached the upstream (none waits for a slot or is still on its way). */
@@ -73,7 +75,7 @@ describe('one long agent turn', () => {
 
 describe('a slow summarizer', () => {
   it('never makes a request of a conversation growing turn by turn wait for a whole summary (background epochs)', async () => {
-    const { llama, url, upstream, proxy } = await setUp(8192);
+    const { llama, url, upstream, proxy, answered } = await setUp(8192);
     const engine = proxy.app.proxy.engine!;
     llama.summaryDelayMs = 400;
     let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
@@ -91,6 +93,9 @@ describe('a slow summarizer', () => {
       // anything); then, whatever the machine's load, the background summary its answer started has reached the model
       // before the next request goes (an event: issue 37, the pause alone was not enough on a loaded machine).
       await new Promise((resolve) => setTimeout(resolve, 60));
+      // The answer's hooks ran (so its background epoch, if it called for one, has started): the client can read the
+      // whole answer before they run, and on a loaded machine the pause above was not always enough.
+      await vi.waitFor(() => expect(answered.count).toBe(turn), { timeout: 10_000 });
       await vi.waitFor(() => expect(summariesReachedUpstream(upstream, engine.runningSummaries, engine.queuedSummaries)).toBe(true));
     }
     const summaries = llama.summaryRecords;
