@@ -60,11 +60,11 @@ describe('what the client sent, one number everywhere', () => {
       summed += before ?? answer.usage.prompt_tokens;
       if (before !== null && before >= 1000) rounding += 50;
       history.push(...messages.slice(1));
-      // Background epochs finish before the next turn, as between an agent's turns.
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Background epochs finish before the next turn, as between an agent's turns: the answer's hooks (which
+      // start the one it calls for) run before its request line is written.
+      await proxy.logs.requestLines(turn);
       while ((proxy.app.proxy.engine?.runningSummaries ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
     const metrics = await (await fetch(`${proxy.url}/metrics`)).text();
     const counted = metric(metrics, 'compactor_client_prompt_tokens_total');
     expect(Math.abs(counted - summed)).toBeLessThanOrEqual(rounding);

@@ -47,7 +47,7 @@ describe('logs', () => {
     upstream.script(CHAT, replies.hangUp());
     await post(JSON.stringify(chat));
 
-    const lines = await waitForLines(10);
+    const lines = await proxy.logs.requestLines(10);
     expect(upstream.requestsTo(CHAT)[0]?.headers.authorization).toBe(`Bearer ${CANARY_UPSTREAM_KEY}`);
     expect(proxy.logs.text).not.toContain(CANARY_KEY);
     expect(proxy.logs.text).not.toContain(CANARY_UPSTREAM_KEY);
@@ -89,7 +89,7 @@ describe('logs', () => {
     const exchange = async (path: string, headers: Record<string, string>, body: string): Promise<void> => {
       const answer = await send(proxy.url + path, { method: 'POST', headers, body });
       received.push(answer.body.length);
-      await waitForLines(already + received.length);
+      await proxy.logs.requestLines(already + received.length);
     };
     await exchange(CHAT, { ...authorized, authorization: 'Bearer wrong' }, chat); // 401
     await exchange(CHAT, authorized, '{"model":'); // 400, not JSON
@@ -115,16 +115,7 @@ describe('logs of compacted requests', () => {
     const exchanges = await runAgent({ baseUrl: proxy.url, turns: 12, stepsPerTurn: 2, resultBytes: 1500, tools: AGENT_TOOLS });
     const reports = exchanges.map((exchange) => exchange.report);
     expect(reports.some((report) => report?.startsWith('epoch reused'))).toBe(true);
-    await proxy.logs.request(() => proxy.logs.requests().length === exchanges.length);
+    await proxy.logs.requestLines(exchanges.length);
     expect(proxy.logs.requests().map((line) => line['compaction'] ?? null)).toEqual(reports);
   });
 });
-
-async function waitForLines(count: number): Promise<Record<string, unknown>[]> {
-  for (let attempt = 0; attempt < 500; attempt++) {
-    const lines = proxy.logs.requests();
-    if (lines.length >= count) return lines;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error(`expected ${count} request lines, got ${proxy.logs.requests().length}`);
-}

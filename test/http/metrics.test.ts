@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Metrics } from '../../src/http/ops/metrics.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { send, postJson } from '../support/http-client.js';
@@ -97,8 +97,10 @@ describe('GET /metrics', () => {
     });
     expect(repaired.status).toBe(200);
     expect((await send(`${proxy.url}/v1/models`)).status).toBe(200);
-    // The per-request counters move when the response has closed, a turn after the client has it.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The per-request counters move when the response has closed, a turn after the client has it (with its log line),
+    // and a background summary an answer started counts when it ends.
+    await proxy.logs.requestLines(exchanges.length + 2);
+    await vi.waitFor(() => expect(proxy.app.proxy.engine!.runningSummaries).toBe(0), { timeout: 10_000 });
 
     const after = await scrape(proxy.url);
     const values = after.values;
@@ -141,11 +143,11 @@ describe('GET /metrics', () => {
     const proxy = opened(await startProxy(upstream, { listen: true }));
     const streamed = postJson(`${proxy.url}/v1/chat/completions`, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
     await upstream.waitFor(() => upstream.requestsTo('/v1/chat/completions').length === 1);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(total((await scrape(proxy.url)).values, 'compactor_active_streams')).toBe(1);
+    // The stream counts from its first relayed byte, which may still be on its way when the upstream has the request.
+    await vi.waitFor(async () => expect(total((await scrape(proxy.url)).values, 'compactor_active_streams')).toBe(1), { timeout: 10_000 });
     release();
     expect((await streamed).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await proxy.logs.requestLines(1);
     expect(total((await scrape(proxy.url)).values, 'compactor_active_streams')).toBe(0);
   });
 
@@ -156,7 +158,7 @@ describe('GET /metrics', () => {
     const other = await startProxy(upstream, { listen: true });
     try {
       await postJson(`${proxy.url}/v1/chat/completions`, { model: 'sim', messages: [{ role: 'user', content: 'hi' }] });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await proxy.logs.requestLines(1);
       expect(total((await scrape(proxy.url)).values, 'compactor_requests_total', { route: 'chat' })).toBe(1);
       expect(total((await scrape(other.url)).values, 'compactor_requests_total', { route: 'chat' })).toBe(0);
     } finally {

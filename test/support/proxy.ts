@@ -27,6 +27,22 @@ export class LogCapture {
     return this.entries().filter((entry) => entry['msg'] === 'request');
   }
 
+  /**
+   * Waits until `count` per-request lines are written: a request's line, its metrics and its dashboard
+   * figures are all written in the same turn, a turn after its response closed (http/edge/in-flight.ts),
+   * so a test that reads any of them waits for this event rather than for a pause. Ops routes
+   * (/metrics, /healthz, the dashboard's state) log at debug and so are not counted at `info`.
+   */
+  async requestLines(count: number, timeoutMs = 10_000): Promise<Record<string, unknown>[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const lines = this.requests();
+      if (lines.length >= count) return lines;
+      if (Date.now() > deadline) throw new Error(`expected ${count} request log lines, saw ${lines.length}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
   /** Waits for the per-request line `predicate` picks (it is written once the response has closed). */
   async request(predicate: (line: Record<string, unknown>) => boolean = () => true, timeoutMs = 5_000): Promise<Record<string, unknown>> {
     const deadline = Date.now() + timeoutMs;

@@ -31,7 +31,8 @@ async function agentRun(showText: boolean): Promise<{ state: State; background: 
     expect(response.status).toBe(200);
     await response.arrayBuffer();
     history.push(...messages.slice(1));
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The answer's hooks (which start the background epoch it calls for) run before its request line is written.
+    await proxy.logs.requestLines(turn);
     while ((proxy.app.proxy.engine?.runningSummaries ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, 5));
   }
   const background = proxy.logs.entries().filter((entry) => entry['pending'] === true && String(entry['msg']).startsWith('summarized')).length;

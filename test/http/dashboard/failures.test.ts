@@ -32,7 +32,8 @@ describe('refused and failed requests', () => {
       reports.push(response.headers.get('x-compactor') ?? '');
       await response.arrayBuffer();
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Refusals and failures are counted with the request's line, a turn after its response closed.
+    await proxy.logs.requestLines(10);
     const refusals = statuses.filter((status) => status === 400).length;
     expect(refusals).toBeGreaterThan(0);
     expect(reports.some((report) => /^observe: would prune 1 oversized tool result, /.test(report))).toBe(true);
@@ -56,7 +57,7 @@ describe('refused and failed requests', () => {
     const response = await fetch(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim', messages: [{ role: 'user', content: 'hi' }] }) });
     expect(response.status).toBe(502);
     await response.arrayBuffer();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await proxy.logs.requestLines(1);
     const state = (await (await fetch(`${proxy.url}/dashboard/state`)).json()) as State;
     expect(state.conversations[0]).toMatchObject({ requests: 1, refused: 0, failed: 1 });
     expect(state.totals).toMatchObject({ failed: 1 });

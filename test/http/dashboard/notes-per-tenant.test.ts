@@ -27,7 +27,8 @@ describe('issue 21 item 7: notes only for the tenant that wrote them', () => {
     const writer = { authorization: 'Bearer sk-writer' };
     const answer = await proxy.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { 'content-type': 'application/json', ...writer }, payload: { model: 'sim', messages } });
     expect(answer.headers['x-compactor']).toMatch(/^summarized/);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The dashboard hears of the answer in its usage hook, a turn before the request's line.
+    await proxy.logs.requestLines(1);
     const stateAs = async (headers: Record<string, string>) => (await proxy.app.inject({ method: 'GET', url: '/dashboard/state', headers })).json() as State;
 
     const own = await stateAs(writer);

@@ -32,8 +32,6 @@ interface State {
   totals?: { requests: number };
 }
 
-/** The usage hook runs on the next turn of the event loop after the answer. */
-const settled = () => new Promise((resolve) => setTimeout(resolve, 20));
 
 describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
   it('dashboard auth: the page is static and open, its state needs a key; a tenant sees its own conversations, an admin key all', async () => {
@@ -43,7 +41,8 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
     expect((await app.inject(chat('sk-a', 'from a'))).statusCode).toBe(200);
     expect((await app.inject(chat('sk-b', 'from b'))).statusCode).toBe(200);
     expect((await app.inject(chat('sk-admin', 'an admin key is a key'))).statusCode).toBe(200);
-    await settled();
+    // The usage hook runs on the next turn of the event loop after the answer, before the request's line.
+    await proxy.logs.requestLines(3);
 
     const page = await app.inject({ method: 'GET', url: '/dashboard' });
     expect(page.statusCode).toBe(200);
@@ -76,7 +75,7 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
       const messages: ChatMessage[] = conversation({ turns: 20, stepsPerTurn: 2, resultBytes: 400 });
       const answer = await proxy.app.inject({ method: 'POST', url: CHAT, headers: { 'content-type': 'application/json' }, payload: { model: 'sim', messages } });
       expect(answer.headers['x-compactor']).toMatch(/^summarized/);
-      await settled();
+      await proxy.logs.requestLines(1);
       const state = (await proxy.app.inject({ method: 'GET', url: '/dashboard/state' })).json() as State;
       expect(state.compactions).toHaveLength(1);
       if (showText) expect(state.compactions[0]!.notes).toMatch(/FACT-1\b/);
@@ -90,7 +89,7 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
     const proxy = opened(await startProxy(upstream, { config: { compaction: { enabled: true, mode: 'observe' } } }));
     const messages: ChatMessage[] = conversation({ turns: 20, stepsPerTurn: 2, resultBytes: 400 });
     await proxy.app.inject({ method: 'POST', url: CHAT, headers: { 'content-type': 'application/json' }, payload: { model: 'sim', messages } });
-    await settled();
+    await proxy.logs.requestLines(1);
     const state = (await proxy.app.inject({ method: 'GET', url: '/dashboard/state' })).json() as State & {
       mode: string;
       conversations: { epochs: number; report: string; saved: number }[];
