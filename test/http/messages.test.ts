@@ -1,5 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { messagesView } from '../../src/formats/messages/read.js';
 import { contentText } from '../../src/transcript/message.js';
 import { FACT_PATTERN, factOf } from '../support/conversation.js';
@@ -199,7 +199,10 @@ describe('issue 16: a 60-turn Messages conversation against the simulated llama-
       sentPrefixes.push(JSON.stringify(forwarded.messages.slice(0, 2)));
       sentMessages.push(JSON.stringify(forwarded.messages));
     }
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Every answer's hooks have run (they start the background epochs), and those summaries have ended.
+    await proxy.logs.requestLines(60);
+    const engine = proxy.app.proxy.engine!;
+    await vi.waitFor(() => expect(engine.runningSummaries + engine.queuedSummaries).toBe(0), { timeout: 10_000 });
     const summaries = llama.summaryRecords;
     const chats = llama.chatRecords;
     const firstCompacted = chats.findIndex((record) => record.messages.some((message) => contentText(message.content).startsWith('[compacted:summary]')));

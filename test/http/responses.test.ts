@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { responsesView } from '../../src/formats/responses/read.js';
 import { contentText } from '../../src/transcript/message.js';
 import { FACT_PATTERN, factOf } from '../support/conversation.js';
@@ -156,7 +156,10 @@ describe('issue 16: a 60-turn Responses conversation against the simulated llama
       input.push({ type: 'reasoning', id: `rs_${turn}`, summary: [], encrypted_content: `ENC${turn}` }, { type: 'function_call', call_id: `call_${turn}`, name: 'shell', arguments: `{"command":"cat f${turn}"}` });
       sentInputs.push(JSON.stringify((upstream.requestsTo('/v1/responses').at(-1)!.json as { input: unknown }).input));
     }
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Every answer's hooks have run (they start the background epochs), and those summaries have ended.
+    await proxy.logs.requestLines(60);
+    const engine = proxy.app.proxy.engine!;
+    await vi.waitFor(() => expect(engine.runningSummaries + engine.queuedSummaries).toBe(0), { timeout: 10_000 });
     const summaries = llama.summaryRecords;
     const chats = llama.chatRecords;
     const firstCompacted = chats.findIndex((record) => record.messages.some((message) => contentText(message.content).startsWith('[compacted:summary]')));

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { defaultConfig } from '../../src/config/schema.js';
 import { SlotRouter } from '../../src/slots/slot-router.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
@@ -44,9 +44,8 @@ describe('SlotRouter', () => {
     const llama = new SlotLlama(upstream, { slots: 1, slotSave: true, cacheRamTokens: 0 });
     const router = new SlotRouter({ upstream: client, config: config({ slot_save: true }) });
     for (const key of ['a', 'b', 'a']) (await router.acquire('m', { kind: 'turn', key }))?.release();
-    // Give the scheduler's actions their round trips.
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(llama.actions).toEqual(['save 0 compactor-a.bin', 'save 0 compactor-b.bin', 'restore 0 compactor-a.bin']);
+    // The scheduler's actions take their round trips after each release.
+    await vi.waitFor(() => expect(llama.actions).toEqual(['save 0 compactor-a.bin', 'save 0 compactor-b.bin', 'restore 0 compactor-a.bin']), { timeout: 10_000 });
     expect(router.stats()[0]?.stats).toMatchObject({ saves: 2, restores: 1 });
   });
 

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MemoryEpochStore } from '../../../src/compaction/epochs/epoch-store.js';
 import type { Epoch } from '../../../src/compaction/types.js';
 import { prefixHashes } from '../../../src/compaction/epochs/prefix-hash.js';
@@ -107,7 +107,8 @@ describe('a replica\'s first decision', () => {
     a.summarizer.delayMs = 600;
     const prepared = await prepare(a.compactor, conversation({ turns }));
     prepared.afterResponse!();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // A's summary has reached its model, so its lease on the epoch's key is in the store.
+    await vi.waitFor(() => expect(a.summarizer.calls).toBe(1), { timeout: 10_000 });
     const crossing = await prepare(b.compactor, conversation({ turns: turns + 1 }));
     expect(b.summarizer.calls).toBe(0);
     expect(a.summarizer.calls).toBe(1);
