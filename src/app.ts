@@ -23,6 +23,7 @@ import { ServerSpeeds } from './upstream/server-speeds.js';
 import { type RequestRecord, sendError } from './http/edge/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
+import { NotesSeal } from './http/exchange/sealed-notes.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
 import { answeredOf, bothObservers, DashboardState } from './http/ops/dashboard-state.js';
 import { opsRoutes } from './http/routes/ops.js';
@@ -257,6 +258,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.decorateRequest('record', null as unknown as RequestRecord);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
+  // The key of the compaction items /v1/responses/compact seals (issue 38): configured, else this process's own.
+  const seal = new NotesSeal(config.compaction.seal_key ?? config.cache.redis.secret);
   const chatOptions = {
     config,
     upstream,
@@ -267,6 +270,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
     bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
+    seal,
+    onCarried: (outcome: 'opened' | 'refused', count: number) => metrics.compactionItem(outcome, count),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -281,7 +286,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
-  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
+  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed') }));
   if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 

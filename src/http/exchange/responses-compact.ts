@@ -1,0 +1,150 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { InternalError, InvalidRequestError, ProxyError, SummaryFailedError } from '../../errors.js';
+import { RESPONSES_COMPACT_FORMAT, chatRequestView, compactedResponse, compactionItem, inputItemsOf, keptUserItems } from '../../formats/registry.js';
+import { headLength } from '../../transcript/groups.js';
+import { isMarked, mark } from '../../transcript/marks.js';
+import { type ChatMessage, contentText } from '../../transcript/message.js';
+import { estimateRequestTokens } from '../../transcript/tokens.js';
+import { headerText } from '../edge/headers.js';
+import { sendError } from '../edge/request-record.js';
+import { tenantOfRequest } from '../edge/tenant.js';
+import type { CompactRouteOptions } from './compact-history.js';
+import { carriedOpener } from './carried-items.js';
+import { credentialHeaders } from './engine-planner.js';
+import { readExchange } from './read-request.js';
+import type { NotesSeal } from './sealed-notes.js';
+
+/**
+ * `POST /v1/responses/compact` (and `/responses/compact`), OpenAI's
+ * compaction endpoint served for a local model (issue 38 item 1; openai-node
+ * `responses.compact`, `ResponseCompactParams` → `CompactedResponse`): Codex
+ * calls it for its remote compaction, and a local server answers 404.
+ *
+ * The body (`model`, `input`, `instructions`) is read as a `/v1/responses`
+ * request is, pairs repaired, any compaction item in it opened (so a second
+ * compaction merges the first one's notes). compactor's own summary path
+ * then summarizes all of it (the engine's `force`, with its epochs, suffix
+ * mode, single flight and cache): the history is given one more turn, a
+ * fixed continuation line, so the summary covers every real turn and the
+ * same history always meets the same epoch. The answer is a
+ * `response.compaction` object whose `output` is what OpenAI keeps (every
+ * user message of the input, as it came) followed by one `compaction` item,
+ * whose `encrypted_content` is the notes sealed for the tenant
+ * (sealed-notes.ts). A later `/v1/responses` request carrying it reaches the
+ * upstream with the item opened into the summary pair (carried-items.ts).
+ *
+ * `previous_response_id` and `conversation` name state compactor does not
+ * keep (it is stateless, and llama-server stores no responses): a 400 says
+ * so. A history compactor cannot read into its chat view (an input item it
+ * does not know), or one too short to summarize, comes back as it came,
+ * with no compaction item, and the report says why.
+ */
+
+export interface ResponsesCompactOptions extends CompactRouteOptions {
+  /** The key the compaction items are sealed with. */
+  readonly seal: NotesSeal;
+  /** Told of each compaction item sealed (the metrics). */
+  readonly onSealed?: () => void;
+}
+
+/** The turn the history is given so that the summary covers every real one: the summary tier keeps the last turn raw. */
+export const CONTINUATION_LINE = 'The conversation continues after this point.';
+
+interface CompactAnswer {
+  readonly body: Record<string, unknown>;
+  readonly report: string;
+}
+
+function refuseState(body: Record<string, unknown>): void {
+  for (const param of ['previous_response_id', 'conversation']) {
+    if (body[param] === undefined || body[param] === null) continue;
+    throw new InvalidRequestError({
+      code: 'invalid_body',
+      param,
+      message: `${param}: compactor keeps no responses or conversations (it is stateless, and the local server stores none), so it cannot resolve this one; send the whole history in input`,
+    });
+  }
+}
+
+/** The notes of a compacted history (head, summary pair, the continuation), or null when it was not summarized. */
+function notesOf(messages: readonly ChatMessage[]): string | null {
+  const rest = messages.slice(headLength(messages), -1);
+  if (rest.length === 2 && isMarked(rest[0]!, 'summary')) return contentText(rest[0]!.content).slice(mark('summary', '').length);
+  // The summary failed and a truncation stands in its place: the client's history is worth more than the notice.
+  if (rest.some((message) => isMarked(message, 'truncated'))) throw new SummaryFailedError('the summary call failed; the history was not compacted', false);
+  return null;
+}
+
+async function compact(request: FastifyRequest, options: ResponsesCompactOptions, signal: AbortSignal): Promise<CompactAnswer> {
+  const { config, engine, upstream, seal } = options;
+  const contentType = request.headers['content-type'];
+  const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
+  const original: unknown = request.body;
+  // Earlier compaction items opened first: their notes are part of the history this compaction merges.
+  const opened = Buffer.isBuffer(original) ? RESPONSES_COMPACT_FORMAT.openCarried!(original, contentType, carriedOpener(seal, tenant)).raw : original;
+  const settings = { format: RESPONSES_COMPACT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items, maxValues: config.limits.max_values };
+  const read = (await readExchange(settings, opened, contentType)).request;
+  // The read accepted these bytes: the body's own fields (the chat view has only its messages).
+  const body = JSON.parse((original as Buffer).toString('utf8')) as Record<string, unknown>;
+  refuseState(body);
+  const items = inputItemsOf(body);
+  const pairs = read.pairs;
+  request.record.repairs = pairs.repairs.length;
+  request.record.pairRepairs = pairs.repairs;
+  const ratio = engine?.ratios.get(pairs.body.model, tenant) ?? 1;
+  const before = Math.round(estimateRequestTokens({ messages: pairs.body.messages, tools: pairs.body['tools'] }) * ratio);
+  const unchanged = (why: string): CompactAnswer => ({
+    body: compactedResponse({ id: idOf('resp'), createdAt: nowSeconds(), output: items, inputTokens: before, outputTokens: 0 }),
+    report: [pairs.report, why].filter((line) => line !== undefined).join('; '),
+  });
+  if (read.untouched !== undefined) return unchanged(`nothing compacted: ${read.untouched.replace(/^passed through: /, '')}`);
+  if (engine === null || !config.compaction.enabled) return unchanged('nothing compacted: compaction is off');
+  const continuation: ChatMessage = { role: 'user', content: CONTINUATION_LINE };
+  const messages = [...pairs.body.messages, continuation];
+  const prepared = await engine.compact({
+    request: chatRequestView({ ...pairs.body, messages }, read.maxOutputTokens),
+    tenant,
+    signal,
+    upstreamHeaders: credentialHeaders(request.headers, RESPONSES_COMPACT_FORMAT, upstream),
+    mode: 'force',
+  });
+  const notes = notesOf(prepared.messages);
+  if (notes === null) return unchanged('nothing to compact');
+  options.onSealed?.();
+  const output = [...keptUserItems(items), compactionItem(idOf('cmp'), seal.seal(notes, tenant))];
+  const after = Math.round(estimateRequestTokens({ messages: [{ role: 'user', content: notes }] }) * ratio);
+  const report = [pairs.report, prepared.report ?? 'compacted'].filter((line) => line !== undefined).join('; ');
+  return { body: compactedResponse({ id: idOf('resp'), createdAt: nowSeconds(), output, inputTokens: Math.round(prepared.clientTokens ?? before), outputTokens: after }), report };
+}
+
+function idOf(prefix: string): string {
+  return `${prefix}_${randomBytes(16).toString('hex')}`;
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** One `POST /v1/responses/compact`: the `response.compaction` object as JSON, or an error in the Responses API's shape. */
+export async function runResponsesCompaction(request: FastifyRequest, reply: FastifyReply, options: ResponsesCompactOptions): Promise<void> {
+  // A client that goes away stops the summary it waits for (unless another request shares it).
+  const abort = new AbortController();
+  const onClose = (): void => {
+    if (!reply.raw.writableEnded) abort.abort();
+  };
+  reply.raw.once('close', onClose);
+  try {
+    const answer = await compact(request, options, abort.signal);
+    if (abort.signal.aborted) return;
+    request.record.report = answer.report;
+    const text = JSON.stringify(answer.body);
+    request.record.bytes = Buffer.byteLength(text);
+    await reply.code(200).headers({ 'x-compactor': headerText(answer.report), 'content-type': 'application/json; charset=utf-8' }).send(text);
+  } catch (error) {
+    if (abort.signal.aborted) return;
+    const proxyError = error instanceof ProxyError ? error : new InternalError(error);
+    if (proxyError instanceof InternalError) request.log.error({ err: error }, 'responses compact request failed');
+    sendError(reply, proxyError, RESPONSES_COMPACT_FORMAT.errorBody(proxyError));
+  }
+}
