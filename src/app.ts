@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/edge/auth.js';
@@ -24,6 +24,7 @@ import { type RequestRecord, sendError } from './http/edge/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
 import { NotesSeal } from './http/exchange/sealed-notes.js';
+import { runResponsesCompaction } from './http/exchange/responses-compact.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
 import { answeredOf, bothObservers, DashboardState } from './http/ops/dashboard-state.js';
 import { opsRoutes } from './http/routes/ops.js';
@@ -260,6 +261,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   // The key of the compaction items /v1/responses/compact seals (issue 38): configured, else this process's own.
   const seal = new NotesSeal(config.compaction.seal_key ?? config.cache.redis.secret);
+  const compactOptions = { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed') };
   const chatOptions = {
     config,
     upstream,
@@ -272,6 +274,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
     seal,
     onCarried: (outcome: 'opened' | 'refused', count: number) => metrics.compactionItem(outcome, count),
+    answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -286,7 +289,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
-  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed') }));
+  app.register(async (scope) => compactRoutes(scope, compactOptions));
   if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 

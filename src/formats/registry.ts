@@ -24,7 +24,7 @@ export const COMPACT_BODY_FORMAT: WireFormat = CHAT_FORMAT;
 export const RESPONSES_COMPACT_FORMAT: WireFormat = RESPONSES_FORMAT;
 
 /** The `response.compaction` answer and its `compaction` item, in the Responses API's words. */
-export { COMPACTION_KIND, compactedResponse, compactionItem, inputItemsOf, keptUserItems } from './responses/compaction-item.js';
+export { compactedResponse, compactionItem, compactionResponse, compactionResponseEvents, inputItemsOf, keptUserItems, withoutTrigger } from './responses/compaction-item.js';
 
 /**
  * The format of compactor's own calls (summaries, the doctor's probe): chat completions, whose answers'

@@ -82,6 +82,8 @@ export interface WireFormat {
    * comes back as it came.
    */
   openCarried?(raw: Buffer, contentType: string | undefined, open: CarriedOpener): { readonly raw: Buffer; readonly opened: number };
+  /** Whether the body asks for a compaction rather than an answer (the Responses API's `compaction_trigger` item; absent: the format has none). */
+  asksCompaction?(raw: unknown, contentType: string | undefined): boolean;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

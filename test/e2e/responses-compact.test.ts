@@ -84,14 +84,14 @@ function metric(text: string, outcome: string): number {
 }
 
 async function compacted(client: OpenAI, input: Item[]) {
-  return client.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: input as OpenAI.Responses.ResponseInputItem[] });
+  return client.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: input as unknown as OpenAI.Responses.ResponseInputItem[] });
 }
 
 describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => {
   it('compacts: the user messages as they came and one compaction item, the summary covering every turn, nothing forwarded but the summary call', async () => {
     const { upstream, llama, client, proxy } = await started();
     const input = history();
-    const answer = await client.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: input as OpenAI.Responses.ResponseInputItem[] }).withResponse();
+    const answer = await client.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: input as unknown as OpenAI.Responses.ResponseInputItem[] }).withResponse();
     const compaction = answer.data;
     expect(compaction.object).toBe('response.compaction');
     expect(compaction.id).toMatch(/^resp_/);
@@ -123,7 +123,7 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const { upstream, llama, client, proxy } = await started();
     upstream.route('POST', '/v1/responses', replies.json(200, RESPONSE));
     const compaction = await compacted(client, history());
-    const input = [...compaction.output, NEXT] as OpenAI.Responses.ResponseInputItem[];
+    const input = [...compaction.output, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[];
 
     const first = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input }).withResponse();
     expect(first.data.output_text).toBe('Done.');
@@ -154,7 +154,7 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const { upstream, client } = await started();
     upstream.route('POST', '/v1/responses', replies.sse(STREAM_EVENTS));
     const compaction = await compacted(client, history());
-    const input = [...compaction.output, NEXT] as OpenAI.Responses.ResponseInputItem[];
+    const input = [...compaction.output, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[];
     const stream = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input, stream: true });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
@@ -173,7 +173,7 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     // One character of the sealed text changed.
     const at = token.length - 10;
     const tampered = `${token.slice(0, at)}${token[at] === 'A' ? 'B' : 'A'}${token.slice(at + 1)}`;
-    const input = [...compaction.output.slice(0, -1), { ...item, encrypted_content: tampered }, NEXT] as OpenAI.Responses.ResponseInputItem[];
+    const input = [...compaction.output.slice(0, -1), { ...item, encrypted_content: tampered }, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[];
     const index = compaction.output.length - 1;
     for (const stream of [false, true]) {
       const error = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input, stream }).then(
@@ -199,7 +199,7 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const item = compaction.output.at(-1) as unknown as Item;
     const send = (sender: OpenAI, encrypted: string) =>
       sender.responses
-        .create({ model: 'sim', instructions: INSTRUCTIONS, input: [...users, { type: 'compaction', encrypted_content: encrypted }, NEXT] as OpenAI.Responses.ResponseInputItem[] })
+        .create({ model: 'sim', instructions: INSTRUCTIONS, input: [...users, { type: 'compaction', encrypted_content: encrypted }, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] })
         .then(
           () => null,
           (caught: unknown) => caught as APIError,
@@ -232,13 +232,13 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const two = await started({ compaction: { enabled: true, seal_key: key } });
     two.upstream.route('POST', '/v1/responses', replies.json(200, RESPONSE));
     const compaction = await compacted(one.client, history());
-    await two.client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, NEXT] as OpenAI.Responses.ResponseInputItem[] });
+    await two.client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] });
     expect(JSON.stringify(inputOf(two.upstream.requestsTo('/v1/responses')[0]!))).toContain('[compacted:summary] ');
   });
 
   it('previous_response_id gets a 400 in the Responses error shape: compactor keeps no responses', async () => {
     const { upstream, client } = await started();
-    const error = await client.responses.compact({ model: 'sim', previous_response_id: 'resp_123', input: [NEXT] as OpenAI.Responses.ResponseInputItem[] }).then(
+    const error = await client.responses.compact({ model: 'sim', previous_response_id: 'resp_123', input: [NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] }).then(
       () => null,
       (caught: unknown) => caught as APIError,
     );
@@ -254,12 +254,44 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const compaction = await compacted(client, history());
     const more = itemsOf(conversation({ turns: 20, stepsPerTurn: 2, resultBytes: 400 }).slice(-30));
     const bare = new OpenAI({ baseURL: proxy.url, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
-    const second = await bare.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, ...more] as OpenAI.Responses.ResponseInputItem[] });
+    const second = await bare.responses.compact({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, ...more] as unknown as OpenAI.Responses.ResponseInputItem[] });
     expect(second.object).toBe('response.compaction');
     expect(second.output.filter((item) => item.type === 'compaction')).toHaveLength(1);
     expect(llama.summaryRecords).toHaveLength(2);
     // The first notes were in the second summary's prompt (opened), so their facts carry on.
     expect(llama.summaryRecords[1]!.prompt).toContain('[compacted:summary] ');
     expect(factsIn(llama.summaryRecords[1]!.prompt).has('FACT-1')).toBe(true);
+  });
+
+  it('a /v1/responses request ending in a compaction_trigger (Codex remote compaction v2) is answered with one compaction item, streamed and not, and nothing is forwarded', async () => {
+    const { upstream, llama, client } = await started();
+    upstream.route('POST', '/v1/responses', replies.json(200, RESPONSE));
+    // openai-node ResponseInputItem.CompactionTrigger: "Compacts the current context. Must be the final input item."
+    const input = [...history(), { type: 'compaction_trigger' }] as unknown as OpenAI.Responses.ResponseInputItem[];
+    const answer = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input }).withResponse();
+    expect(answer.data.object).toBe('response');
+    expect(answer.data.status).toBe('completed');
+    expect(answer.data.output).toHaveLength(1);
+    const item = answer.data.output[0] as unknown as Item;
+    expect(item).toMatchObject({ type: 'compaction' });
+    expect(item['encrypted_content']).toMatch(/^compactor-v1\./);
+    expect(answer.response.headers.get('x-compactor')).toMatch(/^summarized \d+ messages -> 1 summary/);
+    expect(llama.summaryRecords).toHaveLength(1);
+    // The trigger is no message of the history: the summary never saw it.
+    expect(JSON.stringify(llama.summaryRecords[0]!.messages)).not.toContain('compaction_trigger');
+
+    const stream = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input, stream: true });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    expect(events.map((event) => event.type)).toEqual(['response.created', 'response.output_item.added', 'response.output_item.done', 'response.completed']);
+    const done = events.find((event) => event.type === 'response.output_item.done') as OpenAI.Responses.ResponseOutputItemDoneEvent;
+    expect(done.item).toMatchObject({ type: 'compaction' });
+    // The same history: the same epoch, no second summary.
+    expect(llama.summaryRecords).toHaveLength(1);
+    expect(upstream.requestsTo('/v1/responses')).toHaveLength(0);
+
+    // The item goes on like the endpoint's.
+    await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input: [...(history().filter((entry) => entry['role'] === 'user')), done.item, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] });
+    expect(JSON.stringify(inputOf(upstream.requestsTo('/v1/responses')[0]!))).toContain('[compacted:summary] Understood; continuing from these notes.');
   });
 });

@@ -9,8 +9,9 @@ import type { ChatRouteOptions } from './route.js';
 /**
  * The items a client carries for the server, opened before a chat exchange
  * reads its body (issue 38 item 1): a Responses `compaction` item that
- * `/v1/responses/compact` sealed becomes the summary pair of its notes, the
- * replacement's usual shape, and the same item always the same messages, so
+ * `/v1/responses/compact` sealed becomes the summary pair of its notes (the
+ * replacement's usual shape) and the messages the summary kept raw after
+ * them, and the same item always the same messages, so
  * the forwarded prefix stays byte-stable. One that does not open (altered,
  * OpenAI's own, another deployment's or tenant's) is a 400 in the format's
  * error shape, and nothing is forwarded. In every mode, observe and off
@@ -31,7 +32,7 @@ export function carriedOpener(seal: NotesSeal, tenant: string): CarriedOpener {
   return (sealed, param) => {
     const unsealed = seal.open(sealed, tenant);
     if (!unsealed.ok) throw refusal(param, unsealed.failure);
-    return summaryPair(unsealed.notes);
+    return [...summaryPair(unsealed.notes), ...unsealed.kept];
   };
 }
 
