@@ -261,7 +261,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
 
   // The key of the compaction items /v1/responses/compact seals (issue 38): configured, else this process's own.
   const seal = new NotesSeal(config.compaction.seal_key ?? config.cache.redis.secret);
-  const compactOptions = { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed') };
+  const onCarried = (outcome: 'opened' | 'refused', count: number): void => metrics.compactionItem(outcome, count);
+  const compactOptions = { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed'), onCarried };
   const chatOptions = {
     config,
     upstream,
@@ -273,7 +274,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     ...(slots === undefined ? {} : { slots }),
     bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
     seal,
-    onCarried: (outcome: 'opened' | 'refused', count: number) => metrics.compactionItem(outcome, count),
+    onCarried,
     answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),
   };
   app.register(async (scope) =>

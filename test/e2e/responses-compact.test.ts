@@ -294,4 +294,31 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input: [...(history().filter((entry) => entry['role'] === 'user')), done.item, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] });
     expect(JSON.stringify(inputOf(upstream.requestsTo('/v1/responses')[0]!))).toContain('[compacted:summary] Understood; continuing from these notes.');
   });
+
+  it('item 3: in observe mode it still compacts (the client asked) and items are opened (no server knows them); the log line, /metrics and the dashboard count it', async () => {
+    const { upstream, llama, client, proxy } = await started({ compaction: { enabled: true, mode: 'observe' } });
+    upstream.route('POST', '/v1/responses', replies.json(200, RESPONSE));
+    const compaction = await compacted(client, history());
+    expect(compaction.output.at(-1)).toMatchObject({ type: 'compaction' });
+    expect(llama.summaryRecords).toHaveLength(1);
+    const answer = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] }).withResponse();
+    expect(answer.response.headers.get('x-compactor')).toMatch(/^opened 1 compaction item/);
+    expect(JSON.stringify(inputOf(upstream.requestsTo('/v1/responses')[0]!))).toContain('[compacted:summary] Understood; continuing from these notes.');
+
+    // The log line: the compaction on its route, the opened item on the chat route (counts and sizes only, no text).
+    const compactLine = await proxy.logs.request((line) => line['route'] === 'compact');
+    expect(compactLine).toMatchObject({ path: '/v1/responses/compact', status: 200 });
+    expect(String(compactLine['compaction'])).toMatch(/^summarized \d+ messages -> 1 summary/);
+    const chatLine = await proxy.logs.request((line) => line['route'] === 'chat');
+    expect(String(chatLine['compaction'])).toMatch(/^opened 1 compaction item/);
+    expect(proxy.logs.text).not.toMatch(/FACT-\d+/);
+
+    const metrics = (await proxy.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metric(metrics, 'sealed')).toBe(1);
+    expect(metric(metrics, 'opened')).toBe(1);
+    expect(metrics).toMatch(/compactor_compactions_total\{[^}]*tier="summary"[^}]*outcome="compacted"[^}]*\} 1/);
+    const state = (await (await fetch(`${proxy.url}/dashboard/state`)).json()) as { compactions: { tier: string; report: string }[] };
+    expect(state.compactions.map((event) => event.tier)).toEqual(['summary']);
+    expect(state.compactions[0]!.report).toMatch(/^summarized \d+ messages/);
+  });
 });

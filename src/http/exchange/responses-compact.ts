@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { InternalError, InvalidRequestError, ProxyError, SummaryFailedError } from '../../errors.js';
 import {
+  type CarriedOpener,
   RESPONSES_COMPACT_FORMAT,
   chatRequestView,
   compactedResponse,
@@ -61,6 +62,8 @@ export interface ResponsesCompactOptions extends CompactRouteOptions {
   readonly seal: NotesSeal;
   /** Told of each compaction item sealed (the metrics). */
   readonly onSealed?: () => void;
+  /** Told of the items a compaction request carried, opened or refused (the metrics). */
+  readonly onCarried?: (outcome: 'opened' | 'refused', count: number) => void;
 }
 
 /** The turn the history is given so that the summary covers every real one: the summary tier keeps the last turn raw. */
@@ -101,6 +104,18 @@ function sealedOf(messages: readonly ChatMessage[]): SealedNotes | null {
   return { notes, kept: rest.slice(2).filter((message) => message.role !== 'user' && message.role !== 'system') };
 }
 
+/** The earlier compaction items of a compaction request opened, counted as the chat route counts them. */
+function openEarlierItems(raw: Buffer, contentType: string | undefined, open: CarriedOpener, options: ResponsesCompactOptions): Buffer {
+  try {
+    const opened = RESPONSES_COMPACT_FORMAT.openCarried!(raw, contentType, open);
+    if (opened.opened > 0) options.onCarried?.('opened', opened.opened);
+    return opened.raw;
+  } catch (error) {
+    options.onCarried?.('refused', 1);
+    throw error;
+  }
+}
+
 async function compact(request: FastifyRequest, options: ResponsesCompactOptions, ask: CompactionAsk, signal: AbortSignal): Promise<CompactAnswer> {
   const { config, engine, upstream, seal } = options;
   const contentType = request.headers['content-type'];
@@ -108,7 +123,7 @@ async function compact(request: FastifyRequest, options: ResponsesCompactOptions
   // A trigger is no message of the history: it only asked for this.
   const original: unknown = ask === 'trigger' ? withoutTrigger(request.body as Buffer, contentType) : request.body;
   // Earlier compaction items opened first: their notes are part of the history this compaction merges.
-  const opened = Buffer.isBuffer(original) ? RESPONSES_COMPACT_FORMAT.openCarried!(original, contentType, carriedOpener(seal, tenant)).raw : original;
+  const opened = Buffer.isBuffer(original) ? openEarlierItems(original, contentType, carriedOpener(seal, tenant), options) : original;
   const settings = { format: RESPONSES_COMPACT_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items, maxValues: config.limits.max_values };
   const read = (await readExchange(settings, opened, contentType)).request;
   // The read accepted these bytes: the body's own fields (the chat view has only its messages).

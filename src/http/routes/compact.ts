@@ -12,7 +12,7 @@ import { type ResponsesCompactOptions, runResponsesCompaction } from '../exchang
 
 export type { CompactRouteOptions } from '../exchange/compact-history.js';
 
-export async function compactRoutes(app: FastifyInstance, options: CompactRouteOptions & Pick<ResponsesCompactOptions, 'seal' | 'onSealed'>): Promise<void> {
+export async function compactRoutes(app: FastifyInstance, options: CompactRouteOptions & Pick<ResponsesCompactOptions, 'seal' | 'onSealed' | 'onCarried'>): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
   // As the chat route: every content type read as bytes, 415 answered in OpenAI's shape by the format's read.
   app.removeAllContentTypeParsers();
