@@ -6,6 +6,7 @@ import { conversation, factsIn } from '../support/conversation.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
+import { RESPONSE, STREAM_EVENTS } from '../support/responses-answer.js';
 
 /**
  * Issue 38 item 1: OpenAI's `POST /v1/responses/compact` served for a local
@@ -22,22 +23,6 @@ import { SimulatedLlama } from '../support/simulated-llama.js';
 
 const WINDOW = 8_192;
 const opened = closedAfterEachTest();
-
-const RESPONSE = {
-  id: 'resp_1',
-  object: 'response',
-  created_at: 1795997435,
-  status: 'completed',
-  model: 'sim',
-  output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Done.', annotations: [] }] }],
-  usage: { input_tokens: 12, output_tokens: 2, total_tokens: 14 },
-};
-
-const STREAM_EVENTS = [
-  `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: { ...RESPONSE, status: 'in_progress', output: [] } })}\n\n`,
-  `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Done."}\n\n`,
-  `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', sequence_number: 2, response: RESPONSE })}\n\n`,
-];
 
 const INSTRUCTIONS = 'You are a careful coding agent.';
 
@@ -158,7 +143,7 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     const stream = await client.responses.create({ model: 'sim', instructions: INSTRUCTIONS, input, stream: true });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
-    expect(types).toEqual(['response.created', 'response.output_text.delta', 'response.completed']);
+    expect(types).toEqual(['response.created', 'response.output_text.delta', 'response.output_text.delta', 'response.completed']);
     const forwarded = inputOf(upstream.requestsTo('/v1/responses')[0]!);
     expect(forwarded.some((item) => item['type'] === 'compaction')).toBe(false);
     expect(JSON.stringify(forwarded)).toContain('[compacted:summary] Understood; continuing from these notes.');
