@@ -306,4 +306,20 @@ describe('issue 38 item 1: POST /v1/responses/compact for a local model', () => 
     expect(state.compactions.map((event) => event.tier)).toEqual(['summary']);
     expect(state.compactions[0]!.report).toMatch(/^summarized \d+ messages/);
   });
+
+  it('a body that only names "compaction" (no item) goes as it came, and with x-compactor-mode: off an item is still opened (no server knows it)', async () => {
+    const { upstream, client } = await started();
+    upstream.route('POST', '/v1/responses', replies.json(200, RESPONSE));
+    const plain = { model: 'sim', instructions: INSTRUCTIONS, input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'compaction' }] }], metadata: { topic: 'compaction' } };
+    const bytes = Buffer.from(JSON.stringify(plain));
+    await client.responses.create(plain as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(upstream.requestsTo('/v1/responses')[0]!.body.equals(bytes)).toBe(true);
+
+    const compaction = await compacted(client, history());
+    const answer = await client.responses
+      .create({ model: 'sim', instructions: INSTRUCTIONS, input: [...compaction.output, NEXT] as unknown as OpenAI.Responses.ResponseInputItem[] }, { headers: { 'x-compactor-mode': 'off' } })
+      .withResponse();
+    expect(answer.response.headers.get('x-compactor')).toMatch(/^opened 1 compaction item/);
+    expect(JSON.stringify(inputOf(upstream.requestsTo('/v1/responses')[1]!))).toContain('[compacted:summary] ');
+  });
 });
