@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/schema.js';
 import { createKeyCheck } from './http/edge/auth.js';
@@ -23,6 +23,8 @@ import { ServerSpeeds } from './upstream/server-speeds.js';
 import { type RequestRecord, sendError } from './http/edge/request-record.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { compactRoutes } from './http/routes/compact.js';
+import { NotesSeal } from './http/exchange/sealed-notes.js';
+import { runResponsesCompaction } from './http/exchange/responses-compact.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
 import { answeredOf, bothObservers, DashboardState } from './http/ops/dashboard-state.js';
 import { opsRoutes } from './http/routes/ops.js';
@@ -257,6 +259,10 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.decorateRequest('record', null as unknown as RequestRecord);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
+  // The key of the compaction items /v1/responses/compact seals (issue 38): configured, else this process's own.
+  const seal = new NotesSeal(config.compaction.seal_key ?? config.cache.redis.secret);
+  const onCarried = (outcome: 'opened' | 'refused', count: number): void => metrics.compactionItem(outcome, count);
+  const compactOptions = { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed'), onCarried };
   const chatOptions = {
     config,
     upstream,
@@ -267,6 +273,9 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
     bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
+    seal,
+    onCarried,
+    answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -281,7 +290,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
-  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
+  app.register(async (scope) => compactRoutes(scope, compactOptions));
   if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 

@@ -29,6 +29,7 @@ Secrets are read from the environment only, never from flags (which other users 
   COMPACTOR_ADMIN_KEYS        auth.admin_keys, comma-separated (see every tenant on the dashboard)
   COMPACTOR_REDIS_SECRET      cache.redis.secret: signs every value stored in Redis
   COMPACTOR_REDIS_KEY_SALT    cache.redis.key_salt: keys the tenant digests in Redis key names
+  COMPACTOR_SEAL_KEY          compaction.seal_key: keys the compaction items /v1/responses/compact seals
 
 Other settings without a flag:
   COMPACTOR_CACHE_STORE       cache.store: memory | redis

@@ -51,6 +51,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_REDIS_SECRET: { path: ['cache', 'redis', 'secret'] },
   COMPACTOR_REDIS_KEY_SALT: { path: ['cache', 'redis', 'key_salt'] },
   COMPACTOR_REDIS_CLUSTER: { path: ['cache', 'redis', 'cluster'], kind: 'boolean' },
+  COMPACTOR_SEAL_KEY: { path: ['compaction', 'seal_key'] },
 };
 
 /** Every environment variable compactor reads: `--help` lists each one (test/config/help.test.ts derives it from here). */
@@ -219,6 +220,7 @@ export function printableConfig(config: Config): string {
         upstream: maskUrl(config.compaction.summary.upstream),
         api_key: config.compaction.summary.api_key === null ? null : MASK,
       },
+      seal_key: config.compaction.seal_key === null ? null : MASK,
     },
     auth: { keys: config.auth.keys.map(() => MASK), admin_keys: config.auth.admin_keys.map(() => MASK) },
     cache: { ...config.cache, redis: { ...config.cache.redis, url: maskUrls(config.cache.redis.url), secret: config.cache.redis.secret === null ? null : MASK, key_salt: config.cache.redis.key_salt === null ? null : MASK } },

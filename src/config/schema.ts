@@ -158,6 +158,11 @@ export const ConfigSchema = z
         /** A refusal naming a smaller window than this is not learned: a refusal naming 1 token made every request a 400. */
         min_learned_window: PositiveInteger.default(512),
         progress: z.boolean('expected true or false').default(true),
+        /**
+         * Keys the sealed `compaction` items `/v1/responses/compact` answers (AES-256-GCM): null takes
+         * `cache.redis.secret`, and without one a random key per process (items then open only in the process that sealed them).
+         */
+        seal_key: z.string().min(16, 'expected at least 16 characters').nullable().default(null),
       })
       .prefault({}),
     pairs: z.enum(['repair', 'reject', 'off']).default('repair'),

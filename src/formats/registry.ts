@@ -18,12 +18,21 @@ export const WIRE_FORMATS: readonly WireFormat[] = [CHAT_FORMAT, MESSAGES_FORMAT
 export const COMPACT_BODY_FORMAT: WireFormat = CHAT_FORMAT;
 
 /**
+ * The format `/v1/responses/compact` reads its body in (issue 38): the
+ * Responses API's, whose `compaction` item it answers.
+ */
+export const RESPONSES_COMPACT_FORMAT: WireFormat = RESPONSES_FORMAT;
+
+/** The `response.compaction` answer and its `compaction` item, in the Responses API's words. */
+export { compactedResponse, compactionItem, compactionResponse, compactionResponseEvents, inputItemsOf, keptUserItems, withoutTrigger } from './responses/compaction-item.js';
+
+/**
  * The format of compactor's own calls (summaries, the doctor's probe): chat completions, whose answers'
  * usage and timings the server-seconds ledger reads (issue 36).
  */
 export const OWN_CALL_FORMAT: WireFormat = CHAT_FORMAT;
 
-export type { ReadInput, ReadRequest, WireFormat } from './wire-format.js';
+export type { CarriedOpener, ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';

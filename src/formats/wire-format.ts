@@ -46,6 +46,13 @@ export interface ReadRequest {
   bytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer;
 }
 
+/**
+ * Opens one item a client carries for the server (the Responses API's
+ * `compaction` item, issue 38): the chat messages it stands for. Throws a
+ * 400 naming `param` when the item is not one compactor sealed.
+ */
+export type CarriedOpener = (sealed: unknown, param: string) => readonly ChatMessage[];
+
 export interface WireFormat {
   /** The paths it is served at. */
   readonly urls: readonly string[];
@@ -68,6 +75,15 @@ export interface WireFormat {
   readonly pinsSlots: boolean;
   /** The body read into the chat view, pairs handled (read-wire.ts): as steps, run at once for an ordinary body, a slice at a time for a large one. */
   read(input: ReadInput): Slices<ReadRequest>;
+  /**
+   * The client's bytes with each item it carries for the server replaced,
+   * before the read, by the messages `open` gives for it (the Responses API's
+   * `compaction` items; absent: the format has none). A body carrying none
+   * comes back as it came.
+   */
+  openCarried?(raw: Buffer, contentType: string | undefined, open: CarriedOpener): { readonly raw: Buffer; readonly opened: number };
+  /** Whether the body asks for a compaction rather than an answer (the Responses API's `compaction_trigger` item; absent: the format has none). */
+  asksCompaction?(raw: unknown, contentType: string | undefined): boolean;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

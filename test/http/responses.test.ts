@@ -6,6 +6,7 @@ import { FACT_PATTERN, factOf } from '../support/conversation.js';
 import { type FakeExchange, FakeUpstream, replies } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
+import { RESPONSE, STREAM_EVENTS } from '../support/responses-answer.js';
 
 /**
  * issue 16, the Responses API (`POST /v1/responses`, Codex CLI's): the real
@@ -14,23 +15,6 @@ import { SimulatedLlama } from '../support/simulated-llama.js';
  */
 
 const opened = closedAfterEachTest();
-
-const RESPONSE = {
-  id: 'resp_1',
-  object: 'response',
-  created_at: 1795997435,
-  status: 'completed',
-  model: 'sim',
-  output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Done.', annotations: [] }] }],
-  usage: { input_tokens: 12, output_tokens: 2, total_tokens: 14 },
-};
-
-const STREAM_EVENTS = [
-  `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: { ...RESPONSE, status: 'in_progress', output: [] } })}\n\n`,
-  `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Do"}\n\n`,
-  `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"ne."}\n\n`,
-  `event: response.completed\ndata: ${JSON.stringify({ response: RESPONSE, sequence_number: 3, type: 'response.completed' })}\n\n`,
-];
 
 const TOOLS = [{ type: 'function' as const, name: 'shell', description: 'Runs a command', parameters: { type: 'object', properties: { command: { type: 'string' } } }, strict: false }];
 

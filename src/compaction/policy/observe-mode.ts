@@ -52,10 +52,12 @@ export function observedDecision(decision: Decision, options: { before: number; 
  * something old to summarize), the target is out of reach (so the tier is
  * a summary, never a pruning that already fits), and what is kept raw is the
  * least the plan keeps: the last turn (or the task anchor and last steps of
- * one long turn), as an agent's `/compact` command expects.
+ * one long turn), as an agent's `/compact` command expects. The working set's
+ * files are carried after the notes, never kept in place by moving the cut
+ * back (which, on a large window, left nothing old to summarize).
  */
 export function forcedSettings(settings: DecisionSettings): DecisionSettings {
   // Not 0: a size of 0 tokens is no reason to compact. One millionth of a 32k budget is 0.03 tokens.
   const tiny = 1e-6;
-  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny, keepRecent: tiny };
+  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny, keepRecent: tiny, filesInPlace: false };
 }

@@ -7,6 +7,7 @@ import { RESPONSES_USAGE } from './usage.js';
 import { responsesErrorBody, responsesErrorEvent } from './errors.js';
 import { type ResponsesView, checkResponsesBody, inputIndexOf, responsesView } from './read.js';
 import { responsesBytesFor } from './write.js';
+import { asksCompaction, openCompactionItems } from './compaction-item.js';
 
 type CheckedBody = Parameters<typeof responsesView>[0];
 
@@ -37,6 +38,10 @@ export const RESPONSES_FORMAT: WireFormat = {
   // llama-server's /v1/responses is not known to read `id_slot`.
   pinsSlots: false,
   read: (input) => readWire(RESPONSES_FORMAT, RESPONSES_READER, input),
+  // Its `compaction` items (from /v1/responses/compact) are compactor's own: opened into the summary pair before the read.
+  openCarried: openCompactionItems,
+  // A request whose input ends in a `compaction_trigger` is answered by compactor's compaction (http/exchange/responses-compact.ts).
+  asksCompaction,
   errorBody: responsesErrorBody,
   errorEvent: responsesErrorEvent,
 };

@@ -10,7 +10,8 @@ import { type ResponsesView, type WireItem, kindOf } from './read.js';
  * still made); the core's own messages are written afresh as items.
  */
 
-function freshItem(message: ChatMessage): WireItem | undefined {
+/** A chat message compactor wrote, as a Responses input item (the system role has none: the head is `instructions`). */
+export function freshItem(message: ChatMessage): WireItem | undefined {
   const text = contentText(message.content);
   if (message.role === 'tool') return { type: 'function_call_output', call_id: message.tool_call_id ?? '', output: text };
   if (message.role === 'user') return { type: 'message', role: 'user', content: [{ type: 'input_text', text }] };

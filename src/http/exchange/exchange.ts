@@ -13,6 +13,7 @@ import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
 import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
+import { openCarriedItems, openedLine } from './carried-items.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -44,20 +45,22 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
 }
 
 async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
+  // Items the client carries for the server (a Responses `compaction` item) opened first: every step after reads the opened body.
+  const opened = openedLine(openCarriedItems(answer.request, answer.route.format, answer.route.options));
   // A large body takes its place in limits.in_flight_bytes for its read, plan and forward (body-budget.ts); it may wait, or get a 503.
   const body: unknown = answer.request.body;
   const { bodies } = answer.route.options;
   const release = bodies !== undefined && Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES ? await bodies.take(body.length) : undefined;
   try {
-    return await readPlanAndForward(answer, slot);
+    return await readPlanAndForward(answer, slot, opened);
   } finally {
     release?.();
   }
 }
 
-async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
+async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: string | undefined): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
   const { hooks } = answer.route.options;
-  let planned = await readAndPlan(answer);
+  let planned = await readAndPlan(answer, opened);
   if (planned === undefined) return undefined;
   let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
@@ -66,7 +69,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise
     // Planning again may summarize on this conversation's slot: the slot is not held meanwhile.
     slot.set(null);
     upstreamAnswer = refused.answer;
-    const again = refused.window === null ? undefined : await afterRefusal(answer, planned, refused.window);
+    const again = refused.window === null ? undefined : await afterRefusal(answer, planned, refused.window, opened);
     if (again === null) return undefined;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
@@ -78,8 +81,8 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise
   return { upstreamAnswer, forwarded };
 }
 
-/** Read, then plan; undefined when the exchange already ended (the client left during planning). */
-async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
+/** Read, then plan; undefined when the exchange already ended (the client left during planning). `opened`: the report's words for the carried items opened. */
+async function readAndPlan(answer: AnswerWriter, opened: string | undefined): Promise<Planned | undefined> {
   const { request, record, route } = answer;
   const choice = requestModeOf(request.headers, route.options.config);
   const settings = readSettingsFor(route.read, choice.mode, route.options.config.pairs);
@@ -97,8 +100,13 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
     answer.clientGone();
     return undefined;
   }
-  record.report = planned.report ?? null;
-  return planned;
+  if (opened === undefined) {
+    record.report = planned.report ?? null;
+    return planned;
+  }
+  const report = planned.report === undefined ? opened : `${opened}; ${planned.report}`;
+  record.report = report;
+  return { ...planned, report };
 }
 
 async function forward(answer: AnswerWriter, planned: Planned, slot: SlotHold): Promise<UpstreamResponse> {
@@ -124,7 +132,7 @@ async function forward(answer: AnswerWriter, planned: Planned, slot: SlotHold): 
  * planner learned a smaller window (undefined: relay the refusal as it came;
  * null: the exchange already ended).
  */
-async function afterRefusal(answer: AnswerWriter, planned: Planned, window: number): Promise<Planned | null | undefined> {
+async function afterRefusal(answer: AnswerWriter, planned: Planned, window: number, opened: string | undefined): Promise<Planned | null | undefined> {
   const { options } = answer.route;
   if (!(await options.hooks.onRefusal!(planned.context, window))) return undefined;
   // Counted here: the refusal sent again is not relayed, where respond() would count it.
@@ -133,7 +141,7 @@ async function afterRefusal(answer: AnswerWriter, planned: Planned, window: numb
     { model: planned.context.body.model, window },
     'the upstream refused the prompt: its window is smaller than the one planned with (a context_window set too large, or a server restarted with a smaller -c); learned it, compacting and sending once more',
   );
-  const again = await readAndPlan(answer);
+  const again = await readAndPlan(answer, opened);
   if (again === undefined) return null;
   const learned = `upstream window ${window} learned from its refusal, sent again`;
   const report = again.report === undefined ? learned : `${learned}; ${again.report}`;

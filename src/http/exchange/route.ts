@@ -7,6 +7,7 @@ import type { Shutdown } from '../ops/shutdown.js';
 import type { SlotRouter } from '../../slots/slot-router.js';
 import type { ChatHooks } from './planner.js';
 import type { ReadSettings } from './read-request.js';
+import type { NotesSeal } from './sealed-notes.js';
 
 /**
  * What every exchange of one chat route shares: its options, and what
@@ -31,6 +32,10 @@ export interface ChatRouteOptions {
   readonly slots?: SlotRouter;
   /** `limits.in_flight_bytes`: the places large bodies take while they are read, planned and forwarded. */
   readonly bodies?: BodyBudget;
+  /** The key of compactor's sealed items (`/v1/responses/compact`'s compaction items), opened before the read. */
+  readonly seal?: NotesSeal;
+  /** Told of the carried items opened, or of one refused (the metrics). */
+  readonly onCarried?: (outcome: 'opened' | 'refused', count: number) => void;
 }
 
 export class ChatRoute {

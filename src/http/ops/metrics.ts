@@ -217,6 +217,13 @@ export class Metrics implements CompactionObserver {
     registers: [this.registry],
   });
 
+  readonly #compactionItems = new Counter({
+    name: 'compactor_compaction_items_total',
+    help: 'Responses compaction items (issue 38), by outcome: sealed (answered by /v1/responses/compact), opened (a request carried one, forwarded as its notes), refused (altered or not this deployment\'s: a 400).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly #serverSeconds = new Counter({
     name: 'compactor_upstream_seconds_total',
     help: "Seconds the upstream spent on answers, by kind (prefill: reading the prompt, decode: writing the answer) and call (main: a client's request, summary: compactor's own): llama-server's timings, else tokens at the learned speeds.",
@@ -326,6 +333,11 @@ export class Metrics implements CompactionObserver {
     this.#clientTokens.inc(labels, tokens.sent);
     this.#forwardedTokens.inc(labels, tokens.forwarded);
     if (tokens.cached > 0) this.#cachedTokens.inc(labels, tokens.cached);
+  }
+
+  /** A Responses compaction item sealed, opened or refused (issue 38). */
+  compactionItem(outcome: 'sealed' | 'opened' | 'refused', count = 1): void {
+    this.#compactionItems.inc({ outcome }, count);
   }
 
   contextExceeded(model: string): void {

@@ -16,6 +16,8 @@ export type { ChatRouteOptions } from '../exchange/route.js';
 export interface ChatRoutesOptions extends Omit<ChatRouteOptions, 'format'> {
   /** The wire formats served, one route each: the registry's (src/formats/registry.ts). */
   readonly formats: readonly WireFormat[];
+  /** Answers a request that asks for a compaction rather than an answer (a Responses `compaction_trigger`, issue 38): compactor's, never forwarded. */
+  readonly answerCompaction?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 }
 
 export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOptions): Promise<void> {
@@ -29,7 +31,12 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOption
   // One route per wire format (src/formats/registry.ts), each the same exchange through its format.
   for (const format of options.formats) {
     const route = new ChatRoute({ ...options, format });
+    const { answerCompaction } = options;
     const handler = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+      if (answerCompaction !== undefined && format.asksCompaction?.(request.body, request.headers['content-type']) === true) {
+        request.record.kind = 'compact';
+        return answerCompaction(request, reply);
+      }
       request.record.kind = 'chat';
       return runChatExchange(request, reply, route);
     };

@@ -1,12 +1,11 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { responsesView } from '../../../src/formats/responses/read.js';
-import { findPairProblems } from '../../../src/transcript/pairs.js';
 import { factOf } from '../../support/conversation.js';
-import { type FakeExchange, FakeUpstream } from '../../support/fake-upstream.js';
+import { FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
 import { SimulatedLlama } from '../../support/simulated-llama.js';
+import { CodexScript, RESULT_LINE } from './codex-script.js';
 import { AGENT_TIMEOUT_MS, BIN, counterSum, makeSandbox, runAgentCli, type Sandbox } from './harness.js';
 
 /**
@@ -25,48 +24,6 @@ import { AGENT_TIMEOUT_MS, BIN, counterSum, makeSandbox, runAgentCli, type Sandb
 const WINDOW = 24_576;
 const STEPS = 14;
 const PART_BYTES = 6_000;
-const RESULT_LINE = 'all parts read';
-
-interface Received {
-  readonly tokens: number;
-  readonly cacheTokens: number;
-  readonly pairProblems: number;
-}
-
-class CodexScript {
-  readonly received: Received[] = [];
-  step = 0;
-
-  constructor(readonly llama: SimulatedLlama) {}
-
-  readonly reply = async (exchange: FakeExchange): Promise<void> => {
-    const body = exchange.request.json as Record<string, unknown> & { model: string };
-    const view = responsesView(body);
-    // The simulated llama-server reads the prompt as its chat route would (llama-server converts a Responses
-    // request to chat messages): its slot then holds what a summary's prompt can reuse. Its answer is not used.
-    const sink = { writeHead: () => sink, end: () => sink };
-    await this.llama.chat({ ...exchange, response: sink as never, request: { ...exchange.request, json: { ...view.chat, messages: view.chat.messages.map((message) => ({ ...message })) } } });
-    const record = this.llama.records.at(-1)!;
-    const tokens = record.promptTokens;
-    this.received.push({ tokens, cacheTokens: record.cacheTokens, pairProblems: findPairProblems(view.chat.messages).length });
-    const step = this.step++;
-    const item =
-      step < STEPS
-        ? { type: 'function_call', id: `fc_${step}`, status: 'completed', call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat parts/part-${step}.txt` }) }
-        : step === STEPS
-          ? { type: 'function_call', id: `fc_${step}`, status: 'completed', call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `echo '${RESULT_LINE}' > result.txt` }) }
-          : { type: 'message', id: `msg_${step}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Done: every part read.', annotations: [] }] };
-    const response = { id: `resp_${step}`, object: 'response', created_at: 1795997435, status: 'completed', model: body.model, output: [item], usage: { input_tokens: tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: tokens + 20 } };
-    const event = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-    exchange.response.writeHead(200, { 'content-type': 'text/event-stream' });
-    exchange.response.end(
-      event('response.created', { response: { ...response, status: 'in_progress', output: [] } }) +
-        event('response.output_item.added', { output_index: 0, item }) +
-        event('response.output_item.done', { output_index: 0, item }) +
-        event('response.completed', { response }),
-    );
-  };
-}
 
 let sandbox: Sandbox;
 let upstream: FakeUpstream;
@@ -78,7 +35,7 @@ beforeAll(async () => {
   sandbox = makeSandbox();
   upstream = await FakeUpstream.start();
   llama = new SimulatedLlama(upstream, { window: WINDOW });
-  script = new CodexScript(llama);
+  script = new CodexScript(llama, STEPS);
   upstream.route('POST', '/v1/responses', script.reply);
   proxy = await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, upstream: { timeouts: { headers_ms: 60_000, idle_ms: 60_000 } } } });
 });
