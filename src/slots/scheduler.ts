@@ -1,4 +1,3 @@
-import { PrefillSpeed } from './prefill-speed.js';
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
 import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
@@ -51,7 +50,6 @@ export class SlotScheduler {
   #tick = 0;
   #seq = 0;
   readonly #counts = { evictions: 0, moves: 0 };
-  readonly #speed = new PrefillSpeed();
 
   constructor(options: SlotSchedulerOptions) {
     this.#options = options;
@@ -62,11 +60,6 @@ export class SlotScheduler {
 
   get slotCount(): number {
     return this.#slots.length;
-  }
-
-  /** An answer's `timings`: how fast the server reads a prompt, the bound of a turn's wait for its slot. */
-  learnPrefill(timings: Parameters<PrefillSpeed['observe']>[0]): void {
-    this.#speed.observe(timings);
   }
 
   homeOf(key: string): number | undefined {
@@ -178,10 +171,10 @@ export class SlotScheduler {
   /**
    * How long `work` waits before it may take another slot: `waitMs`, and for
    * a turn never longer than reading its prompt anew elsewhere would take at
-   * the speed the server reported (issue 33 item 4).
+   * the speed the server reported (`msToRead`, issue 33 item 4).
    */
   #waitMsOf(work: SlotWork): number {
-    const reRead = work.kind === 'turn' && work.tokens !== undefined ? this.#speed.msToRead(work.tokens) : null;
+    const reRead = work.kind === 'turn' && work.tokens !== undefined ? (this.#options.msToRead?.(work.tokens) ?? null) : null;
     return reRead === null ? this.#options.waitMs : Math.min(this.#options.waitMs, reRead);
   }
 

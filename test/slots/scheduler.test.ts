@@ -224,9 +224,8 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it("bounds a turn's wait for its home slot by what re-reading its prompt would cost at the server's reported prefill speed (issue 33 item 4)", async () => {
-    const { slots, timers } = scheduler({ slots: 2, waitMs: 60_000 });
-    // llama-server said: 2,000 tokens read in 1,000 ms. A 400-token prompt re-reads in 200 ms.
-    slots.learnPrefill({ prompt_n: 2000, prompt_ms: 1000 });
+    // The server speeds learned from llama-server's timings say 2,000 tokens a second: a 400-token prompt re-reads in 200 ms.
+    const { slots, timers } = scheduler({ slots: 2, waitMs: 60_000, msToRead: (tokens) => tokens / 2 });
     const running = await slots.acquire(turn('a'));
     let next: number | undefined;
     void slots.acquire({ kind: 'turn', key: 'a', tokens: 400 }).then((lease) => (next = lease.slot));
