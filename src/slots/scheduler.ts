@@ -169,11 +169,13 @@ export class SlotScheduler {
   }
 
   /**
-   * How long `work` waits before it may take another slot: `waitMs`, and for
+   * How long `work` waits before it may take another slot (background work:
+   * before it is dropped, `backgroundWaitMs` when it says): `waitMs`, and for
    * a turn never longer than reading its prompt anew elsewhere would take at
    * the speed the server reported (`msToRead`, issue 33 item 4).
    */
   #waitMsOf(work: SlotWork): number {
+    if (work.background !== undefined && work.backgroundWaitMs !== undefined) return work.backgroundWaitMs;
     const reRead = work.kind === 'turn' && work.tokens !== undefined ? (this.#options.msToRead?.(work.tokens) ?? null) : null;
     return reRead === null ? this.#options.waitMs : Math.min(this.#options.waitMs, reRead);
   }
