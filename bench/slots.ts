@@ -7,7 +7,7 @@
  * off` (llama-server picks, before) and `auto` (a home slot per conversation
  * and a slot queue, after); with `--cache-ram 0` also `auto` + `slot_save`.
  *
- *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: median of three; ONLY=8x4,8x2;
+ *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: each figure's median of three; ONLY=8x4,8x2;
  *                                      MODES=default,off: those modes in that order, `default` leaving upstream.slots unset)
  *
  * Reported per run: KV reuse (prompt tokens served from a cache / prompt
@@ -213,6 +213,26 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   };
 }
 
+/** Each figure's median over the runs of one mode (the upper one of an even count). */
+function medianRow(runs: Row[]): Row {
+  const median = (figure: (row: Row) => number): number => percentile(runs.map(figure), 0.5);
+  return {
+    ...runs[0]!,
+    reuse: median((row) => row.reuse),
+    ideal: median((row) => row.ideal),
+    processed: median((row) => row.processed),
+    p50: median((row) => row.p50),
+    p99: median((row) => row.p99),
+    waitP99: median((row) => row.waitP99),
+    waitMax: median((row) => row.waitMax),
+    busyPins: median((row) => row.busyPins),
+    failed: Math.max(...runs.map((row) => row.failed)),
+    saves: median((row) => row.saves),
+    restores: median((row) => row.restores),
+    seconds: median((row) => row.seconds),
+  };
+}
+
 const scenarios: Scenario[] = [
   { conversations: 4, slots: 4, ram: true },
   { conversations: 8, slots: 4, ram: true },
@@ -223,8 +243,9 @@ const scenarios: Scenario[] = [
 
 // ONLY=8x2 runs the scenarios of 8 conversations on 2 slots alone.
 const only = process.env['ONLY'];
-// REPEAT=3: each mode run three times, interleaved (off, auto, auto+save, off, …), and the median run of each kept
-// (by p99): the machine is shared, and one run's p99 is the fourth-worst of 320 turns.
+// REPEAT=3: each mode run three times, interleaved (off, auto, auto+save, off, …), and the median of each figure
+// reported (each figure's own median, so one row may mix runs): the machine is shared, and one run's p99 is the
+// fourth-worst of 320 turns.
 const REPEAT = Number(process.env['REPEAT'] ?? 1);
 // MODES=default,off: those modes, in that order (the machine is shared: run both orders).
 const MODES = (process.env['MODES'] ?? 'off,auto,auto+save').split(',') as Mode[];
@@ -233,11 +254,15 @@ const rows: Row[] = [];
 const ram = process.env['RAM'];
 for (const scenario of scenarios.filter((entry) => (only === undefined || only.split(',').includes(`${entry.conversations}x${entry.slots}`)) && (ram === undefined || (ram === 'on') === entry.ram))) {
   const runs = new Map<Mode, Row[]>(MODES.map((mode) => [mode, []]));
-  for (let round = 0; round < REPEAT; round++) for (const mode of MODES) runs.get(mode)!.push(await run(scenario, mode));
-  for (const mode of MODES) {
-    const sorted = runs.get(mode)!.sort((a, b) => a.p99 - b.p99);
-    rows.push(sorted[Math.floor(sorted.length / 2)]!);
+  for (let round = 0; round < REPEAT; round++) {
+    for (const mode of MODES) {
+      const row = await run(scenario, mode);
+      runs.get(mode)!.push(row);
+      // Every run, so the spread behind a median shows.
+      if (REPEAT > 1) console.log(`run ${round + 1}: ${scenario.conversations} on ${scenario.slots} ${mode}: KV reuse ${(row.reuse * 100).toFixed(1)}%, ${(row.processed / 1000).toFixed(0)}k processed, p99 ${row.p99.toFixed(0)} ms, wall ${row.seconds.toFixed(1)} s`);
+    }
   }
+  for (const mode of MODES) rows.push(medianRow(runs.get(mode)!));
 }
 console.log(`${TURNS} turns per conversation${SUMMARIES ? ', compaction on (background summaries, each ten turns of generation)' : ''}; a turn's generation: ${GENERATED * MS_PER_GENERATED} ms; slot_wait_ms ${SLOT_WAIT_MS}\n`);
 console.log('| conversations on slots | RAM cache | upstream.slots | KV reuse | ideal | prompt tokens processed | p50 ms | p99 ms | slot wait p99 / max ms | busy pins | failed | saves / restores | wall s |');

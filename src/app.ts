@@ -177,18 +177,9 @@ function chatHooksOf(
   metrics: Metrics,
   dashboard: DashboardState | null,
   ledger: ServerLedger,
-  slots: SlotRouter | undefined,
 ): ChatHooks {
   const planner = deps.planner ?? engineHooks?.planner;
-  // The server's reported prefill speed bounds a turn's wait for its slot (issue 33 item 4).
-  const learnSpeed: UsageHook | undefined =
-    slots === undefined
-      ? deps.onUsage
-      : (observation) => {
-          slots.learnPrefill(observation.request.model, observation.timings);
-          deps.onUsage?.(observation);
-        };
-  const onUsage: UsageHook = withPromptTokens(learnSpeed, metrics, (observation, tokens) => {
+  const onUsage: UsageHook = withPromptTokens(deps.onUsage, metrics, (observation, tokens) => {
     const cost = ledger.answered(observation);
     dashboard?.answered(answeredOf(observation, tokens, cost));
   });
@@ -198,9 +189,14 @@ function chatHooksOf(
 }
 
 /** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
-function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLogger, metrics: Metrics): SlotRouter | undefined {
+function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLogger, metrics: Metrics, speeds: ServerSpeeds): SlotRouter | undefined {
   if (config.upstream.slots !== 'auto') return undefined;
-  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger });
+  // A turn waits for its home slot no longer than re-reading it elsewhere would take at the prefill speed the ledger learned (issue 33 item 4).
+  const msToRead = (model: string, tokens: number): number | null => {
+    const learned = speeds.speedsOf(config.upstream.url, model);
+    return learned === null ? null : (tokens * 1000) / learned.prefill;
+  };
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, msToRead });
   registerSlotMetrics(metrics.registry, () => slots.stats());
   return slots;
 }
@@ -237,8 +233,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
-  const slots = slotsOf(config, upstream, logger, metrics);
   const speeds = new ServerSpeeds();
+  const slots = slotsOf(config, upstream, logger, metrics, speeds);
   const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
   metrics.watch({ speeds: () => speeds.snapshot() });
   dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds });
@@ -266,7 +262,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const chatOptions = {
     config,
     upstream,
-    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger, slots),
+    hooks: chatHooksOf(config, deps, engineHooks, metrics, dashboard, ledger),
     streams: { opened: () => metrics.streamOpened(), closed: () => metrics.streamClosed() },
     onContextExceeded: (model: string) => metrics.contextExceeded(model),
     shutdown,

@@ -1,4 +1,3 @@
-import { PrefillSpeed } from './prefill-speed.js';
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
 import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
@@ -26,9 +25,10 @@ import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type S
  *   restores it. Without a file, a conversation's summary and turn never run
  *   side by side (the summary's slot holds the only current copy: the RAM
  *   cache keeps a slot's prompt only when a task overwrites most of it): a
- *   turn waits for its running summary and goes first when it ends; a turn
- *   whose summary has not started goes before it, the summary after it in
- *   its slot. A prepend summary is a guest: a slot nobody calls home, or
+ *   turn waits for its running summary and goes first when it ends (past
+ *   its bound it takes a slot that stands free, never one another request
+ *   waits for); a turn whose summary has not started goes before it, the
+ *   summary right after it in its slot. A prepend summary is a guest: a slot nobody calls home, or
  *   the least recently used owner's.
  *
  * Pure but for the slot actions (save, restore, erase) and the timers, both
@@ -50,7 +50,6 @@ export class SlotScheduler {
   #tick = 0;
   #seq = 0;
   readonly #counts = { evictions: 0, moves: 0 };
-  readonly #speed = new PrefillSpeed();
 
   constructor(options: SlotSchedulerOptions) {
     this.#options = options;
@@ -61,11 +60,6 @@ export class SlotScheduler {
 
   get slotCount(): number {
     return this.#slots.length;
-  }
-
-  /** An answer's `timings`: how fast the server reads a prompt, the bound of a turn's wait for its slot. */
-  learnPrefill(timings: Parameters<PrefillSpeed['observe']>[0]): void {
-    this.#speed.observe(timings);
   }
 
   homeOf(key: string): number | undefined {
@@ -156,9 +150,18 @@ export class SlotScheduler {
     if (waiter.work.kind !== 'summary' || waiter.work.background !== undefined) waiter.cancel = this.#timers.after(this.#waitMsOf(waiter.work), () => this.#expire(waiter));
   }
 
-  /** A new turn takes its waiting summary's place in line, the summary the turn's (at the end). */
+  /**
+   * A new turn takes its waiting summary's place in line, and the summary
+   * the place right behind it, before anyone who came after the summary. At
+   * the end of the line it would be pushed back again by the next turn of
+   * an active conversation, and again, until its crossing made a turn wait
+   * for all of it (8 conversations on 2 slots: every summary, at once).
+   * Places are numbers: halfway to the next whole one stays behind the turn
+   * and before every later arrival, however often it is taken.
+   */
   #swapPlaces(turn: Waiter, summary: Waiter): void {
-    [turn.seq, summary.seq] = [summary.seq, turn.seq];
+    turn.seq = summary.seq;
+    summary.seq = (summary.seq + Math.floor(summary.seq) + 1) / 2;
     const slot = this.#slots.find((candidate) => candidate.queue.includes(summary));
     if (slot === undefined) return;
     slot.queue.splice(slot.queue.indexOf(summary), 1);
@@ -166,12 +169,14 @@ export class SlotScheduler {
   }
 
   /**
-   * How long `work` waits before it may take another slot: `waitMs`, and for
+   * How long `work` waits before it may take another slot (background work:
+   * before it is dropped, `backgroundWaitMs` when it says): `waitMs`, and for
    * a turn never longer than reading its prompt anew elsewhere would take at
-   * the speed the server reported (issue 33 item 4).
+   * the speed the server reported (`msToRead`, issue 33 item 4).
    */
   #waitMsOf(work: SlotWork): number {
-    const reRead = work.kind === 'turn' && work.tokens !== undefined ? this.#speed.msToRead(work.tokens) : null;
+    if (work.background !== undefined && work.backgroundWaitMs !== undefined) return work.backgroundWaitMs;
+    const reRead = work.kind === 'turn' && work.tokens !== undefined ? (this.#options.msToRead?.(work.tokens) ?? null) : null;
     return reRead === null ? this.#options.waitMs : Math.min(this.#options.waitMs, reRead);
   }
 
@@ -269,15 +274,28 @@ export class SlotScheduler {
    * whose wait ran out (here or elsewhere, with or without a home) came
    * before it: past `waitMs` a request goes before every later one, so no
    * conversation starves another. With its queue empty, the first request
-   * without a home (no slot sits idle while someone waits).
+   * without a home (no slot sits idle while someone waits), and only then a
+   * turn past its bound behind its own running summary.
    */
   #dispatch(slot: Slot): void {
     const earliest = (waiters: Waiter[]): Waiter | undefined => waiters.reduce<Waiter | undefined>((first, waiter) => (first === undefined || waiter.seq < first.seq ? waiter : first), undefined);
-    const expired = earliest([...this.#homeless, ...this.#slots.filter((other) => other !== slot).flatMap((other) => other.queue)].filter((waiter) => waiter.expired));
+    const elsewhere = [...this.#homeless, ...this.#slots.filter((other) => other !== slot).flatMap((other) => other.queue)].filter((waiter) => waiter.expired);
+    const expired = earliest(elsewhere.filter((waiter) => !this.#waitsForItsSummary(waiter)));
     const next = slot.queue[0];
     if (next !== undefined && (expired === undefined || next.seq < expired.seq)) return this.#start(slot, slot.queue.shift()!);
-    const first = expired ?? earliest(this.#homeless);
+    // A turn behind its own summary comes last: it is not starved (its summary ends), and its re-read here would keep whoever else waits for as long.
+    const first = expired ?? earliest(this.#homeless) ?? earliest(elsewhere);
     if (first !== undefined) this.#move(first, slot);
+  }
+
+  /**
+   * A turn whose conversation's summary runs now, with no file to restore
+   * elsewhere: it waits for that summary, which holds the only current copy
+   * of its history, not for a slot.
+   */
+  #waitsForItsSummary(waiter: Waiter): boolean {
+    const { work } = waiter;
+    return work.kind === 'turn' && !this.#keeper.canRestore(work) && this.#slots.some((slot) => isSummaryOf(slot.running, work.key));
   }
 
   /**
@@ -287,7 +305,9 @@ export class SlotScheduler {
    * slot holds its only current copy when there is no file to restore), but
    * waiting longer than that re-read would cost is worse (issue 33 item 4:
    * on a GPU a summary's generation takes tens of seconds, a re-read
-   * seconds). A summary never makes its turn wait longer than that.
+   * seconds). A summary never makes its turn wait longer than that while a
+   * slot stands free; a slot that frees goes to that turn only when nobody
+   * else waits for it (its re-read there would make them wait as long).
    */
   #expire(waiter: Waiter): void {
     // Background work does not wait: the next crossing decides again. A summary a request waits for stays where it is.

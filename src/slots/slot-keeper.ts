@@ -15,10 +15,15 @@ import { type SlotFiles, slotFileName } from './slot-files.js';
 /**
  * What asks for a slot: a conversation's turn or summary (by its home key),
  * or a guest (a prepend summary). `background` (summaries): whether it is
- * background work now, which leaves its slot queue when its wait runs out.
- * `tokens`: the prompt's size, what reading it anew elsewhere would cost.
+ * background work now, which leaves its slot queue when it has waited
+ * `backgroundWaitMs` (as long as it stays useful; the scheduler's `waitMs`
+ * when not said). `tokens`: the prompt's size, what reading it anew
+ * elsewhere would cost.
  */
-export type SlotWork = ({ readonly kind: 'turn' | 'summary'; readonly key: string; readonly tokens?: number } | { readonly kind: 'guest' }) & { readonly background?: () => boolean };
+export type SlotWork = ({ readonly kind: 'turn' | 'summary'; readonly key: string; readonly tokens?: number } | { readonly kind: 'guest' }) & {
+  readonly background?: () => boolean;
+  readonly backgroundWaitMs?: number;
+};
 
 export interface SlotActions {
   /** `?action=save`: the bytes written, or null when the server would not (no `--slot-save-path`). */

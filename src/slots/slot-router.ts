@@ -26,6 +26,8 @@ export interface SlotRouterOptions {
   readonly config: Pick<Config['upstream'], 'slots' | 'slot_wait_ms' | 'slot_save' | 'slot_save_max_bytes'>;
   readonly log?: SlotLog;
   readonly now?: () => number;
+  /** What reading `tokens` prompt tokens anew costs `model`'s server, in milliseconds (its learned prefill speed), or null before it is known. */
+  readonly msToRead?: (model: string, tokens: number) => number | null;
 }
 
 // A llama-server answers /props at once; a slow answer is no reason to hold a request back.
@@ -39,8 +41,6 @@ export class SlotRouter {
   readonly #options: SlotRouterOptions;
   readonly #byModel = new Map<string, { readonly at: number; readonly scheduler: Promise<SlotScheduler | null>; found?: boolean }>();
   readonly #byServed = new Map<string, SlotScheduler>();
-  /** The schedulers found, by the model name asked for: read at once, where a promise would not be. */
-  readonly #found = new Map<string, SlotScheduler>();
 
   constructor(options: SlotRouterOptions) {
     this.#options = options;
@@ -57,11 +57,6 @@ export class SlotRouter {
     return scheduler === null ? null : scheduler.acquire(work, signal);
   }
 
-  /** An answer of `model` said how fast its server read the prompt (`timings`): the bound of a turn's wait for its slot. */
-  learnPrefill(model: string, timings: Parameters<SlotScheduler['learnPrefill']>[0]): void {
-    this.#found.get(model)?.learnPrefill(timings);
-  }
-
   /** Every scheduler's figures, by served model (metrics, dashboard). */
   stats(): Array<{ readonly served: string; readonly stats: SlotStats }> {
     return [...this.#byServed].map(([served, scheduler]) => ({ served, stats: scheduler.stats() }));
@@ -75,7 +70,6 @@ export class SlotRouter {
     const entry: { at: number; scheduler: Promise<SlotScheduler | null>; found?: boolean } = { at: now, scheduler: this.#discover(model) };
     void entry.scheduler.then((scheduler) => {
       entry.found = scheduler !== null;
-      if (scheduler !== null) this.#found.set(model, scheduler);
     });
     this.#byModel.set(model, entry);
     return entry.scheduler;
@@ -96,20 +90,22 @@ export class SlotRouter {
     const served = typeof path === 'string' ? path : model;
     const existing = this.#byServed.get(served);
     if (existing !== undefined) return existing;
-    const scheduler = this.#create(count, served);
+    const scheduler = this.#create(count, served, model);
     this.#byServed.set(served, scheduler);
     log?.info({ model, slots: count, save: this.#options.config.slot_save }, `upstream.slots: ${count} slots, one conversation per slot`);
     return scheduler;
   }
 
-  #create(count: number, served: string): SlotScheduler {
-    const { config, log } = this.#options;
+  /** `model`: the name it was found by, whose learned prefill speed bounds a turn's wait (every name of one served model runs at one speed). */
+  #create(count: number, served: string, model: string): SlotScheduler {
+    const { config, log, msToRead } = this.#options;
     return new SlotScheduler({
       slots: count,
       waitMs: config.slot_wait_ms,
       save: config.slot_save,
       saveMaxBytes: config.slot_save_max_bytes,
       actions: this.#actions(),
+      ...(msToRead === undefined ? {} : { msToRead: (tokens: number) => msToRead(model, tokens) }),
       onSaveRefused: () =>
         log?.warn({ served }, 'upstream.slot_save: llama-server refused to save a slot (was it started with --slot-save-path?); saving stopped, its RAM cache is relied on'),
     });

@@ -104,6 +104,13 @@ export interface SlotSchedulerOptions {
   readonly timers?: SlotTimers;
   /** Told when saving stops for good (the server refused a save). */
   readonly onSaveRefused?: () => void;
+  /**
+   * What reading `tokens` prompt tokens anew costs this server, in
+   * milliseconds, at the prefill speed its answers reported (the server
+   * speeds the ledger learns, src/upstream/server-speeds.ts); null before
+   * any answer said. The bound of a turn's wait for its home slot.
+   */
+  readonly msToRead?: (tokens: number) => number | null;
 }
 
 export function isSummaryOf(work: SlotWork | null, key: string): boolean {

@@ -1,4 +1,5 @@
 import type { ChatCall } from '../compaction/ports.js';
+import { BACKGROUND_USEFUL_MS } from '../compaction/summary-calls/queue-place.js';
 import type { SlotRouter } from './slot-router.js';
 import { SlotWaitExpired, type SlotWork } from './scheduler.js';
 
@@ -14,8 +15,11 @@ export function slotAwareChat(call: ChatCall, slots: SlotRouter): ChatCall {
     const model = typeof body['model'] === 'string' ? body['model'] : '';
     if (slot === undefined || !slots.enabled) return call(body, signal, headers);
     const { place, ...where } = slot;
-    // The summary's concurrency place is given back while it waits for its slot (issue 33 item 2).
-    const work: SlotWork = place === undefined ? where : { ...where, background: () => place.background };
+    // The summary's concurrency place is given back while it waits for its slot (issue 33 item 2). Background work
+    // waits as long as it stays useful, as in the summary queue: upstream.slot_wait_ms is what a turn's re-read
+    // elsewhere costs, and a summary has no elsewhere. Dropped at that bound, the next crossing queued it again,
+    // behind the same turns, until the crossing itself waited for a whole summary (8 conversations on 2 slots).
+    const work: SlotWork = place === undefined ? where : { ...where, background: () => place.background, backgroundWaitMs: BACKGROUND_USEFUL_MS };
     const lease = await (place === undefined ? slots.acquire(model, work, signal) : place.aside(() => slots.acquire(model, work, signal))).catch((error: unknown) => {
       if (error instanceof SlotWaitExpired) place?.expire();
       throw error;

@@ -24,7 +24,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     errorCode: null,
     errorStatus: null,
     report: null,
-    tenant: '',
+    keyTenant: '',
     chat: null,
     closeListener: null,
     slot: null,

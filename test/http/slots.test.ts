@@ -50,6 +50,28 @@ describe('upstream.slots: auto', () => {
     expect(new Set(llama.tasks.map((task) => task.slot)).size).toBe(1);
   });
 
+  it("bounds a turn's wait for its busy home slot by the prefill speed the server's timings taught the ledger, not upstream.slot_wait_ms (issue 33 item 4)", async () => {
+    // timings.prompt_ms = prompt_n × 0.01 ms (llama-server's timings, test/fixtures/llama-server/): a few hundred tokens re-read in a few ms.
+    const { upstream, llama, proxy } = await setUp({ slots: 2, msPerPromptToken: 0.01, msPerGeneratedToken: 0.01 }, { slot_wait_ms: 600_000 });
+    expect(await post(proxy.url, bodyOf('a', 0))).toBe(200);
+    let release!: () => void;
+    llama.holdAnswers = new Promise<void>((resolve) => (release = resolve));
+    const first = post(proxy.url, bodyOf('a', 1));
+    // The same conversation again while its home slot is busy: it must not wait the 10 minutes of slot_wait_ms.
+    let second: Promise<number> | undefined;
+    try {
+      await upstream.waitFor(() => llama.tasks.length === 2, { what: "a's turn running in its home slot" });
+      second = post(proxy.url, bodyOf('a', 1));
+      await upstream.waitFor(() => llama.tasks.length === 3, { what: 'the second turn moved to the free slot' });
+      expect(llama.tasks[2]!.slot).not.toBe(llama.tasks[1]!.slot);
+    } finally {
+      // Held answers are let go also when the test fails, so the proxy and the double close.
+      release();
+    }
+    expect(await Promise.all([first, second])).toEqual([200, 200]);
+    expect(llama.model.counters.busyPins).toBe(0);
+  });
+
   it('gives two credentials sending the same conversation two home slots, without auth.keys (issue 33 item 3)', async () => {
     const { upstream, proxy } = await setUp({ slots: 4 });
     for (const credential of ['key-one', 'key-two', 'key-one', 'key-two']) expect(await post(proxy.url, bodyOf('a', 0), credential)).toBe(200);

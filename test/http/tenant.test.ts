@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { tenantOfRequest } from '../../src/http/edge/tenant.js';
 
-const tenantFor = (headers: Record<string, string>): string => tenantOfRequest({ tenant: '', headers });
+const tenantFor = (headers: Record<string, string>): string => tenantOfRequest({ keyTenant: '', headers });
 
 describe('tenantOfRequest', () => {
   it('item 2: tenants come from the whole credential, and no credential is a tenant of its own', () => {
@@ -23,6 +23,6 @@ describe('tenantOfRequest', () => {
   });
 
   it('keeps the tenant the key check found', () => {
-    expect(tenantOfRequest({ tenant: 'abcd', headers: { authorization: 'Bearer sk-one' } })).toBe('abcd');
+    expect(tenantOfRequest({ keyTenant: 'abcd', headers: { authorization: 'Bearer sk-one' } })).toBe('abcd');
   });
 });

@@ -224,9 +224,8 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it("bounds a turn's wait for its home slot by what re-reading its prompt would cost at the server's reported prefill speed (issue 33 item 4)", async () => {
-    const { slots, timers } = scheduler({ slots: 2, waitMs: 60_000 });
-    // llama-server said: 2,000 tokens read in 1,000 ms. A 400-token prompt re-reads in 200 ms.
-    slots.learnPrefill({ prompt_n: 2000, prompt_ms: 1000 });
+    // The server speeds learned from llama-server's timings say 2,000 tokens a second: a 400-token prompt re-reads in 200 ms.
+    const { slots, timers } = scheduler({ slots: 2, waitMs: 60_000, msToRead: (tokens) => tokens / 2 });
     const running = await slots.acquire(turn('a'));
     let next: number | undefined;
     void slots.acquire({ kind: 'turn', key: 'a', tokens: 400 }).then((lease) => (next = lease.slot));
@@ -238,6 +237,42 @@ describe('SlotScheduler: summaries', () => {
     expect(next).toBeDefined();
     expect(next).not.toBe(running.slot);
     running.release();
+  });
+
+  it('past its bound, a turn behind its own summary takes only a slot nobody else waits for: it never re-reads in a slot another conversation is queued for (issue 33, 8 on 4)', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    const c = await slots.acquire(turn('c'));
+    const order: string[] = [];
+    const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
+    timers.advance(1000);
+    // d has no home and came after a's turn; a's turn is past its bound.
+    const d = slots.acquire(turn('d')).then((lease) => (order.push(`d ${lease.slot}`), lease));
+    c.release();
+    await flush();
+    // Re-reading a's history there would keep d waiting as long: d gets the slot, a's turn waits for its summary.
+    expect(order).toEqual([`d ${c.slot}`]);
+    summary.release();
+    await flush();
+    expect(order).toEqual([`d ${c.slot}`, `a ${summary.slot}`]);
+    expect(slots.stats().moves).toBe(0);
+    (await d).release();
+    (await next).release();
+  });
+
+  it('past its bound, a turn behind its own summary still takes a slot that frees with nobody waiting for it', async () => {
+    const { slots, timers } = scheduler({ slots: 2 });
+    (await slots.acquire(turn('a'))).release();
+    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+    const c = await slots.acquire(turn('c'));
+    let next: number | undefined;
+    void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
+    timers.advance(1000);
+    c.release();
+    await flush();
+    expect(next).toBe(c.slot);
+    summary.release();
   });
 
   it("a turn whose conversation's summary has not started goes first, and the summary runs after it in the turn's slot, never beside it", async () => {
@@ -258,6 +293,22 @@ describe('SlotScheduler: summaries', () => {
     running.release();
     (await summary).release();
     expect(summarySlot).toBe(running.slot);
+  });
+
+  it('a turn that goes before its waiting summary puts the summary right behind it, not at the end: an active conversation never pushes its summary back until its crossing (issue 33, 8 on 2)', async () => {
+    const { slots, timers } = scheduler({ slots: 1 });
+    const a = await slots.acquire(turn('a'));
+    const order: string[] = [];
+    // Each request ends as soon as it has its slot: the order they got it in is what counts.
+    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const summary = run('summary', { kind: 'summary', key: 'a' });
+    // b came after the summary and waited past its bound: it goes before everyone who came after it, not before the summary.
+    const b = run('b', turn('b'));
+    timers.advance(1000);
+    const next = run('a', turn('a'));
+    a.release();
+    await Promise.all([summary, b, next]);
+    expect(order).toEqual(['a', 'summary', 'b']);
   });
 
   it('gives the slot to the turn that waited for its summary before any other waiting request', async () => {

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { QueuePlace } from '../../src/compaction/summary-calls/queue-place.js';
+import { describe, expect, it, vi } from 'vitest';
+import { BACKGROUND_USEFUL_MS, QueuePlace } from '../../src/compaction/summary-calls/queue-place.js';
 import { NotRun, SummaryQueue } from '../../src/compaction/summary-calls/summary-queue.js';
 import type { ChatCall, SummarySlot } from '../../src/compaction/ports.js';
 import { defaultConfig } from '../../src/config/schema.js';
@@ -52,13 +52,36 @@ describe('a summary and its slot (issue 33 item 2)', () => {
     expect(queue.waiting).toBe(0);
   });
 
-  it('drops a background summary that waited for its slot longer than upstream.slot_wait_ms: the next crossing decides again', async () => {
-    const { router, calls, summary } = setUp(20);
-    const busy = (await router.acquire('m', { kind: 'turn', key: 'a' }))!;
-    const outcome = await summary('tenant-a', 'a', new QueuePlace('background'));
-    expect(outcome).toBeInstanceOf(NotRun);
-    expect(calls).toHaveLength(0);
-    expect(router.stats()[0]!.stats.slots[busy.slot]!.queued).toBe(0);
-    busy.release();
+  it('drops a background summary that waited for its slot longer than it stays useful (2 minutes, as in the summary queue): the next crossing decides again', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const { router, calls, summary } = setUp(20);
+      const busy = (await router.acquire('m', { kind: 'turn', key: 'a' }))!;
+      const outcome = summary('tenant-a', 'a', new QueuePlace('background'));
+      await vi.advanceTimersByTimeAsync(BACKGROUND_USEFUL_MS);
+      expect(await outcome).toBeInstanceOf(NotRun);
+      expect(calls).toHaveLength(0);
+      expect(router.stats()[0]!.stats.slots[busy.slot]!.queued).toBe(0);
+      busy.release();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps a background summary in its slot queue past upstream.slot_wait_ms: dropped there, the next crossing queued it again behind the same turns, until the crossing waited for all of it (issue 33, 8 on 2)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const { router, calls, summary } = setUp(20);
+      const busy = (await router.acquire('m', { kind: 'turn', key: 'a' }))!;
+      const outcome = summary('tenant-a', 'a', new QueuePlace('background'));
+      // Ten times slot_wait_ms: a turn would have moved long ago; the summary, which has nowhere else to go, stays.
+      await vi.advanceTimersByTimeAsync(200);
+      expect(router.stats()[0]!.stats.slots[busy.slot]!.queued).toBe(1);
+      busy.release();
+      expect(await outcome).toEqual({ choices: [{ message: { content: 'notes' } }] });
+      expect(calls.map((body) => body['id_slot'])).toEqual([busy.slot]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -11,7 +11,7 @@ import { TRUNCATED, tierNamed } from '../policy/tiers/list.js';
 import type { ModelDecision, ModelTier, TierList } from '../policy/tiers/tier.js';
 import { type CompactionRequest, seenWhole } from './request.js';
 import { yieldOnLongHistory } from './long-history.js';
-import { QueuePlace } from '../summary-calls/queue-place.js';
+import { BACKGROUND_USEFUL_MS, QueuePlace } from '../summary-calls/queue-place.js';
 import { SummaryQueue, NotRun, STALE_LIMIT } from '../summary-calls/summary-queue.js';
 import { SummaryError, type SummaryResult, summarize } from '../summary/summarize.js';
 import type { SummaryProgress } from '../types.js';
@@ -29,19 +29,6 @@ import type { ChatMessage } from '../../transcript/message.js';
 
 /** A truncation stands for this long, then the summary is tried again. */
 const TRUNCATION_TTL_MS = 5 * 60_000;
-
-/**
- * How long a background summary may wait in line before it is no longer worth
- * its call. It exists so its conversation's crossing does not wait; when that
- * crossing comes, the request waiting for it promotes it (it is never dropped
- * then). A conversation that sent nothing for two minutes has paused or ended
- * (agents send their next request within seconds, people within a minute or
- * two), and the upstream's slot no longer holds its prompt, so the call would
- * re-read all of it for an epoch that may never apply: dropped, the place goes
- * to conversations that are active, and a later soft-zone request of this one
- * queues a fresh summary of the longer history.
- */
-const BACKGROUND_USEFUL_MS = 2 * 60_000;
 
 export interface EpochWriterOptions {
   readonly config: Config['compaction'];

@@ -10,6 +10,20 @@ import type { SummaryPlace } from '../types.js';
 
 export type Priority = 'foreground' | 'background';
 
+/**
+ * How long a background summary may wait in line (for its place in the
+ * summary queue, or for its slot: src/slots/summary-call.ts) before it is no
+ * longer worth its call. It exists so its conversation's crossing does not
+ * wait; when that crossing comes, the request waiting for it promotes it (it
+ * is never dropped then). A conversation that sent nothing for two minutes has paused or ended
+ * (agents send their next request within seconds, people within a minute or
+ * two), and the upstream's slot no longer holds its prompt, so the call would
+ * re-read all of it for an epoch that may never apply: dropped, the place goes
+ * to conversations that are active, and a later soft-zone request of this one
+ * queues a fresh summary of the longer history.
+ */
+export const BACKGROUND_USEFUL_MS = 2 * 60_000;
+
 /** One summary's place in line: a background place moves up when a request comes to wait for it. */
 export class QueuePlace implements SummaryPlace {
   #priority: Priority;

@@ -61,7 +61,7 @@ export class InFlight {
       errorCode: null,
       errorStatus: null,
       report: null,
-      tenant: '',
+      keyTenant: '',
       chat: null,
       closeListener: null,
       slot: null,

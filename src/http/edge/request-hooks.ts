@@ -44,7 +44,7 @@ export function addRequestHooks(app: FastifyInstance, options: RequestHookOption
     if (keyCheck !== undefined) {
       const result = keyCheck(request.headers.authorization);
       if (!result.ok) return void sendError(reply, new UnauthorizedError());
-      record.tenant = result.tenant;
+      record.keyTenant = result.tenant;
     }
     done();
   });

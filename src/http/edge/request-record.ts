@@ -39,8 +39,8 @@ export interface RequestRecord {
   server: { readonly prefillMs: number; readonly decodeMs: number } | null;
   /** What the `x-compactor` header (or the last SSE comment) said, or null. */
   report: string | null;
-  /** See `ChatContext.tenant`. */
-  tenant: string;
+  /** See `ChatContext.keyTenant`. */
+  keyTenant: string;
   /** The chat request as read (a valid body), so a refused or failed one is counted on its conversation; null before, or on other routes. */
   chat: ReadFigures | null;
   /**

@@ -6,14 +6,14 @@ import { tenantOf } from '../../compaction/epochs/prefix-hash.js';
  * cross tenants is made with it: epochs and learned ratios, the home slot
  * of a conversation (src/slots/conversation-key.ts), dashboard notes, the
  * summary queue's fairness and `/v1/compact`. Computed two ways before (the
- * key check's tenant for slots, this for epochs), two credentials without
+ * key check's tenant, `keyTenant`, for slots; this for epochs), two credentials without
  * `auth.keys` shared one home slot, and suffix summaries ran on another
  * slot than their conversation.
  */
 
 /** What the tenant is made from: the tenant the key check found (`''` without `auth.keys`), and the request's headers. */
 export interface TenantSource {
-  readonly tenant: string;
+  readonly keyTenant: string;
   readonly headers: IncomingHttpHeaders;
 }
 
@@ -24,7 +24,7 @@ export interface TenantSource {
  * clients that send none.
  */
 export function tenantOfRequest(context: TenantSource): string {
-  if (context.tenant !== '') return context.tenant;
+  if (context.keyTenant !== '') return context.keyTenant;
   const authorization = joined(context.headers.authorization);
   const apiKey = joined(context.headers['x-api-key']);
   // The planner and the dashboard both ask, and one client sends the same credential request after request:

@@ -61,7 +61,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
   const body: Readonly<Record<string, unknown>> = pairs.body;
   request.record.repairs = pairs.repairs.length;
   request.record.pairRepairs = pairs.repairs;
-  const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
+  const tenant = tenantOfRequest({ keyTenant: request.record.keyTenant, headers: request.headers });
   const ratio = engine?.ratios.get(parsed.model, tenant) ?? 1;
   const tokensOf = (messages: typeof parsed.messages): number => Math.round(estimateRequestTokens({ messages, tools: body['tools'] }) * ratio);
   const before = tokensOf(parsed.messages);

@@ -7,7 +7,7 @@ import type { ChatContext } from './planner.js';
 
 /**
  * The planner's view of one request (`ChatContext`). What it derives from
- * the exchange (`signal`, `headers`, `log`, `tenant`, `progress`) are
+ * the exchange (`signal`, `headers`, `log`, `keyTenant`, `progress`) are
  * getters and methods on the prototype, read only when the planner asks:
  * no closure or accessor per request, and the `AbortSignal` is made only
  * when read (see ExchangeAbort). The client's bytes (`raw`) are the
@@ -46,8 +46,8 @@ export class ExchangeContext implements ChatContext {
     return this.#messagesAsParsed ? this.raw : undefined;
   }
 
-  get tenant(): string {
-    return this.#answer.record.tenant;
+  get keyTenant(): string {
+    return this.#answer.record.keyTenant;
   }
 
   get slot(): number | null {

@@ -33,10 +33,12 @@ export interface ChatContext {
   /** The repairs made (mode `repair`); empty otherwise. */
   readonly pairRepairs: readonly PairProblem[];
   /**
-   * Who is asking: a short hash of the client's key when `auth.keys` is set,
-   * else ''. Conversations of different tenants never share an epoch.
+   * The tenant the key check found: a short hash of the client's key when
+   * `auth.keys` is set, else ''. Not the tenant keys are made with: that is
+   * `tenantOfRequest(context)` (src/http/edge/tenant.ts), which falls back
+   * to the client's credential.
    */
-  readonly tenant: string;
+  readonly keyTenant: string;
   /** The request's mode (`x-compactor-mode`, else `compaction.mode`); a planner that compacts honours observe. */
   readonly mode?: 'off' | 'observe' | 'compact';
   /** The client's request headers. They hold credentials: never log them. */

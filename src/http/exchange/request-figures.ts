@@ -11,7 +11,7 @@ import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
  */
 
 /** Taken once the request was read: a refused or failed one is counted on its conversation from these. */
-export function readFiguresOf(context: Pick<ChatContext, 'tenant' | 'headers' | 'body'>): ReadFigures {
+export function readFiguresOf(context: Pick<ChatContext, 'keyTenant' | 'headers' | 'body'>): ReadFigures {
   const { messages, model } = context.body;
   const firstUser = messages.findIndex((message) => isRealUserMessage(message));
   let turns = 0;

@@ -45,7 +45,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: DashboardRo
     const admin = !authenticated || adminCheck?.(request.headers.authorization).ok === true;
     const models = dashboardModels(config, windows());
     // With auth.keys the key's tenant (what tenantOfRequest gives then); without, the credential's, for the notes.
-    const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
+    const tenant = tenantOfRequest({ keyTenant: request.record.keyTenant, headers: request.headers });
     const body = {
       upstream: maskUrl(config.upstream.url),
       mode: config.compaction.enabled ? config.compaction.mode : 'off',
