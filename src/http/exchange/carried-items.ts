@@ -44,7 +44,7 @@ export function openCarriedItems(request: FastifyRequest, format: WireFormat, op
   const body: unknown = request.body;
   const { seal, onCarried } = options;
   if (format.openCarried === undefined || seal === undefined || !Buffer.isBuffer(body)) return 0;
-  const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
+  const tenant = tenantOfRequest({ keyTenant: request.record.keyTenant, headers: request.headers });
   let opened: { raw: Buffer; opened: number };
   try {
     opened = format.openCarried(body, request.headers['content-type'], carriedOpener(seal, tenant));

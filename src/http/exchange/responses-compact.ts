@@ -119,7 +119,7 @@ function openEarlierItems(raw: Buffer, contentType: string | undefined, open: Ca
 async function compact(request: FastifyRequest, options: ResponsesCompactOptions, ask: CompactionAsk, signal: AbortSignal): Promise<CompactAnswer> {
   const { config, engine, upstream, seal } = options;
   const contentType = request.headers['content-type'];
-  const tenant = tenantOfRequest({ tenant: request.record.tenant, headers: request.headers });
+  const tenant = tenantOfRequest({ keyTenant: request.record.keyTenant, headers: request.headers });
   // A trigger is no message of the history: it only asked for this.
   const original: unknown = ask === 'trigger' ? withoutTrigger(request.body as Buffer, contentType) : request.body;
   // Earlier compaction items opened first: their notes are part of the history this compaction merges.
