@@ -23,7 +23,7 @@ export const COMPACT_BODY_FORMAT: WireFormat = CHAT_FORMAT;
  */
 export const OWN_CALL_FORMAT: WireFormat = CHAT_FORMAT;
 
-export type { ReadInput, ReadRequest, WireFormat } from './wire-format.js';
+export type { AnswerEditor, ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';

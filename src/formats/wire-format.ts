@@ -1,4 +1,5 @@
 import type { ProxyError } from '../errors.js';
+import type { AnswerEdits, ContextEdits } from '../transcript/context-edits.js';
 import type { ChatMessage } from '../transcript/message.js';
 import type { OutputLimit, OutputLimitField } from '../transcript/request-view.js';
 import type { Slices } from '../transcript/slices.js';
@@ -44,6 +45,22 @@ export interface ReadRequest {
   readonly untouched?: string;
   /** The client's bytes with its conversation rewritten from the chat messages the core returned. */
   bytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer;
+  /** The edits the client asks of its context (Anthropic's `context_management`), when its API has them and it sent some. */
+  readonly edits?: ContextEdits;
+  /**
+   * Set when the body holds a field only compactor reads (Anthropic's
+   * `context_management`: no local server knows it): the bytes to forward
+   * without it. Absent: the bytes go as they are.
+   */
+  readonly forwardable?: (bytes: Buffer) => Buffer;
+}
+
+/** An answer with a request's context edits added (Anthropic's `applied_edits`, a `compaction` block): pure text in, text out. */
+export interface AnswerEditor {
+  /** A JSON answer with the edits; anything else (an error body) as it came. */
+  json(text: string): string;
+  /** Each SSE frame (`event: …\ndata: …`, without its blank line) as the edits make it: one frame, several, or the same. */
+  frame(frame: string): string;
 }
 
 export interface WireFormat {
@@ -68,6 +85,10 @@ export interface WireFormat {
   readonly pinsSlots: boolean;
   /** The body read into the chat view, pairs handled (read-wire.ts): as steps, run at once for an ordinary body, a slice at a time for a large one. */
   read(input: ReadInput): Slices<ReadRequest>;
+  /** How its answers carry a request's context edits, when its API has them (ReadRequest.edits). */
+  answerEditor?(edits: AnswerEdits): AnswerEditor;
+  /** The answer to a request whose edits pause after a compaction (the model not asked): its body, JSON or a whole stream. */
+  pausedAnswer?(edits: AnswerEdits & { compaction: string }, model: string, id: string, streamed: boolean): string;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */
