@@ -85,6 +85,10 @@ export interface WireFormat {
   readonly pinsSlots: boolean;
   /** The body read into the chat view, pairs handled (read-wire.ts): as steps, run at once for an ordinary body, a slice at a time for a large one. */
   read(input: ReadInput): Slices<ReadRequest>;
+  /** Where its API counts a request's tokens (Anthropic's `/v1/messages/count_tokens`), when it has such a route and context edits. */
+  readonly countTokensUrls?: readonly string[];
+  /** A count's answer with what the edits leave (`edited`) and the history as sent (`original`), in its API's words. */
+  countAnswer?(upstreamBody: Record<string, unknown>, original: number, edited: number): unknown;
   /** How its answers carry a request's context edits, when its API has them (ReadRequest.edits). */
   answerEditor?(edits: AnswerEdits): AnswerEditor;
   /** The answer to a request whose edits pause after a compaction (the model not asked): its body, JSON or a whole stream. */

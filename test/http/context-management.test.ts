@@ -387,3 +387,43 @@ describe('issue 38 item 2: a malformed edit', () => {
     expect(upstream.requestsTo('/v1/messages')).toHaveLength(0);
   });
 });
+
+describe('issue 38 item 2: /v1/messages/count_tokens with context_management', () => {
+  it('reports what the edits leave as input_tokens and the history as sent as original_input_tokens; neither count is sent the field', async () => {
+    const { upstream, client } = await started();
+    // llama-server's count: its tokens of the body it gets (here a quarter of its bytes, the double's tokenizer).
+    upstream.route('POST', '/v1/messages/count_tokens', (exchange: FakeExchange) => replies.json(200, { input_tokens: Math.round(exchange.request.body.length / 4) })(exchange));
+    const counted = await client.beta.messages.countTokens({
+      model: 'sim',
+      tools: TOOLS,
+      betas: ['context-management-2025-06-27'],
+      context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 } }] },
+      messages: toolLoop(10) as never,
+    });
+    const calls = upstream.requestsTo('/v1/messages/count_tokens');
+    expect(calls).toHaveLength(2);
+    for (const call of calls) expect(call.body.toString()).not.toContain('context_management');
+    const [original, edited] = calls.map((call) => Math.round(call.body.length / 4));
+    expect(counted).toEqual({ input_tokens: edited, context_management: { original_input_tokens: original } });
+    expect(edited!).toBeLessThan(original! - 7 * 250);
+    expect(resultsOf(calls[1]!.json as Sent).get('toolu_0')).toMatch(CLEARED);
+    // Under its trigger nothing is cleared: both figures are the one count.
+    const under = await client.beta.messages.countTokens({
+      model: 'sim',
+      betas: ['context-management-2025-06-27'],
+      context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] },
+      messages: toolLoop(10) as never,
+    });
+    expect(under.context_management).toEqual({ original_input_tokens: under.input_tokens });
+  });
+
+  it("a malformed edit gets a 400 in Anthropic's shape, and nothing is counted", async () => {
+    const { upstream, client } = await started();
+    upstream.route('POST', '/v1/messages/count_tokens', replies.json(200, { input_tokens: 7 }));
+    const failure = await client.beta.messages
+      .countTokens({ model: 'sim', betas: ['context-management-2025-06-27'], context_management: { edits: [{ type: 'clear_tool_uses_20250919', keep: 3 }] } as never, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((error: unknown) => error);
+    expect((failure as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'context_management.edits[0].keep: must be an object' } });
+    expect(upstream.requestsTo('/v1/messages/count_tokens')).toHaveLength(0);
+  });
+});

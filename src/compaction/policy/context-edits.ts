@@ -1,6 +1,9 @@
 import { type ContextEdits, editOf } from '../../transcript/context-edits.js';
+import type { ChatMessage } from '../../transcript/message.js';
+import { clearThinking } from '../../transcript/thinking.js';
+import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { DecisionSettings } from './decide.js';
-import { clearToolUsesTier } from './tiers/clear-tool-uses.js';
+import { clearToolUsesTier, clearedByEdit, triggered } from './tiers/clear-tool-uses.js';
 import type { CompactionTier, PlanContext, TierList } from './tiers/tier.js';
 
 /**
@@ -57,4 +60,26 @@ export function editedPolicy(configured: DecisionSettings, edits: ContextEdits, 
   }
   const settings = { ...configured, threshold: EVERY_REQUEST, softThreshold: EVERY_REQUEST };
   return { settings, tiers: edited, ...(compact?.instructions == null ? {} : { summaryInstructions: compact.instructions }) };
+}
+
+/**
+ * What the edits leave of a history when only counted (`/v1/messages/count_tokens`):
+ * the clearing past its trigger (measured against `inputTokens`, the
+ * upstream's count of the history as sent) when it frees `clear_at_least`,
+ * and the thinking cleared. No summary is written for a count: a
+ * `compact_20260112` edit counts the history as it stands (its epoch, once
+ * written, is the next /v1/messages request's).
+ */
+export function editedForCount(edits: ContextEdits, messages: readonly ChatMessage[], inputTokens: number): readonly ChatMessage[] {
+  let out = messages;
+  const clear = editOf(edits, 'clear_tool_uses_20250919');
+  if (clear !== undefined && triggered(clear.trigger, inputTokens, out)) {
+    const cleared = clearedByEdit(clear, out);
+    const estimate = estimateRequestTokens({ messages: out });
+    const freed = estimate === 0 ? 0 : ((estimate - estimateRequestTokens({ messages: cleared })) * inputTokens) / estimate;
+    if (freed >= clear.clearAtLeast) out = cleared;
+  }
+  const thinking = editOf(edits, 'clear_thinking_20251015');
+  if (thinking !== undefined) out = clearThinking(out, thinking.keep).messages;
+  return out;
 }

@@ -36,6 +36,9 @@ export const MESSAGES_FORMAT: WireFormat = {
   // llama-server's /v1/messages is not known to read `id_slot`.
   pinsSlots: false,
   read: (input) => readWire(MESSAGES_FORMAT, MESSAGES_READER, input),
+  // Anthropic's count answers what the edits leave, and the history as sent (docs.claude.com, "Context editing": count tokens).
+  countTokensUrls: ['/v1/messages/count_tokens'],
+  countAnswer: (body, original, edited) => ({ ...body, input_tokens: edited, context_management: { original_input_tokens: original } }),
   answerEditor: messagesAnswerEditor,
   pausedAnswer: pausedCompactionAnswer,
   errorBody: anthropicErrorBody,

@@ -68,8 +68,15 @@ function changedCalls(before: readonly ChatMessage[], after: readonly ChatMessag
   return count;
 }
 
-export function clearToolUsesTier(edit: ClearToolUsesEdit): ModelFreeTier<ClearPlan> {
+/** The history with the edit's clearing made (its trigger not asked): the input array itself when there is nothing to clear. */
+export function clearedByEdit(edit: ClearToolUsesEdit, messages: readonly ChatMessage[]): readonly ChatMessage[] {
   const clearsInputsOf = (tool: string): boolean => (edit.clearToolInputs === true ? true : edit.clearToolInputs === false ? false : edit.clearToolInputs.includes(tool));
+  const compression = compressToolResults(messages, { from: headLength(messages), to: messages.length, settings: clearSettingsOf(edit) });
+  if (compression.messages === messages || edit.clearToolInputs === false) return compression.messages;
+  return clearCallInputs(compression.messages, compression.compressed.keys(), clearsInputsOf);
+}
+
+export function clearToolUsesTier(edit: ClearToolUsesEdit): ModelFreeTier<ClearPlan> {
   return {
     name: 'compress',
     shownAs: 'compress',
@@ -78,9 +85,8 @@ export function clearToolUsesTier(edit: ClearToolUsesEdit): ModelFreeTier<ClearP
     plan({ candidate, sizes, sizeOf, total }) {
       const { messages } = candidate;
       if (!triggered(edit.trigger, total, messages)) return null;
-      const compression = compressToolResults(messages, { from: headLength(messages), to: messages.length, settings: clearSettingsOf(edit) });
-      if (compression.messages === messages) return null;
-      const cleared = edit.clearToolInputs === false ? compression.messages : clearCallInputs(compression.messages, compression.compressed.keys(), clearsInputsOf);
+      const cleared = clearedByEdit(edit, messages);
+      if (cleared === messages) return null;
       const { size, changed } = resized(messages, cleared, sizes, total, { from: 0, to: messages.length }, sizeOf);
       if (total - size < edit.clearAtLeast) return null;
       const inputs = changedCalls(messages, cleared);
