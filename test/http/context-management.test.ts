@@ -71,9 +71,12 @@ async function started(config: Record<string, unknown> = {}): Promise<Setup> {
   const upstream = opened(await FakeUpstream.start());
   // /props (an 8k window) and summaries through chat completions: the simulated llama-server's.
   const llama = new SimulatedLlama(upstream, { window: 8192 });
-  const json = replies.json(200, MESSAGE_ANSWER);
-  const sse = replies.sse(STREAM_EVENTS);
-  upstream.route('POST', '/v1/messages', (exchange: FakeExchange) => ((exchange.request.json as { stream?: boolean }).stream === true ? sse : json)(exchange));
+  // Its usage counts the prompt it got as the simulated llama-server's tokenizer does (what compactor learns its ratio from).
+  upstream.route('POST', '/v1/messages', (exchange: FakeExchange) => {
+    const inputTokens = Math.round(exchange.request.body.length * llama.tokensPerByte);
+    if ((exchange.request.json as { stream?: boolean }).stream !== true) return replies.json(200, { ...MESSAGE_ANSWER, usage: { input_tokens: inputTokens, output_tokens: 2 } })(exchange);
+    return replies.sse(STREAM_EVENTS.map((event) => event.replaceAll('"input_tokens":12', `"input_tokens":${inputTokens}`)))(exchange);
+  });
   const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, ...config } }));
   const client = new Anthropic({ baseURL: proxy.url, apiKey: 'sk-ant-test', maxRetries: 0 });
   return { upstream, llama, client, url: proxy.url };
@@ -144,7 +147,8 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
 
   it('is decided once per epoch: the next turn forwards the same cleared prefix byte for byte, and still reports what the prompt holds cleared', async () => {
     const { upstream, client } = await started();
-    const edits = { edits: [{ type: 'clear_tool_uses_20250919' as const, trigger: { type: 'input_tokens' as const, value: 2000 } }] };
+    // Cleared, the conversation is well under its trigger: the next turn does not cross it again.
+    const edits = { edits: [{ type: 'clear_tool_uses_20250919' as const, trigger: { type: 'input_tokens' as const, value: 3000 } }] };
     const history = toolLoop(10);
     await client.beta.messages.create({ model: 'sim', max_tokens: 64, tools: TOOLS, betas: ['context-management-2025-06-27'], context_management: edits, messages: history as never });
     const first = upstream.requestsTo('/v1/messages').at(-1)!.body.toString();
@@ -220,7 +224,8 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
       body: JSON.stringify({ model: 'sim', max_tokens: 8, stream: true, tools: TOOLS, context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 } }] }, messages: toolLoop(10) }),
     });
     const text = await raw.text();
-    expect(text.startsWith(STREAM_EVENTS.slice(0, 4).join(''))).toBe(true);
+    expect(text.startsWith('event: message_start\n')).toBe(true);
+    expect(text).toContain(STREAM_EVENTS.slice(1, 4).join(''));
     expect(text).toContain('"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919","cleared_tool_uses":7,');
     expect(text.endsWith(STREAM_EVENTS.at(-1)!)).toBe(true);
   });
@@ -425,5 +430,28 @@ describe('issue 38 item 2: /v1/messages/count_tokens with context_management', (
       .catch((error: unknown) => error);
     expect((failure as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'context_management.edits[0].keep: must be an object' } });
     expect(upstream.requestsTo('/v1/messages/count_tokens')).toHaveLength(0);
+  });
+});
+
+describe('issue 38 item 3: the edits are seen where every tier is', () => {
+  it('/metrics counts the clearing as a compression, and observe mode says what it would clear and forwards the history as sent', async () => {
+    const { upstream, client, url } = await started();
+    const edits = { edits: [{ type: 'clear_tool_uses_20250919' as const, trigger: { type: 'input_tokens' as const, value: 2000 } }] };
+    const observed = await client.beta.messages
+      .create({ model: 'sim', max_tokens: 64, tools: TOOLS, betas: ['context-management-2025-06-27'], context_management: edits, messages: toolLoop(10) as never }, { headers: { 'x-compactor-mode': 'observe' } })
+      .withResponse();
+    expect(observed.response.headers.get('x-compactor')).toMatch(/^mode observe \(x-compactor-mode\); observe: would compress 7 tool results \(clear_tool_uses: 7 cleared; [\d.k]+ -> [\d.k]+ tokens\)$/);
+    for (const [, text] of resultsOf(lastSent(upstream))) expect(text).toMatch(/^result \d+: x{1200}$/);
+    expect(lastSent(upstream).context_management).toBeUndefined();
+
+    const compacted = await client.beta.messages
+      .create({ model: 'sim', max_tokens: 64, tools: TOOLS, betas: ['context-management-2025-06-27'], context_management: edits, messages: toolLoop(10) as never })
+      .withResponse();
+    expect(compacted.response.headers.get('x-compactor')).toMatch(/^compressed 7 tool results/);
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/^compactor_compactions_total\{model="sim",tier="compress",outcome="observed"\} 1$/m);
+    expect(metrics).toMatch(/^compactor_compactions_total\{model="sim",tier="compress",outcome="compacted"\} 1$/m);
+    // Observe mode changes nothing, so it reports nothing applied.
+    expect(observed.data.context_management ?? null).toBeNull();
   });
 });
