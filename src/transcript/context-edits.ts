@@ -49,11 +49,7 @@ export type ContextEdit = ClearToolUsesEdit | ClearThinkingEdit | CompactEdit;
 export interface ContextEdits {
   /** The edits in the client's order. */
   readonly edits: readonly ContextEdit[];
-  /**
-   * The edits' canonical text (defaults filled in): a conversation's epochs
-   * are its own per set of edits, since the same history is rewritten
-   * differently under other edits.
-   */
+  /** The edits' canonical text, their defaults filled in. */
   readonly key: string;
 }
 

@@ -364,7 +364,9 @@ describe('issue 38 item 2: compact_20260112', () => {
         max_tokens: 64,
         betas: ['compact-2026-01-12'],
         context_management: { edits: [compactEdit({ trigger: { type: 'input_tokens', value: 3000 }, pause_after_compaction: true })] },
-        messages: chat(32) as never,
+        // Another conversation: the one above is compacted already, and a compaction made earlier is no reason to pause.
+        system: 'Another conversation.',
+        messages: chat(30) as never,
       })
       .finalMessage();
     expect(paused.stop_reason as string).toBe('compaction');
@@ -434,7 +436,7 @@ describe('issue 38 item 2: /v1/messages/count_tokens with context_management', (
 });
 
 describe('issue 38 item 3: the edits are seen where every tier is', () => {
-  it('/metrics counts the clearing as a compression, and observe mode says what it would clear and forwards the history as sent', async () => {
+  it('/metrics and the dashboard count the clearing as a compression, and observe mode says what it would clear and forwards the history as sent', async () => {
     const { upstream, client, url } = await started();
     const edits = { edits: [{ type: 'clear_tool_uses_20250919' as const, trigger: { type: 'input_tokens' as const, value: 2000 } }] };
     const observed = await client.beta.messages
@@ -451,6 +453,10 @@ describe('issue 38 item 3: the edits are seen where every tier is', () => {
     const metrics = await (await fetch(`${url}/metrics`)).text();
     expect(metrics).toMatch(/^compactor_compactions_total\{model="sim",tier="compress",outcome="observed"\} 1$/m);
     expect(metrics).toMatch(/^compactor_compactions_total\{model="sim",tier="compress",outcome="compacted"\} 1$/m);
+    // The dashboard: one conversation (the requests and the epoch the same), its epoch a compression.
+    const state = (await (await fetch(`${url}/dashboard/state`)).json()) as { conversations: Array<{ requests: number; tiers: Record<string, number> }> };
+    expect(state.conversations).toHaveLength(1);
+    expect(state.conversations[0]).toMatchObject({ requests: 2, tiers: { compress: 1 } });
     // Observe mode changes nothing, so it reports nothing applied.
     expect(observed.data.context_management ?? null).toBeNull();
   });

@@ -36,8 +36,7 @@ export interface CompactionInput {
   readonly mode?: 'compact' | 'observe' | 'force';
   /**
    * The edits the client asks of its context (Anthropic's `context_management`):
-   * decided by the tiers they map onto (policy/context-edits.ts). Give them under
-   * a tenant of their own: the same history is rewritten otherwise without them.
+   * decided by the tiers they map onto (policy/context-edits.ts).
    */
   readonly edits?: ContextEdits | undefined;
 }

@@ -24,10 +24,11 @@ import type { CompactionTier, PlanContext, TierList } from './tiers/tier.js';
  * decided (the threshold is a token above nothing); nothing is prepared in
  * the background for it. What a tier decides is an epoch like any other:
  * decided once, replayed byte for byte until the conversation crosses a
- * trigger again. The epochs are the conversation's under these edits only
- * (the engine's request names them under a tenant of their own,
- * http/exchange/engine-planner.ts): the same history is rewritten otherwise
- * without them.
+ * trigger again. Its epochs are the conversation's, as any other's: each
+ * is a true rewriting of the prefix it covers (its markers say where the
+ * text went), so a request without the edits may build on it and the other
+ * way round; the dashboard, the learned ratio and the summary queue see one
+ * conversation of one tenant.
  * `clear_thinking_20251015` is no tier: it applies to each request's
  * thinking (formats/messages/thinking.ts).
  */

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { editedAnswer } from '../../compaction/policy/applied-edits.js';
 import type { ContextEdits } from '../../transcript/context-edits.js';
@@ -66,16 +65,10 @@ class EngineRequest implements CompactionInput {
     return this.#context.sourceBytes;
   }
 
-  /** The client's tenant; with context edits, a tenant of its own per set of edits (their epochs are theirs: policy/context-edits.ts). */
   get tenant(): string {
-    this.#tenant ??= editsTenant(tenantOfRequest(this.#context), this.edits);
+    this.#tenant ??= tenantOfRequest(this.#context);
     return this.#tenant;
   }
-}
-
-function editsTenant(tenant: string, edits: ContextEdits | undefined): string {
-  if (edits === undefined) return tenant;
-  return `${tenant}:edits-${createHash('sha256').update(edits.key).digest('base64url').slice(0, 16)}`;
 }
 
 /**
