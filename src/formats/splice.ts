@@ -126,9 +126,10 @@ export function withoutMember(raw: Buffer, key: string): Buffer {
   const quoted = Buffer.from(JSON.stringify(key));
   let bytes = raw;
   for (let found = scanForMember(bytes, quoted); found !== undefined; found = scanForMember(bytes, quoted)) {
-    let end = skipWhitespace(bytes, found.end);
+    const after = skipWhitespace(bytes, found.end);
     let start = found.keyStart;
-    if (bytes[end] === COMMA) end = skipWhitespace(bytes, end + 1);
+    let end = found.end;
+    if (bytes[after] === COMMA) end = skipWhitespace(bytes, after + 1);
     else {
       // The last member: the comma before it goes.
       let before = start - 1;

@@ -212,6 +212,27 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
   });
 });
 
+describe('issue 38 item 2: a stream split anywhere', () => {
+  it('is edited frame by frame whatever its chunks: the compaction block and applied_edits as when whole, every other byte as it came', async () => {
+    const { upstream, client } = await started();
+    // The upstream writes its stream in pieces of 7 bytes: frames and UTF-8 characters cut across chunks.
+    const events = STREAM_EVENTS.map((event) => event.replace('"text":"Do"', '"text":"Dö"'));
+    upstream.route('POST', '/v1/messages', replies.sse(events, { chunkBytes: 7 }));
+    const stream = client.beta.messages.stream({
+      model: 'sim',
+      max_tokens: 64,
+      tools: TOOLS,
+      betas: ['context-management-2025-06-27', 'compact-2026-01-12'],
+      context_management: { edits: [{ type: 'clear_thinking_20251015' }, compactEdit({ trigger: { type: 'input_tokens', value: 3000 } })] },
+      messages: chat(30) as never,
+    });
+    const final = await stream.finalMessage();
+    expect((final.content as unknown as Array<{ type: string }>).map((block) => block.type)).toEqual(['compaction', 'text']);
+    expect(final.content[1]).toMatchObject({ type: 'text', text: 'Döne.' });
+    expect(final.context_management).toEqual({ applied_edits: [] });
+  });
+});
+
 describe('issue 38 item 2: clear_thinking_20251015', () => {
   it('clears the thinking of all but the last `keep` assistant turns and reports the turns cleared', async () => {
     const { upstream, client } = await started();
