@@ -298,7 +298,12 @@ describe('issue 38 item 2: compact_20260112', () => {
     const notes = content[0]!['content'] as string;
     const compacted = lastSent(upstream);
     expect(compacted.context_management).toBeUndefined();
-    expect(compacted.messages[0]).toEqual({ role: 'user', content: `[compacted:summary] ${notes}` });
+    // The whole conversation summarized but the current turn, as Anthropic's compaction does.
+    expect(compacted.messages).toEqual([
+      { role: 'user', content: `[compacted:summary] ${notes}` },
+      { role: 'assistant', content: '[compacted:summary] Understood; continuing from these notes.' },
+      history.at(-1),
+    ]);
 
     // The client appends the answer, compaction block and all, and goes on.
     history.push({ role: 'assistant', content: answer.content }, { role: 'user', content: 'Turn 30: and now?' });

@@ -15,8 +15,9 @@ import type { CompactionTier, PlanContext, TierList } from './tiers/tier.js';
  *   edit's own trigger;
  * - `compact_20260112` is the summary tier, fired by the edit's trigger (or
  *   compactor's own threshold, whichever comes first), its prompt the
- *   edit's `instructions` when given; the answer carries its notes as a
- *   `compaction` block;
+ *   edit's `instructions` when given, keeping only the current turn raw (as
+ *   Anthropic's summarizes the whole conversation); the answer carries its
+ *   notes as a `compaction` block;
  * - every other tier of the list stays as compactor's own safety net, fired
  *   at the configured threshold as always.
  *
@@ -59,7 +60,10 @@ export function editedPolicy(configured: DecisionSettings, edits: ContextEdits, 
     else if (tier.name === 'summary' && compact !== undefined) edited.push(firedAt(tier, (context) => Math.min(compact.trigger.value, own(context))));
     else edited.push(firedAt(tier, own));
   }
-  const settings = { ...configured, threshold: EVERY_REQUEST, softThreshold: EVERY_REQUEST };
+  // Anthropic's compaction summarizes the whole conversation: only the current turn stays raw (a summary keeps at least one),
+  // so the follow-up read from the compaction block (the notes, then the answer) shares the notes with this prompt.
+  const keepRecent = compact === undefined ? configured.keepRecent : 0;
+  const settings = { ...configured, threshold: EVERY_REQUEST, softThreshold: EVERY_REQUEST, keepRecent };
   return { settings, tiers: edited, ...(compact?.instructions == null ? {} : { summaryInstructions: compact.instructions }) };
 }
 
