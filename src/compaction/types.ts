@@ -168,6 +168,12 @@ export interface SummarizeRequest {
   readonly model: string;
   readonly maxTokens: number;
   readonly systemPrompt?: string;
+  /**
+   * The client's own summary prompt (Anthropic's `compact_20260112`
+   * `instructions`): it replaces compactor's ask in suffix mode and its
+   * system prompt in prepend mode, as Anthropic documents it.
+   */
+  readonly instructions?: string;
   readonly signal: AbortSignal;
   readonly onProgress?: (progress: SummaryProgress) => void;
   /** The conversation's home-slot key, when the upstream's slots are scheduled. */

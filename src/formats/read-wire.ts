@@ -1,3 +1,4 @@
+import type { ContextEdits } from '../transcript/context-edits.js';
 import type { ChatMessage } from '../transcript/message.js';
 import { outputLimitOf } from '../transcript/request-view.js';
 import type { Slices } from '../transcript/slices.js';
@@ -6,6 +7,7 @@ import { readJsonObject, withModelNameChecked } from './json-body.js';
 import { wirePairs } from './pairs.js';
 import type { ParsedAhead } from './parse-ahead.js';
 import { checkPlanningItems } from './planning-cap.js';
+import { withoutMember } from './splice.js';
 import type { ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 
 /**
@@ -23,6 +25,8 @@ export interface WireView {
   readonly chat: ChatRequestBody;
   /** Why the request goes upstream as it came, unplanned (its pairs are then left alone), or undefined. */
   readonly untouched?: string | undefined;
+  /** Set when the view is not the client's conversation as it came: it is written back even when nothing else changes it. */
+  readonly rewritten?: boolean;
 }
 
 /** What one format adds to the skeleton (its read.ts and write.ts). */
@@ -37,6 +41,10 @@ export interface WireReader<Body extends { model: string } & Record<string, unkn
   readonly messagesAsParsed: boolean;
   /** The client's bytes with its conversation rewritten from the chat messages the core returned (write.ts), given what parse-ahead found. */
   bytesFor(raw: Buffer, view: View, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer;
+  /** The edits the client asks of its context, read from the checked body (throws a 400 naming a wrong field); absent: the format has none. */
+  readonly edits?: (body: Body) => ContextEdits | undefined;
+  /** The top-level field that holds them: compactor's alone, never forwarded. */
+  readonly editsKey?: string;
 }
 
 /**
@@ -54,9 +62,14 @@ export function* readWire<Body extends { model: string } & Record<string, unknow
   const parsedAhead = input.parsedAhead !== undefined && input.parsedAhead.raw === raw ? input.parsedAhead : undefined;
   const body = withModelNameChecked(reader.check(parsedAhead?.body ?? readJsonObject(raw, contentType)));
   checkPlanningItems(body[format.listKey], maxItems);
+  const edits = reader.edits?.(body);
+  const editsKey = reader.editsKey;
+  // Whatever it holds (even null, or no edits), the field is compactor's: no local server knows it.
+  const forwardable = editsKey !== undefined && Object.hasOwn(body, editsKey) ? (bytes: Buffer) => withoutMember(bytes, editsKey) : undefined;
   const view = yield* reader.view(body);
   const untouched = view.untouched;
-  const outcome = yield* wirePairs(view.chat, untouched === undefined ? pairs : 'off', observe, format.listKey, reader.wireIndexOf);
+  const paired = yield* wirePairs(view.chat, untouched === undefined ? pairs : 'off', observe, format.listKey, reader.wireIndexOf);
+  const outcome = view.rewritten === true && !paired.changed ? { ...paired, changed: true } : paired;
   return {
     pairs: outcome,
     maxOutputTokens: outputLimitOf(body, format.outputLimitFields),
@@ -64,5 +77,7 @@ export function* readWire<Body extends { model: string } & Record<string, unknow
     ...(reader.messagesAsParsed ? { messagesAsParsed: true } : {}),
     ...(untouched === undefined ? {} : { untouched }),
     bytesFor: (bytes, messages) => reader.bytesFor(bytes, view, messages, parsedAhead),
+    ...(edits === undefined ? {} : { edits }),
+    ...(forwardable === undefined ? {} : { forwardable }),
   };
 }

@@ -32,7 +32,7 @@ export { compactedResponse, compactionItem, compactionResponse, compactionRespon
  */
 export const OWN_CALL_FORMAT: WireFormat = CHAT_FORMAT;
 
-export type { CarriedOpener, ReadInput, ReadRequest, WireFormat } from './wire-format.js';
+export type { AnswerEditor, CarriedOpener, ReadInput, ReadRequest, WireFormat } from './wire-format.js';
 export type { ChatRequestBody } from './chat/read.js';
 /** A chat-form body as the engine reads it. */
 export { chatRequestView } from './chat/read.js';

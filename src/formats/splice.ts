@@ -79,9 +79,15 @@ export function findMessagesSpan(bytes: Buffer, quotedKey: Buffer = MESSAGES_KEY
 const messagesSpans = new WeakMap<Buffer, ByteSpan | undefined>();
 
 function scanForKey(bytes: Buffer, quotedKey: Buffer): ByteSpan | undefined {
+  const found = scanForMember(bytes, quotedKey);
+  return found === undefined ? undefined : { start: found.start, end: found.end };
+}
+
+/** The span of the top-level member `quotedKey` (the last one), its key's first byte included as `keyStart`. */
+function scanForMember(bytes: Buffer, quotedKey: Buffer): (ByteSpan & { readonly keyStart: number }) | undefined {
   let position = skipWhitespace(bytes, 0);
   if (bytes[position] !== OPEN_BRACE) return undefined;
-  let found: ByteSpan | undefined;
+  let found: (ByteSpan & { keyStart: number }) | undefined;
   position = skipWhitespace(bytes, position + 1);
   while (bytes[position] === QUOTE) {
     const keyStart = position;
@@ -92,7 +98,7 @@ function scanForKey(bytes: Buffer, quotedKey: Buffer): ByteSpan | undefined {
     position = skipWhitespace(bytes, position + 1);
     const valueStart = position;
     position = skipValue(bytes, position);
-    if (isMessages) found = { start: valueStart, end: position };
+    if (isMessages) found = { keyStart, start: valueStart, end: position };
     position = skipWhitespace(bytes, position);
     if (bytes[position] !== COMMA) break;
     position = skipWhitespace(bytes, position + 1);
@@ -105,6 +111,34 @@ function spanOfKey(raw: Buffer, key: string): ByteSpan {
   const span = findMessagesSpan(raw, key === 'messages' ? MESSAGES_KEY : Buffer.from(JSON.stringify(key)));
   if (span === undefined) throw new Error(`splice: the body has no top-level "${key}"`);
   return span;
+}
+
+/**
+ * The client's body without its top-level member `key` (every one of that
+ * name: `JSON.parse` kept the last, and an earlier one must not come back
+ * into view), its comma with it; every other byte as it was. The body as it
+ * came when it has none.
+ *
+ * @example
+ * withoutMember(Buffer.from('{"a":1, "context_management":{}, "b":2}'), 'context_management').toString() // → '{"a":1, "b":2}'
+ */
+export function withoutMember(raw: Buffer, key: string): Buffer {
+  const quoted = Buffer.from(JSON.stringify(key));
+  let bytes = raw;
+  for (let found = scanForMember(bytes, quoted); found !== undefined; found = scanForMember(bytes, quoted)) {
+    const after = skipWhitespace(bytes, found.end);
+    let start = found.keyStart;
+    let end = found.end;
+    if (bytes[after] === COMMA) end = skipWhitespace(bytes, after + 1);
+    else {
+      // The last member: the comma before it goes.
+      let before = start - 1;
+      while (before > 0 && isWhitespace(bytes[before])) before--;
+      if (bytes[before] === COMMA) start = before;
+    }
+    bytes = Buffer.concat([bytes.subarray(0, start), bytes.subarray(end)]);
+  }
+  return bytes;
 }
 
 /** The client's body with the value of its top-level `key` replaced by `replacement`; every other byte as it was. */

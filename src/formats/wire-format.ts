@@ -1,4 +1,5 @@
 import type { ProxyError } from '../errors.js';
+import type { AnswerEdits, ContextEdits } from '../transcript/context-edits.js';
 import type { ChatMessage } from '../transcript/message.js';
 import type { OutputLimit, OutputLimitField } from '../transcript/request-view.js';
 import type { Slices } from '../transcript/slices.js';
@@ -44,6 +45,22 @@ export interface ReadRequest {
   readonly untouched?: string;
   /** The client's bytes with its conversation rewritten from the chat messages the core returned. */
   bytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer;
+  /** The edits the client asks of its context (Anthropic's `context_management`), when its API has them and it sent some. */
+  readonly edits?: ContextEdits;
+  /**
+   * Set when the body holds a field only compactor reads (Anthropic's
+   * `context_management`: no local server knows it): the bytes to forward
+   * without it. Absent: the bytes go as they are.
+   */
+  readonly forwardable?: (bytes: Buffer) => Buffer;
+}
+
+/** An answer with a request's context edits added (Anthropic's `applied_edits`, a `compaction` block): pure text in, text out. */
+export interface AnswerEditor {
+  /** A JSON answer with the edits; anything else (an error body) as it came. */
+  json(text: string): string;
+  /** Each SSE frame (`event: …\ndata: …`, without its blank line) as the edits make it: one frame, several, or the same. */
+  frame(frame: string): string;
 }
 
 /**
@@ -84,6 +101,14 @@ export interface WireFormat {
   openCarried?(raw: Buffer, contentType: string | undefined, open: CarriedOpener): { readonly raw: Buffer; readonly opened: number };
   /** Whether the body asks for a compaction rather than an answer (the Responses API's `compaction_trigger` item; absent: the format has none). */
   asksCompaction?(raw: unknown, contentType: string | undefined): boolean;
+  /** Where its API counts a request's tokens (Anthropic's `/v1/messages/count_tokens`), when it has such a route and context edits. */
+  readonly countTokensUrls?: readonly string[];
+  /** A count's answer with what the edits leave (`edited`) and the history as sent (`original`), in its API's words. */
+  countAnswer?(upstreamBody: Record<string, unknown>, original: number, edited: number): unknown;
+  /** How its answers carry a request's context edits, when its API has them (ReadRequest.edits). */
+  answerEditor?(edits: AnswerEdits): AnswerEditor;
+  /** The answer to a request whose edits pause after a compaction (the model not asked): its body, JSON or a whole stream. */
+  pausedAnswer?(edits: AnswerEdits & { compaction: string }, model: string, id: string, streamed: boolean): string;
   /** compactor's error as this API's JSON error body. */
   errorBody(error: ProxyError): unknown;
   /** compactor's error as this API's stream error event. */

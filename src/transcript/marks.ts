@@ -17,6 +17,20 @@ export function mark(strategy: MarkStrategy, text: string): string {
   return `${MARK_PREFIX}${strategy}] ${text}`;
 }
 
+const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
+
+/**
+ * What replaces old turns: a user message with the notes and the assistant's
+ * acknowledgement, keeping alternation (the summary tier's, and a Messages
+ * request read from a `compaction` block).
+ */
+export function summaryPair(notes: string): ChatMessage[] {
+  return [
+    { role: 'user', content: mark('summary', notes) },
+    { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
+  ];
+}
+
 /**
  * Whether a message's content (a string, or the first text part) starts with a
  * mark, of any strategy or of the one given.

@@ -6,6 +6,7 @@ import { FACT_PATTERN, factOf } from '../support/conversation.js';
 import { type FakeExchange, FakeUpstream, replies } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
+import { MESSAGE_ANSWER, STREAM_EVENTS } from '../support/messages-answers.js';
 
 /**
  * issue 16, the Messages API (`POST /v1/messages`, Claude Code's): the real
@@ -14,27 +15,6 @@ import { SimulatedLlama } from '../support/simulated-llama.js';
  */
 
 const opened = closedAfterEachTest();
-
-const MESSAGE_ANSWER = {
-  id: 'msg_1',
-  type: 'message',
-  role: 'assistant',
-  model: 'sim',
-  content: [{ type: 'text', text: 'Done.' }],
-  stop_reason: 'end_turn',
-  stop_sequence: null,
-  usage: { input_tokens: 12, output_tokens: 2 },
-};
-
-const STREAM_EVENTS = [
-  `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { ...MESSAGE_ANSWER, content: [], stop_reason: null, usage: { input_tokens: 12, output_tokens: 0 } } })}\n\n`,
-  `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n`,
-  `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Do"}}\n\n`,
-  `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ne."}}\n\n`,
-  `event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n`,
-  `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":12,"output_tokens":2}}\n\n`,
-  `event: message_stop\ndata: {"type":"message_stop"}\n\n`,
-];
 
 async function started(config: Record<string, unknown> = {}): Promise<{ upstream: FakeUpstream; client: Anthropic; url: string }> {
   const upstream = opened(await FakeUpstream.start());

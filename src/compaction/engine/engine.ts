@@ -25,6 +25,7 @@ import { forcedSettings } from '../policy/observe-mode.js';
 import { observeOnce } from './observe-pass.js';
 import { BUILT_IN_TIERS, tierNamed } from '../policy/tiers/list.js';
 import type { ModelDecision, TierList } from '../policy/tiers/tier.js';
+import { type EditedPolicy, editedPolicy } from '../policy/context-edits.js';
 import { appliedPending } from '../policy/applied-pending.js';
 import { isNear, sizesOf, totalSize } from '../policy/sizing.js';
 import { yieldOnLongHistory } from './long-history.js';
@@ -203,13 +204,15 @@ export class CompactionEngine {
     const prunedSize = estimate * ratio;
     const clientSize = messages === input.request.messages ? prunedSize : estimateOf(input.request.messages) * ratio;
     const oversized = oversizedCount(input.request.messages, messages);
+    // A request's context edits (policy/context-edits.ts) bring their own tiers and triggers.
+    const policy: EditedPolicy = input.edits === undefined ? { settings: this.#settings, tiers: this.#tiers } : editedPolicy(this.#settings, input.edits, this.#tiers);
     const onlyPruned = (): string => (mode === 'observe' ? wouldLine : String)(prunedReport(input.request.messages, messages, estimateOf, ratio));
     const told = (compacted: Compacted): Compacted => ({ ...compacted, report: withOversizedStep(compacted.report, oversized, mode === 'observe', onlyPruned), clientTokens: clientSize });
 
     // Fast path: well under the soft threshold nothing is hashed or looked up. With a shared store, only once this replica holds
     // the tenant's model's ratio (read beside a lookup): at the initial one it would forward raw what the others compact.
     const ratioSettled = this.#learning === undefined || this.ratios.known(model, input.tenant);
-    if (mode !== 'force' && ratioSettled && skipsLookup(prunedSize, messages.length, budget, this.#settings)) {
+    if (mode !== 'force' && ratioSettled && skipsLookup(prunedSize, messages.length, budget, policy.settings)) {
       const line = messages === input.request.messages ? null : prunedReport(input.request.messages, messages, estimateOf, ratio);
       if (mode === 'observe') return { ...compactedOf(input, { messages: input.request.messages, report: line === null ? null : wouldLine(line), estimate: estimateOf(input.request.messages) }), clientTokens: clientSize };
       return { ...compactedOf(input, { messages, report: line, estimate }), clientTokens: clientSize };
@@ -219,22 +222,24 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
-    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
+    const instructions = policy.summaryInstructions === undefined ? {} : { summaryInstructions: policy.summaryInstructions };
+    const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders, ...instructions };
     if (mode === 'observe') {
-      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: this.#settings, tiers: this.#tiers, observer: this.#observer, logger: this.#logger };
+      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: policy.settings, tiers: policy.tiers, observer: this.#observer, logger: this.#logger };
       return told(await observeOnce(pass, input, request));
     }
     const waits = { milliseconds: 0, count: 0 };
     try {
-      return told(await this.#decideAndApply(input, request, waits));
+      return told(await this.#decideAndApply(input, request, waits, policy));
     } finally {
       if (waits.count > 0) this.#observer?.summaryWait?.(waits.milliseconds);
     }
   }
 
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
-  async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }): Promise<Compacted> {
-    const configured = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
+  async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }, policy: EditedPolicy): Promise<Compacted> {
+    const configured = input.mode === 'force' ? forcedSettings(policy.settings) : policy.settings;
+    const { tiers } = policy;
     // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
     const speeds = this.#speeds?.(request.model) ?? null;
     const settings = speeds === null ? configured : { ...configured, cost: speeds };
@@ -250,16 +255,23 @@ export class CompactionEngine {
     };
     const rounds = new ReplicaRounds(this.#now, this.#config.compaction.summary.timeout_ms);
     for (let attempt = 0; ; attempt++) {
-      const step = await this.#decideOnce(input, request, settings, { attempt, rounds }, ratio);
+      const step = await this.#decideOnce(input, request, settings, { attempt, rounds }, ratio, tiers);
       ratio = step.ratio;
       if (step.again) continue;
-      const compacted = await this.#perform(step, input, request, waited, rounds);
+      const compacted = await this.#perform(step, input, request, waited, rounds, tiers);
       if (compacted !== undefined) return compacted;
     }
   }
 
   /** One look-up and decision over the history as the store knows it now. */
-  async #decideOnce(input: CompactionInput, request: CompactionRequest, settings: DecisionSettings, { attempt, rounds }: { attempt: number; rounds: ReplicaRounds }, learned: number): Promise<Step> {
+  async #decideOnce(
+    input: CompactionInput,
+    request: CompactionRequest,
+    settings: DecisionSettings,
+    { attempt, rounds }: { attempt: number; rounds: ReplicaRounds },
+    learned: number,
+    tiers: TierList,
+  ): Promise<Step> {
     const { hashes, messages, model, budget, toolsEstimate } = request;
     let ratio = learned;
     // The first lookup also reads what other replicas learned (sent at once beside it): the ratio, a summary's back-off.
@@ -282,19 +294,26 @@ export class CompactionEngine {
     }
     const running = this.#background.runningFor(hashes);
     const elsewhere = rounds.runsElsewhere(running, runningElsewhere);
-    let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined || elsewhere, attempt: rounds.localWaits }, settings, this.#tiers);
+    let decision = decide(candidate, sizes, budget, { pending, running: running !== undefined || elsewhere, attempt: rounds.localWaits }, settings, tiers);
     if (rounds.asksAgain(decision, degraded === true)) return { candidate, sizes, decision, pending, running, ratio, again: true };
     // A compaction on top of a truncation is planned again from the original messages it dropped, once they may be summarized.
     if (compacts(decision) && this.#background.repairs(request, candidate)) {
       const beneath = await this.#background.beneath(request, candidate);
-      const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, settings, this.#tiers);
+      const redo = decide(beneath.candidate, beneath.sizes, budget, { pending: null, running: false, attempt }, settings, tiers);
       if (compacts(redo)) [candidate, decision] = [beneath.candidate, redo];
     }
     return { candidate, sizes, decision, pending, running, ratio, ...(runningElsewhere === undefined ? {} : { runningElsewhere }) };
   }
 
   /** Performs one decision: what to forward, or undefined to look up and decide again. */
-  async #perform(step: Step, input: CompactionInput, request: CompactionRequest, waited: <T>(work: Promise<T>) => Promise<T>, rounds: ReplicaRounds): Promise<Compacted | undefined> {
+  async #perform(
+    step: Step,
+    input: CompactionInput,
+    request: CompactionRequest,
+    waited: <T>(work: Promise<T>) => Promise<T>,
+    rounds: ReplicaRounds,
+    tiers: TierList,
+  ): Promise<Compacted | undefined> {
     const { candidate, sizes, decision, pending, running } = step;
     const { hashes, messages, model, budget, originalSize } = request;
     const epochs = this.#epochs.forHistory(request);
@@ -304,7 +323,14 @@ export class CompactionEngine {
         // Between the soft threshold and the threshold: once the answer is streamed, prepare the next epoch (unless another replica does).
         const background = decision.prepareNext && step.runningElsewhere === undefined ? () => this.#background.start(request, candidate, sizes, pending) : undefined;
         const forwarded = candidate.epoch === null ? messages : [...candidate.messages];
-        return compactedOf(input, { messages: forwarded, report: reused, estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate, afterResponse: background, epoch: candidate.epoch === null ? 'none' : 'reused' });
+        return compactedOf(input, {
+          messages: forwarded,
+          report: reused,
+          estimate: estimateRequestTokens({ messages: forwarded }) + request.toolsEstimate,
+          afterResponse: background,
+          epoch: candidate.epoch === null ? 'none' : 'reused',
+          notes: candidate.epoch?.notes,
+        });
       }
       case 'apply-pending':
         await epochs.save(appliedPending(decision.epoch, request, this.#settings, step.ratio));
@@ -323,15 +349,22 @@ export class CompactionEngine {
       case 'too-large':
         throw this.#sizes.tooLarge(decision.needed, budget, request, decision.summaryTokens);
       default:
-        return this.#compacted(decision, step, input, request, waited);
+        return this.#compacted(decision, step, input, request, waited, tiers);
     }
   }
 
   /** Performs a tier's decision: its epoch made at once (no model call), or written by a summary call. */
-  async #compacted(decision: TierDecision, step: Step, input: CompactionInput, request: CompactionRequest, waited: <T>(work: Promise<T>) => Promise<T>): Promise<Compacted> {
+  async #compacted(
+    decision: TierDecision,
+    step: Step,
+    input: CompactionInput,
+    request: CompactionRequest,
+    waited: <T>(work: Promise<T>) => Promise<T>,
+    tiers: TierList,
+  ): Promise<Compacted> {
     const { candidate } = step;
     const { hashes, messages, model, originalSize } = request;
-    const tier = tierNamed(this.#tiers, decision.kind);
+    const tier = tierNamed(tiers, decision.kind);
     if (tier === undefined) throw new Error(`no tier is named ${decision.kind}`);
     if (!tier.needsModel) {
       const epoch = tier.epochOf(hashes, candidate, decision, originalSize);

@@ -198,6 +198,7 @@ export class EpochWriter {
             model: config.summary.model ?? request.model,
             maxTokens: request.budget.summaryTokens,
             ...(summaryPrompt === undefined ? {} : { systemPrompt: summaryPrompt }),
+            ...(request.summaryInstructions === undefined ? {} : { instructions: request.summaryInstructions }),
             signal: AbortSignal.any([signal, callTimeout]),
             onProgress: (progress: SummaryProgress) => onProgress?.(progressLine(progress)),
             // The conversation's name is its home slot's key too (src/slots/conversation-key.ts).

@@ -1,3 +1,4 @@
+import type { ContextEdits } from '../../transcript/context-edits.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import type { RequestView } from '../../transcript/request-view.js';
 import type { Budget } from '../policy/budget.js';
@@ -33,6 +34,11 @@ export interface CompactionInput {
    * something old to summarize.
    */
   readonly mode?: 'compact' | 'observe' | 'force';
+  /**
+   * The edits the client asks of its context (Anthropic's `context_management`):
+   * decided by the tiers they map onto (policy/context-edits.ts).
+   */
+  readonly edits?: ContextEdits | undefined;
 }
 
 export interface Compacted {
@@ -53,15 +59,36 @@ export interface Compacted {
    * the metrics and the dashboard count as sent. Absent with compaction off.
    */
   readonly clientTokens?: number;
+  /** The notes of the summary the forwarded prompt starts from, when it starts from one (an epoch's, new or reused). */
+  readonly notes?: string;
+  /** The tier of the epoch written for this request (`epoch: 'new'`), or `truncated`. */
+  readonly tier?: string;
 }
 
 /** The one way a {@link Compacted} is made: named fields, `changed` derived from the input's own array. */
 export function compactedOf(
   input: Pick<CompactionInput, 'request'>,
-  fields: { messages: ChatMessage[]; report: string | null; estimate: number; afterResponse?: (() => void) | undefined; epoch?: Compacted['epoch'] },
+  fields: {
+    messages: ChatMessage[];
+    report: string | null;
+    estimate: number;
+    afterResponse?: (() => void) | undefined;
+    epoch?: Compacted['epoch'];
+    notes?: string | null | undefined;
+    tier?: string | undefined;
+  },
 ): Compacted {
-  const { messages, report, estimate, afterResponse, epoch = 'none' } = fields;
-  return { messages, changed: messages !== input.request.messages, report, estimate, epoch, ...(afterResponse === undefined ? {} : { afterResponse }) };
+  const { messages, report, estimate, afterResponse, epoch = 'none', notes, tier } = fields;
+  return {
+    messages,
+    changed: messages !== input.request.messages,
+    report,
+    estimate,
+    epoch,
+    ...(afterResponse === undefined ? {} : { afterResponse }),
+    ...(notes === undefined || notes === null ? {} : { notes }),
+    ...(tier === undefined ? {} : { tier }),
+  };
 }
 
 /** What a compaction needs to know of its request. */
@@ -80,6 +107,8 @@ export interface CompactionRequest {
   /** The size of the history as the client sent it (tokens, with the learned ratio). */
   readonly originalSize: number;
   readonly headers: CallHeaders | undefined;
+  /** The summary prompt the client gave for this request (`compact_20260112`'s `instructions`), in place of compactor's. */
+  readonly summaryInstructions?: string | undefined;
 }
 
 /**

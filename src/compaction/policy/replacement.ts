@@ -10,15 +10,7 @@ import type { Candidate } from './plan.js';
  * Both are marked, so they never anchor a task nor pass for a user's words.
  */
 
-const SUMMARY_ACKNOWLEDGEMENT = 'Understood; continuing from these notes.';
-
-/** What replaces old turns: a user message with the notes and the assistant's acknowledgement, keeping alternation. */
-export function summaryPair(notes: string): ChatMessage[] {
-  return [
-    { role: 'user', content: mark('summary', notes) },
-    { role: 'assistant', content: mark('summary', SUMMARY_ACKNOWLEDGEMENT) },
-  ];
-}
+export { summaryPair } from '../../transcript/marks.js';
 
 /** What stands where a summary would when it could not be written: a marked notice pair. */
 export function truncationNotice(text: string): ChatMessage[] {

@@ -35,6 +35,12 @@ export function compressedLine(options: { results: number; before: number; after
   return `compressed ${plural(options.results, 'tool result')} (${sizes(options.before, options.after)})`;
 }
 
+/** The clearing a client asked for (Anthropic's `clear_tool_uses`, tiers/clear-tool-uses.ts): `compressed 7 tool results (clear_tool_uses: 7 cleared, 2 inputs; 9.1k -> 2.0k tokens)`. */
+export function clearedLine(options: { results: number; inputs: number; before: number; after: number }): string {
+  const inputs = options.inputs === 0 ? '' : `, ${plural(options.inputs, 'input')}`;
+  return `compressed ${plural(options.results, 'tool result')} (clear_tool_uses: ${options.results} cleared${inputs}; ${sizes(options.before, options.after)})`;
+}
+
 /** What a summary's kept results were compressed from and to (plan.ts's `PrunedKept.compressed`). */
 interface KeptCompressed {
   readonly results: number;

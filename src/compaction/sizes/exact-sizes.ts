@@ -56,7 +56,7 @@ export class ExactSizes {
       }
       if (size > budget.tokens) throw this.tooLarge(size, budget, request, 0);
     }
-    return compactedOf(input, { messages: forwarded, report: epoch.report, estimate, epoch: 'new' });
+    return compactedOf(input, { messages: forwarded, report: epoch.report, estimate, epoch: 'new', notes: epoch.notes, tier: epoch.strategy });
   }
 
   /** The 400 for a history that cannot fit even compacted, counted. */

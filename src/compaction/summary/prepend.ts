@@ -27,7 +27,7 @@ export async function summarizePrepend(request: SummarizeRequest, call: ChatCall
   const { messages, earlierNotes } = oldMessagesOf(request);
   const rendered = messages.map((message) => renderTranscript([message]));
   const tokensOfText = (text: string): number => request.sizeOfMessages([{ role: 'user', content: text }], false);
-  const system = tokensOfText(request.systemPrompt ?? DEFAULT_SUMMARY_SYSTEM_PROMPT);
+  const system = tokensOfText(request.instructions ?? request.systemPrompt ?? DEFAULT_SUMMARY_SYSTEM_PROMPT);
   // Each fold step carries the running notes (at most maxTokens) besides its chunk.
   const chunkTokens =
     request.window === null

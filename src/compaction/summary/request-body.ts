@@ -12,7 +12,7 @@ import { DEFAULT_SUMMARY_SYSTEM_PROMPT } from './prompt.js';
  */
 
 /** What a summary body is built from. */
-type BodySource = Pick<SummarizeRequest, 'body' | 'model' | 'maxTokens' | 'systemPrompt'>;
+type BodySource = Pick<SummarizeRequest, 'body' | 'model' | 'maxTokens' | 'systemPrompt' | 'instructions'>;
 
 /**
  * Fields of the client's request a summary must not inherit: they shape the
@@ -63,7 +63,7 @@ export function prependRequestBody(source: BodySource, text: string): Record<str
   const body: Record<string, unknown> = {
     model: source.model,
     messages: [
-      { role: 'system', content: source.systemPrompt ?? DEFAULT_SUMMARY_SYSTEM_PROMPT },
+      { role: 'system', content: source.instructions ?? source.systemPrompt ?? DEFAULT_SUMMARY_SYSTEM_PROMPT },
       { role: 'user', content: text },
     ],
     max_tokens: source.maxTokens,

@@ -36,7 +36,7 @@ export async function summarizeSuffix(
     ...request.candidate,
     {
       role: 'user',
-      content: suffixInstruction({ keptOpening: kept === undefined ? null : openingWords(contentText(kept.content)) || '(no text)', hasEarlierNotes, ...keptFilesOf(request) }),
+      content: request.instructions ?? suffixInstruction({ keptOpening: kept === undefined ? null : openingWords(contentText(kept.content)) || '(no text)', hasEarlierNotes, ...keptFilesOf(request) }),
     },
   ];
   if (fits(request, request.sizeOfMessages(whole, true))) {
@@ -45,7 +45,7 @@ export async function summarizeSuffix(
   }
   const cutOnly: ChatMessage[] = [
     ...request.candidate.slice(0, request.cut),
-    { role: 'user', content: suffixInstruction({ keptOpening: null, hasEarlierNotes, ...keptFilesOf(request) }) },
+    { role: 'user', content: request.instructions ?? suffixInstruction({ keptOpening: null, hasEarlierNotes, ...keptFilesOf(request) }) },
   ];
   if (fits(request, request.sizeOfMessages(cutOnly, true))) {
     request.onProgress?.({ messages: request.cut - request.head, chunk: 1, chunks: 1 });

@@ -7,6 +7,8 @@ import { MESSAGES_USAGE } from './usage.js';
 import { anthropicErrorBody, anthropicErrorEvent } from './errors.js';
 import { type MessagesView, checkMessagesBody, messagesViewSteps, wireIndexOf } from './read.js';
 import { messagesBytesFor } from './write.js';
+import { CONTEXT_MANAGEMENT_KEY, readContextManagement } from './context-management.js';
+import { messagesAnswerEditor, pausedCompactionAnswer } from './answer-edits.js';
 
 type CheckedBody = Parameters<typeof messagesViewSteps>[0];
 
@@ -19,6 +21,8 @@ const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
   wireIndexOf,
   messagesAsParsed: false,
   bytesFor: messagesBytesFor,
+  edits: readContextManagement,
+  editsKey: CONTEXT_MANAGEMENT_KEY,
 };
 
 export const MESSAGES_FORMAT: WireFormat = {
@@ -32,6 +36,11 @@ export const MESSAGES_FORMAT: WireFormat = {
   // llama-server's /v1/messages is not known to read `id_slot`.
   pinsSlots: false,
   read: (input) => readWire(MESSAGES_FORMAT, MESSAGES_READER, input),
+  // Anthropic's count answers what the edits leave, and the history as sent (docs.claude.com, "Context editing": count tokens).
+  countTokensUrls: ['/v1/messages/count_tokens'],
+  countAnswer: (body, original, edited) => ({ ...body, input_tokens: edited, context_management: { original_input_tokens: original } }),
+  answerEditor: messagesAnswerEditor,
+  pausedAnswer: pausedCompactionAnswer,
   errorBody: anthropicErrorBody,
   errorEvent: anthropicErrorEvent,
 };

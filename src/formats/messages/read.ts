@@ -1,7 +1,8 @@
 import { InvalidRequestError } from '../../errors.js';
 import type { ChatMessage, ContentPart } from '../../transcript/message.js';
+import { summaryPair } from '../../transcript/marks.js';
 import { runNow, sliceEndsAt, type Slices } from '../../transcript/slices.js';
-import { isRecord, originOf, tag } from '../origin.js';
+import { isRecord, isUnchanged, originOf, tag } from '../origin.js';
 
 /**
  * The Anthropic Messages API (`POST /v1/messages`, what Claude Code speaks)
@@ -30,6 +31,8 @@ export interface MessagesView {
   readonly made: readonly number[];
   /** The index of the first chat message after the head (the system message, when there is one). */
   readonly headLength: number;
+  /** Set when the view is not the client's list as it came (read from a compaction block, a block only Anthropic knows left out). */
+  readonly rewritten?: boolean;
 }
 
 function invalid(param: string, message: string): InvalidRequestError {
@@ -140,6 +143,42 @@ export function messagesView(body: CheckedBody): MessagesView {
 
 type CheckedBody = { model: string; messages: WireMessage[] } & Record<string, unknown>;
 
+/** A `compaction` block's notes (Anthropic's compact_20260112); undefined for any other block, or a failed compaction's (null content). */
+function compactionNotes(block: Record<string, unknown>): string | undefined {
+  return block['type'] === 'compaction' && typeof block['content'] === 'string' && block['content'] !== '' ? block['content'] : undefined;
+}
+
+/** The index of the last assistant message that carries a compaction's notes, or -1. */
+function lastCompaction(messages: readonly WireMessage[]): number {
+  for (let index = messages.length - 1; index >= 0; index--) {
+    if (messages[index]!['role'] === 'assistant' && blocksOf(messages[index]!).some((block) => compactionNotes(block) !== undefined)) return index;
+  }
+  return -1;
+}
+
+/**
+ * The assistant message that carries a compaction, read from its block on
+ * (Anthropic: "the API drops all message blocks prior to the compaction
+ * block"): the notes as a summary pair's user message, then the rest of the
+ * message in the pair's assistant place (a new object, so the write-back
+ * rebuilds it without the block), or the pair's own acknowledgement when
+ * nothing follows the block.
+ */
+function compactionView(message: WireMessage, index: number): ChatMessage[] {
+  const blocks = blocksOf(message);
+  const at = blocks.findLastIndex((block) => compactionNotes(block) !== undefined);
+  const [notes, acknowledgement] = summaryPair(compactionNotes(blocks[at]!)!);
+  const rest = blocks.slice(at + 1).filter((block) => block['type'] !== 'compaction');
+  if (rest.length === 0) return [notes!, acknowledgement!];
+  return [notes!, { ...assistantView({ ...message, content: rest }, index) }];
+}
+
+/** An assistant message's view; one holding a compaction block (a failed one: null content) is a new object, so the write-back rebuilds it without the block. */
+function assistantOf(message: WireMessage, index: number): ChatMessage {
+  const view = assistantView(message, index);
+  return blocksOf(message).some((block) => block['type'] === 'compaction') ? { ...view } : view;
+}
+
 /** {@link messagesView} as steps: yields after each slice of messages and of a turn's blocks (steps.ts). */
 export function* messagesViewSteps(body: CheckedBody): Slices<MessagesView> {
   const messages: ChatMessage[] = [];
@@ -148,15 +187,22 @@ export function* messagesViewSteps(body: CheckedBody): Slices<MessagesView> {
   if (systemText !== '') messages.push({ role: 'system', content: systemText });
   const headLength = messages.length;
   const made: number[] = [];
+  // A request carrying a compaction block is read from it on; what came before it is not forwarded.
+  const compaction = lastCompaction(body.messages);
   for (const [index, message] of body.messages.entries()) {
     if (sliceEndsAt(index)) yield;
-    const views = message['role'] === 'user' ? yield* userView(message, index) : [assistantView(message, index)];
-    made.push(views.length);
+    if (index < compaction) {
+      made.push(0);
+      continue;
+    }
+    const views = index === compaction ? compactionView(message, index) : message['role'] === 'user' ? yield* userView(message, index) : [assistantOf(message, index)];
+    made.push(views.filter((view) => originOf(view) !== undefined).length);
     for (const view of views) messages.push(view);
   }
   const tools = chatTools(body['tools']);
   const chat = tools === undefined ? { model: body.model, messages } : { model: body.model, messages, tools };
-  return { chat, stream: body['stream'] === true, wire: body.messages, made, headLength };
+  const rewritten = compaction >= 0 || messages.some((view) => view.role === 'assistant' && !isUnchanged(view) && originOf(view) !== undefined);
+  return { chat, stream: body['stream'] === true, wire: body.messages, made, headLength, ...(rewritten ? { rewritten } : {}) };
 }
 
 /** The wire index of the chat message at `index` of the view (for errors naming a message), or undefined for the head. */

@@ -47,19 +47,38 @@ function rebuiltUser(original: WireMessage, views: readonly ChatMessage[]): Wire
   return out.length > 0 ? { ...original, content: out } : undefined;
 }
 
-/** An assistant message the core changed: thinking kept as it was, text replaced, only the calls still made. */
+/** A call's input as the core left it: the client's block when its arguments are as they were, else its input rewritten (a cleared input). */
+function callBlock(block: Record<string, unknown>, args: string | undefined): Record<string, unknown> {
+  if (args === undefined || args === JSON.stringify(block['input'] ?? {})) return block;
+  try {
+    return { ...block, input: JSON.parse(args) as unknown };
+  } catch {
+    return block;
+  }
+}
+
+/**
+ * An assistant message the core changed: thinking kept as it was (or left
+ * out, when its thinking was cleared: `clear_thinking`), text replaced, only
+ * the calls still made, each with its input as the core left it.
+ */
 function rebuiltAssistant(original: WireMessage, view: ChatMessage): WireMessage {
   const text = contentText(view.content);
   if (typeof original['content'] === 'string') return { ...original, content: text };
-  const calls = new Set((view.tool_calls ?? []).map((call) => call.id));
-  const textChanged = text !== contentText(originOf(view)?.made.content ?? null);
+  const calls = new Map((view.tool_calls ?? []).map((call) => [call.id, call.function?.arguments] as const));
+  const made = originOf(view)?.made;
+  const textChanged = text !== contentText(made?.content ?? null);
+  const thinkingCleared = made !== undefined && made['reasoning_content'] !== undefined && view['reasoning_content'] === undefined;
   const out: unknown[] = [];
   let textPlaced = !textChanged;
   for (const block of blocksOf(original)) {
+    if (block['type'] === 'compaction') continue;
+    if (thinkingCleared && (block['type'] === 'thinking' || block['type'] === 'redacted_thinking')) continue;
     if (block['type'] === 'tool_use') {
       if (!textPlaced && text !== '') out.push({ type: 'text', text });
       textPlaced = true;
-      if (calls.has(String(block['id']))) out.push(block);
+      const id = String(block['id']);
+      if (calls.has(id)) out.push(callBlock(block, calls.get(id)));
     } else if (block['type'] === 'text' && textChanged) {
       if (!textPlaced && text !== '') out.push({ ...block, text });
       textPlaced = true;

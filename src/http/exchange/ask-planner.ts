@@ -1,3 +1,4 @@
+import type { AnswerEdits } from '../../transcript/context-edits.js';
 import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
@@ -36,12 +37,14 @@ export interface Forwarded {
   readonly clientTokens: number | undefined;
   /** The planner's hook for this request's answer. */
   readonly onUsage: UsageHook | undefined;
+  /** What the request's context edits add to its answer. */
+  readonly answerEdits: AnswerEdits | undefined;
 }
 
 export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
   const clientTokens = planned.plan?.clientTokens;
   const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
-  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage };
+  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage, answerEdits: planned.plan?.answerEdits };
 }
 
 /**
@@ -72,10 +75,12 @@ export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
-  const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  const rewritten = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  // A field only compactor reads (Anthropic's context_management) never reaches the upstream.
+  const bytes = request.forwardable === undefined ? rewritten : request.forwardable(rewritten);
   const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
   const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
   const note = choice?.note;
   const report = choice?.mode === 'off' && note !== undefined ? `${note}: forwarded as sent` : joinReports(note, said);
-  return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined, bytes, report, plan };
+  return { context, body: changedBody ?? pairs.body, changed: changedBody !== undefined || bytes !== raw, bytes, report, plan };
 }

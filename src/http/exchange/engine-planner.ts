@@ -1,4 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { editedAnswer } from '../../compaction/policy/applied-edits.js';
+import type { ContextEdits } from '../../transcript/context-edits.js';
 import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageHook, UsageObservation } from './planner.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine/engine.js';
@@ -41,6 +43,7 @@ class EngineRequest implements CompactionInput {
   readonly onProgress: (line: string) => void;
   readonly upstreamHeaders: CallHeaders | undefined;
   readonly mode: 'compact' | 'observe';
+  readonly edits: ContextEdits | undefined;
   readonly #context: ChatContext;
   #tenant: string | undefined;
 
@@ -50,6 +53,7 @@ class EngineRequest implements CompactionInput {
     this.onProgress = onProgress;
     this.upstreamHeaders = upstreamHeaders;
     this.#context = context;
+    this.edits = context.edits;
   }
 
   get signal(): AbortSignal {
@@ -105,6 +109,15 @@ export function compactionHooks(
     }
     const onUsage = usageHookOf(compactor, context.body.model, request.tenant, result);
     const report = result.report === null ? {} : { report: result.report, ...(result.clientTokens === undefined ? {} : { clientTokens: result.clientTokens }) };
+    // Observe mode only says what would be done: the edits too.
+    if (request.edits !== undefined && request.mode === 'compact') {
+      const ratio = compactor.ratios.get(context.body.model, request.tenant);
+      const writtenNow = result.epoch === 'new' && (result.tier === 'summary' || result.tier === 'steps');
+      const edited = editedAnswer(request.edits, request.request.messages, result.messages, ratio, { notes: result.notes, writtenNow });
+      const answerEdits = { answerEdits: edited.answer };
+      if (edited.messages === request.request.messages) return { ...report, onUsage, ...answerEdits };
+      return { body: { ...context.body, messages: edited.messages }, ...report, onUsage, ...answerEdits };
+    }
     if (!result.changed) return { ...report, onUsage };
     return { body: { ...context.body, messages: result.messages }, ...report, onUsage };
   };

@@ -1,6 +1,7 @@
 import type { RequestMode } from './request-mode.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatRequestBody, ReadRequest, WireFormat } from '../../formats/registry.js';
+import type { ContextEdits } from '../../transcript/context-edits.js';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { AnswerWriter } from './answer.js';
 import type { ChatContext } from './planner.js';
@@ -20,6 +21,7 @@ export class ExchangeContext implements ChatContext {
   readonly changed: boolean;
   readonly maxOutputTokens: ReadRequest['maxOutputTokens'];
   readonly pairRepairs: readonly PairProblem[];
+  readonly edits: ContextEdits | undefined;
   /** The mode of this request: the configuration's, or the one its `x-compactor-mode` header chose. */
   mode: RequestMode = 'compact';
   readonly #answer: AnswerWriter;
@@ -34,7 +36,12 @@ export class ExchangeContext implements ChatContext {
     this.changed = pairs.changed;
     this.#messagesAsParsed = read.messagesAsParsed === true && !pairs.changed;
     this.pairRepairs = pairs.repairs;
+    this.edits = read.edits;
     this.#streamRequested = read.stream;
+  }
+
+  get streamed(): boolean {
+    return this.#streamRequested;
   }
 
   get raw(): Buffer {

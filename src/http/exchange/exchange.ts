@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { HeaderRecord, UpstreamResponse } from '../../upstream/client.js';
@@ -14,6 +15,7 @@ import type { ChatRoute } from './route.js';
 import { readRefusal } from './window-refusal.js';
 import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
 import { openCarriedItems, openedLine } from './carried-items.js';
+import { editedAnswer, localAnswer } from './edited-answer.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -62,6 +64,14 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   const { hooks } = answer.route.options;
   let planned = await readAndPlan(answer, opened);
   if (planned === undefined) return undefined;
+  // A compaction the client asked to pause after (Anthropic's pause_after_compaction) is the answer: the model is not asked.
+  const paused = pausedAnswer(answer, planned);
+  if (paused !== undefined) {
+    answer.forgetClientBytes();
+    const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+    answer.record.chat = forwarded.figures;
+    return { upstreamAnswer: paused, forwarded };
+  }
   let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
   const refused = hooks.onRefusal === undefined ? null : await readRefusal(upstreamAnswer);
@@ -78,7 +88,21 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   answer.forgetClientBytes();
   const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
   answer.record.chat = forwarded.figures;
+  // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
+  const { format } = answer.route;
+  const edits = forwarded.answerEdits;
+  if (edits !== undefined && format.answerEditor !== undefined) upstreamAnswer = editedAnswer(upstreamAnswer, format.answerEditor(edits));
   return { upstreamAnswer, forwarded };
+}
+
+/** The answer compactor gives itself for a paused compaction, or undefined when the request goes upstream. */
+function pausedAnswer(answer: AnswerWriter, planned: Planned): UpstreamResponse | undefined {
+  const edits = planned.plan?.answerEdits;
+  const { format } = answer.route;
+  if (edits?.pause !== true || edits.compaction === undefined || format.pausedAnswer === undefined) return undefined;
+  const streamed = planned.context.streamed === true;
+  const id = `msg_compactor_${randomUUID().replaceAll('-', '')}`;
+  return localAnswer(format.pausedAnswer({ ...edits, compaction: edits.compaction }, planned.context.body.model, id, streamed), streamed);
 }
 
 /** Read, then plan; undefined when the exchange already ended (the client left during planning). `opened`: the report's words for the carried items opened. */

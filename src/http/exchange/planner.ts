@@ -3,6 +3,7 @@ import type { WallTimes } from '../../upstream/server-speeds.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChatRequestBody, WireFormat } from '../../formats/registry.js';
+import type { AnswerEdits, ContextEdits } from '../../transcript/context-edits.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import type { PairProblem } from '../../transcript/pairs.js';
 import type { OutputLimit } from '../../transcript/request-view.js';
@@ -48,6 +49,10 @@ export interface ChatContext {
   /** Aborted when the client goes away; pass it to upstream calls made for this request. */
   readonly signal: AbortSignal;
   readonly log: FastifyBaseLogger;
+  /** Whether the client asked for a streamed answer. */
+  readonly streamed?: boolean;
+  /** The edits the client asks of its context (Anthropic's `context_management`), when it sent some. */
+  readonly edits?: ContextEdits | undefined;
   /** The llama-server slot the request went to (upstream.slots); null when not pinned or not yet sent. */
   readonly slot?: number | null;
   /**
@@ -85,6 +90,8 @@ export interface ChatPlan {
    * copied twice and promoted to the old generation.)
    */
   readonly onUsage?: UsageHook;
+  /** What the request's context edits add to its answer (`applied_edits`, a `compaction` block), or make of it (a paused compaction). */
+  readonly answerEdits?: AnswerEdits;
 }
 
 /**

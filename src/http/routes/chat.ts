@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { runChatExchange } from '../exchange/exchange.js';
+import { countTokens } from '../exchange/count-tokens.js';
 import { ChatRoute, type ChatRouteOptions } from '../exchange/route.js';
 import type { WireFormat } from '../../formats/registry.js';
 
@@ -41,5 +42,7 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOption
       return runChatExchange(request, reply, route);
     };
     for (const url of format.urls) app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
+    // Its token count, where its API has one: with context edits it says what they leave (count-tokens.ts).
+    for (const url of format.countTokensUrls ?? []) app.post(url, { bodyLimit, config: { kind: 'passthrough' } }, (request, reply) => countTokens(request, reply, route));
   }
 }

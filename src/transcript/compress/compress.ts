@@ -39,8 +39,12 @@ export interface CompressSettings {
   readonly keepItems: number;
   /** Logs: lines kept at each end. */
   readonly keepLines: number;
-  /** Optional clearing: keep the newest `keep` results of each tool (0: off), never those of `excludeTools`. */
-  readonly clear: { readonly keep: number; readonly excludeTools: readonly string[] };
+  /**
+   * Optional clearing: keep the newest `keep` results of each tool (0: off), never those of `excludeTools`.
+   * `acrossTools`: the newest `keep` of all tools together, and `keep` 0 clears every one (Anthropic's
+   * `clear_tool_uses`, asked by the client: compaction/policy/tiers/clear-tool-uses.ts).
+   */
+  readonly clear: { readonly keep: number; readonly excludeTools: readonly string[]; readonly acrossTools?: boolean };
   /** Tools whose results are reads (never trimmed by structure) besides those whose arguments are a path: `isRead`. */
   readonly readTools?: readonly string[];
 }
@@ -146,14 +150,15 @@ function namedCopies(results: readonly Result[]): Set<string> {
 /** Results of each tool beyond its newest `keep`, for the optional clearing. */
 function clearedIndexes(results: readonly Result[], clear: CompressSettings['clear']): Set<number> {
   const cleared = new Set<number>();
-  if (clear.keep <= 0) return cleared;
+  if (clear.keep <= 0 && clear.acrossTools !== true) return cleared;
   const seen = new Map<string, number>();
   for (let position = results.length - 1; position >= 0; position--) {
     const result = results[position]!;
     const tool = result.call?.name;
     if (tool === undefined || clear.excludeTools.includes(tool)) continue;
-    const count = (seen.get(tool) ?? 0) + 1;
-    seen.set(tool, count);
+    const counted = clear.acrossTools === true ? '' : tool;
+    const count = (seen.get(counted) ?? 0) + 1;
+    seen.set(counted, count);
     if (count > clear.keep) cleared.add(result.index);
   }
   return cleared;

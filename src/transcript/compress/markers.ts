@@ -71,3 +71,13 @@ export function droppedItemsMarker(count: number): string {
 export function droppedLinesMarker(count: number): string {
   return `${MARKER_PREFIX}${count} line${count === 1 ? '' : 's'} dropped here; run it again for them]`;
 }
+
+/** Whether a result's text is the cleared marker (a clearing's, or `clear_tool_uses`'). */
+export function isClearedMarker(text: string): boolean {
+  return text.startsWith(`${MARKER_PREFIX}an older `) && text.includes(' result was cleared (');
+}
+
+/** The input of a call whose result was cleared, cleared too (Anthropic's `clear_tool_inputs`): the arguments become `{"cleared_input": <this>}`. */
+export function clearedInputMarker(tool: string, bytes: number): string {
+  return `${MARKER_PREFIX}the input of this ${tool} call was cleared with its result (${bytes} bytes); it is nowhere else in this conversation]`;
+}
