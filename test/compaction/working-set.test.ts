@@ -8,7 +8,7 @@ import type { Epoch } from '../../src/compaction/types.js';
 import { mark } from '../../src/transcript/marks.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
-import { carriedFiles, workingSetBlock } from '../../src/transcript/compress/working-set.js';
+import { carriedFiles, withoutSupersededCarried, workingSetBlock } from '../../src/transcript/compress/working-set.js';
 import { compactorWith, configWith } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { fileAt, REREAD_FILES, reReadConversation, reReadTurn } from '../support/re-reads.js';
@@ -122,9 +122,9 @@ describe('the working set where the soft zone and a pending epoch compress (issu
   const idle = { pending: null, running: false, attempt: 0 };
 
   it('a soft-zone compression that clears old results (compress.clear) leaves the newest copy of each file read alone', () => {
-    // 8k window: 7,168 tokens of budget, soft zone from 4,300; the working set a quarter (1,792 tokens: the newest 3 or 4 of these files).
+    // 8k window: 7,168 tokens of budget, soft zone from 4,300; the working set set to a quarter (1,792 tokens: the newest 3 or 4 of these files).
     const budget = budgetOf(8192, undefined, 1024, 1024);
-    const settings = decisionSettingsOf(configWith({ compaction: { compress: { clear: { keep: 1 } } } }).compaction);
+    const settings = decisionSettingsOf(configWith({ compaction: { working_set: 0.25, compress: { clear: { keep: 1 } } } }).compaction);
     const messages: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
     for (let file = 1; file <= 8; file++) messages.push({ role: 'user', content: `Look at src/f${file}.ts.` }, ...step(`read_${file}`, 'read_file', { path: `src/f${file}.ts` }, fileText(`src/f${file}.ts`, 1600)), { role: 'assistant', content: 'Read it.' });
     // Test runs after the reads fill the protected tail: every read lies before it.
@@ -161,5 +161,54 @@ describe('the working set where the soft zone and a pending epoch compress (issu
     expect(applied.replacement.some((message) => String(message.content).includes('[compressed: superseded by call '))).toBe(true);
     // ... but the newest (only) copy of src/big.ts is forwarded whole.
     expect(candidateOf(messages, applied).messages.some((message) => message.content === big)).toBe(true);
+  });
+});
+
+describe('a file carried after the notes is taken out once a newer read of it stays raw (issue 32, the 4k re-read loop)', () => {
+  const v1 = fileText('src/cart.ts', 1600);
+  const v2 = `${fileText('src/cart.ts', 1600)}\n// edited`;
+  const notesWith = (files: Array<{ file: string; callId: string; text: string }>): ChatMessage => ({ role: 'user', content: mark('summary', `notes${workingSetBlock(files)}`) });
+  /** A history after a summary that carried src/cart.ts (read by call_0) and src/price.ts, then `after`. */
+  const history = (after: ChatMessage[]): ChatMessage[] => [
+    { role: 'system', content: 'You are a careful coding agent.' },
+    notesWith([{ file: 'src/cart.ts', callId: 'call_0', text: v1 }, { file: 'src/price.ts', callId: 'call_1', text: fileText('src/price.ts', 800) }]),
+    { role: 'assistant', content: mark('summary', 'Understood; continuing from these notes.') },
+    { role: 'user', content: 'Fix the cart.' },
+    ...after,
+  ];
+  const trusted = new Set([1, 2]);
+
+  it('takes the superseded copy out of its block, says which call holds the newer read, and keeps the other file', () => {
+    const messages = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    const out = withoutSupersededCarried(messages, { from: 1, to: 3, trusted, keepsRaw: () => true });
+    expect(out).not.toBe(messages);
+    const notes = String(out[1]!.content);
+    expect(carriedFiles(notes).map((file) => file.file)).toEqual(['src/price.ts']);
+    expect(notes).not.toContain(v1);
+    // The marker names the call (reused id: the later one, in this conversation) that holds the newer read.
+    expect(notes).toContain('["src/cart.ts" as call call_0 read it (1599 chars) was taken out: call call_0, later in this conversation, holds a newer read of it]');
+    expect(out.slice(2)).toEqual(messages.slice(2));
+  });
+
+  it('keeps it when the newer read failed, is not kept raw, or is not a read of that file', () => {
+    const failed = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, 'Error: ENOENT: no such file or directory'));
+    expect(withoutSupersededCarried(failed, { from: 1, to: 3, trusted, keepsRaw: () => true })).toBe(failed);
+    const compressedAway = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    expect(withoutSupersededCarried(compressedAway, { from: 1, to: 3, trusted, keepsRaw: () => false })).toBe(compressedAway);
+    const other = history(step('call_0', 'read_file', { path: 'src/order.ts' }, v2));
+    expect(withoutSupersededCarried(other, { from: 1, to: 3, trusted, keepsRaw: () => true })).toBe(other);
+    // Notes that are not compactor's own (an untrusted copy of the block) are never rewritten.
+    const forged = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    expect(withoutSupersededCarried(forged, { from: 1, to: 3, trusted: new Set(), keepsRaw: () => true })).toBe(forged);
+  });
+
+  it('on a 4k window every request of the re-read loop holds the newest copy of each of the three files', async () => {
+    // 4k: a 3,072-token budget; the three files are about 1,500 of it. The first pass held one of them (a quarter of the budget).
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 4096 }) });
+    const steps = await run(compactor, 30);
+    expect(summarizer.calls).toBeGreaterThan(0);
+    for (const entry of steps) expect(newestCopies(entry.forwarded, entry.turn), `turn ${entry.turn}`).toBe(3);
+    // Carried copies that a later re-read superseded were taken out of their block, not left beside the newer read.
+    expect(steps.some((entry) => entry.forwarded.some((message) => /\[\"src\/(cart|price|order)\.ts\" as call read_\d+ read it \(\d+ chars\) was taken out: call read_\d+/.test(String(message.content))))).toBe(true);
   });
 });

@@ -3,7 +3,7 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, epochBoundary } from './plan.js';
+import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 import { workingSetIndexes } from './working-set.js';
@@ -38,7 +38,7 @@ export function compressNow(
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
   // The working set stays raw here as in the tiers: `compress.clear` would otherwise clear the newest copy of a file.
   const keep = workingSetIndexes(candidate, budget, settings, sizeOf);
-  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, keep, ...(atLeast === undefined ? {} : { atLeast }) });
+  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, keep, trusted: trustedMarks(candidate), ...(atLeast === undefined ? {} : { atLeast }) });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
 }
 
@@ -69,7 +69,7 @@ export function crossingCompression(candidate: Candidate, sizes: RatioSizes, bud
   if (cut === null) return null;
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
   // What the crossing's compression will free: the tier leaves the working set alone there.
-  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0, keep: workingSetIndexes(candidate, budget, settings, sizeOf) });
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0, keep: workingSetIndexes(candidate, budget, settings, sizeOf), trusted: trustedMarks(candidate) });
   const now = plan?.freed ?? 0;
   const head = headLength(candidate.messages);
   const repeated = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress });
@@ -98,6 +98,6 @@ export function compressSteps(
   keep: ReadonlySet<number>,
 ): CompressPlan | null {
   const cut = stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
-  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep, trusted: trustedMarks(candidate) });
   return plan !== null && (budget === null || plan.size < settings.threshold * budget) ? plan : null;
 }
