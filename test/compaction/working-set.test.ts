@@ -8,7 +8,7 @@ import type { Epoch } from '../../src/compaction/types.js';
 import { mark } from '../../src/transcript/marks.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
-import { carriedFiles, withoutSupersededCarried, workingSetBlock } from '../../src/transcript/compress/working-set.js';
+import { carriedFiles, fitting, newestReads, withoutSupersededCarried, workingSetBlock } from '../../src/transcript/compress/working-set.js';
 import { compactorWith, configWith } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
 import { fileAt, REREAD_FILES, reReadConversation, reReadTurn } from '../support/re-reads.js';
@@ -97,6 +97,14 @@ describe('the working set (issue 32, shape 6)', () => {
     const forwarded = await loop(compactor, 30);
     forwarded.forEach((messages, index) => expect(newestCopies(messages, index + 2), `step ${index + 1}`).toBe(3));
     expect(summarizer.calls).toBeGreaterThan(0);
+  });
+
+  it('holds at most the five files read last, however much room the share leaves (an agent that reads each file once moves on from it)', () => {
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }, { role: 'user', content: 'Read them all.' }];
+    for (let file = 1; file <= 8; file++) messages.push(...step(`read_${file}`, 'read_file', { path: `src/f${file}.ts` }, fileText(`src/f${file}.ts`, 400)));
+    const reads = newestReads(messages, new Set());
+    expect(reads).toHaveLength(8);
+    expect(fitting(reads, 100_000, (text) => text.length / 4).map((read) => read.file)).toEqual(['src/f8.ts', 'src/f7.ts', 'src/f6.ts', 'src/f5.ts', 'src/f4.ts']);
   });
 
   it('a carried block reads back exactly, whatever the text holds', () => {

@@ -56,11 +56,22 @@ export function newestReads(messages: readonly ChatMessage[], trusted: ReadonlyS
   return files;
 }
 
-/** The files of `reads` (newest first) that fit `tokens`, by `sizeOf`; a file too large for what is left is passed over. */
+/**
+ * At most this many files, the newest: what Claude Code re-attaches after a
+ * compaction (the five files it read last). "Recent" needs a bound besides
+ * the share: an agent that reads many files once each would otherwise keep
+ * half the budget of files it has moved on from, and on a 4k window the
+ * 60-turn Messages run (a new file each turn) summarized 20 times for 14
+ * epochs with the share alone.
+ */
+export const MAX_WORKING_FILES = 5;
+
+/** The files of `reads` (newest first) that fit `tokens`, by `sizeOf`, at most {@link MAX_WORKING_FILES}; a file too large for what is left is passed over. */
 export function fitting(reads: readonly WorkingFile[], tokens: number, sizeOf: (text: string) => number): WorkingFile[] {
   const kept: WorkingFile[] = [];
   let left = tokens;
   for (const read of reads) {
+    if (kept.length === MAX_WORKING_FILES) break;
     const size = sizeOf(read.text);
     if (size > left) continue;
     kept.push(read);
