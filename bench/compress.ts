@@ -15,7 +15,7 @@
  *
  *   npm run bench:compress            (npx tsx bench/compress.ts)
  *   TURNS=60 WINDOWS=8192 npm run bench:compress
- *   VARIANTS=working-set SHAPES=reread npm run bench:compress   (adds `compaction.working_set` 0 and 0.5)
+ *   VARIANTS=working-set SHAPES=reread npm run bench:compress   (the tier off, then `compaction.working_set` 0, 0.25 and 0.5, by cost)
  *   SHAPES=reread VARIANTS=cost npm run bench:compress   (the re-read loop only; today's rules against decisions by cost)
  */
 import type { ChatMessage } from '../src/transcript/message.js';
@@ -146,10 +146,17 @@ function newestFilesIn(messages: readonly ChatMessage[]): string {
 }
 
 // Each variant's `compaction` settings; "on" is today's rules (no decision by cost), "on, by cost" the default.
-// `VARIANTS=working-set` adds the working set off and at half the budget (what it costs).
+// `VARIANTS=working-set`: the default rules (by cost) with the working set off, at a quarter and at half the budget (what it costs), beside the tier off.
 const TODAY = { decide_by_cost: false };
 const VARIANTS: ReadonlyArray<[string, Extra]> =
-  process.env['VARIANTS'] === 'cost'
+  process.env['VARIANTS'] === 'working-set'
+    ? [
+        ['off', { compress: { enabled: false } }],
+        ['on, working_set 0', { working_set: 0 }],
+        ['on, working_set 0.25', { working_set: 0.25 }],
+        ['on, working_set 0.5', { working_set: 0.5 }],
+      ]
+    : process.env['VARIANTS'] === 'cost'
     ? [
         ['on', { ...TODAY }],
         ['on, by cost', {}],
@@ -164,12 +171,6 @@ const VARIANTS: ReadonlyArray<[string, Extra]> =
           ? ([
               ['on, clear_at_least 512', { ...TODAY, compress: { clear_at_least: 512 } }],
               ['on, clear_at_least 1024', { ...TODAY, compress: { clear_at_least: 1024 } }],
-            ] as Array<[string, Extra]>)
-          : []),
-        ...(process.env['VARIANTS'] === 'working-set'
-          ? ([
-              ['on, working_set 0', { ...TODAY, working_set: 0 }],
-              ['on, working_set 0.5', { ...TODAY, working_set: 0.5 }],
             ] as Array<[string, Extra]>)
           : []),
       ];

@@ -113,7 +113,7 @@ export const ConfigSchema = z
         target: Fraction.default(0.5),
         keep_recent: Fraction.default(0.25),
         /** The working set (issue 32): the newest copy of each file read, newest first, kept raw through every tier up to this share of the budget; 0: off. */
-        working_set: Share.default(0.25),
+        working_set: Share.default(0.5),
         max_messages: NonNegativeInteger.default(0),
         /** Soft-zone choices (compress now, at the crossing, or prepare a summary) by the server seconds each costs, once the upstream's speeds are learned (issue 36); false: by tokens alone. */
         decide_by_cost: z.boolean('expected true or false').default(true),

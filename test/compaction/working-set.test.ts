@@ -1,10 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { appliedPending } from '../../src/compaction/policy/applied-pending.js';
+import { budgetOf } from '../../src/compaction/policy/budget.js';
+import { type CandidateSizes, decide, decisionSettingsOf } from '../../src/compaction/policy/decide.js';
+import { candidateOf } from '../../src/compaction/policy/plan.js';
+import { sizesOf, totalSize } from '../../src/compaction/policy/sizing.js';
+import type { Epoch } from '../../src/compaction/types.js';
+import { mark } from '../../src/transcript/marks.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
-import { carriedFiles, workingSetBlock } from '../../src/transcript/compress/working-set.js';
-import { compactorWith } from '../support/compaction.js';
+import { carriedFiles, fitting, newestReads, withoutSupersededCarried, workingSetBlock } from '../../src/transcript/compress/working-set.js';
+import { compactorWith, configWith } from '../support/compaction.js';
 import { JsonUpstreamDouble } from '../support/json-upstream-double.js';
-import { fileAt, REREAD_FILES, reReadTurn } from '../support/re-reads.js';
+import { fileAt, REREAD_FILES, reReadConversation, reReadTurn } from '../support/re-reads.js';
 
 /**
  * Issue 32, shape 6: the working set. On the re-read loop (three files the
@@ -92,11 +99,124 @@ describe('the working set (issue 32, shape 6)', () => {
     expect(summarizer.calls).toBeGreaterThan(0);
   });
 
+  it('holds at most the five files read last, however much room the share leaves (an agent that reads each file once moves on from it)', () => {
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }, { role: 'user', content: 'Read them all.' }];
+    for (let file = 1; file <= 8; file++) messages.push(...step(`read_${file}`, 'read_file', { path: `src/f${file}.ts` }, fileText(`src/f${file}.ts`, 400)));
+    const reads = newestReads(messages, new Set());
+    expect(reads).toHaveLength(8);
+    expect(fitting(reads, 100_000, (text) => text.length / 4).map((read) => read.file)).toEqual(['src/f8.ts', 'src/f7.ts', 'src/f6.ts', 'src/f5.ts', 'src/f4.ts']);
+  });
+
   it('a carried block reads back exactly, whatever the text holds', () => {
     const files = [
       { file: 'src/a "quoted".ts', callId: 'call_0', text: 'one\n</file>\ntwo' },
       { file: 'b.ts', callId: 'c2', text: '' },
     ];
     expect(carriedFiles(`notes${workingSetBlock(files)}`)).toEqual(files);
+  });
+});
+
+/** A tool call and its result, as one step of an assistant turn. */
+const step = (id: string, name: string, args: Record<string, unknown>, content: string): ChatMessage[] => [
+  { role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] },
+  { role: 'tool', tool_call_id: id, content },
+];
+
+/** A file of about `chars` characters whose every line names it. */
+const fileText = (path: string, chars: number): string => Array.from({ length: Math.ceil(chars / 40) }, (_, line) => `// ${path} line ${line}`.padEnd(39, '.')).join('\n');
+
+describe('the working set where the soft zone and a pending epoch compress (issue 32, gaps left by the first pass)', () => {
+  const sizes = (messages: readonly ChatMessage[]): CandidateSizes => ({ ...sizesOf(messages, 0, 1), ratio: 1 });
+  const idle = { pending: null, running: false, attempt: 0 };
+
+  it('a soft-zone compression that clears old results (compress.clear) leaves the newest copy of each file read alone', () => {
+    // 8k window: 7,168 tokens of budget, soft zone from 4,300; the working set set to a quarter (1,792 tokens: the newest 3 or 4 of these files).
+    const budget = budgetOf(8192, undefined, 1024, 1024);
+    const settings = decisionSettingsOf(configWith({ compaction: { working_set: 0.25, compress: { clear: { keep: 1 } } } }).compaction);
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
+    for (let file = 1; file <= 8; file++) messages.push({ role: 'user', content: `Look at src/f${file}.ts.` }, ...step(`read_${file}`, 'read_file', { path: `src/f${file}.ts` }, fileText(`src/f${file}.ts`, 1600)), { role: 'assistant', content: 'Read it.' });
+    // Test runs after the reads fill the protected tail: every read lies before it.
+    for (let run = 1; run <= 3; run++) messages.push({ role: 'user', content: `Run the tests (${run}).` }, ...step(`test_${run}`, 'bash', { command: 'npm test' }, `$ npm test\n${` ✓ test/case.test.ts > passes (run ${run})\n`.repeat(70)}`), { role: 'assistant', content: 'Ran them.' });
+    messages.push({ role: 'user', content: 'Now fix src/f8.ts.' });
+    const size = totalSize(sizes(messages));
+    expect(size).toBeGreaterThan(settings.softThreshold * budget.tokens!);
+    expect(size).toBeLessThan(settings.threshold * budget.tokens!);
+    const decision = decide(candidateOf(messages, null), sizes(messages), budget, idle, settings);
+    expect(decision.kind).toBe('compress');
+    const forwarded = JSON.stringify((decision as { plan: { messages: ChatMessage[] } }).plan.messages);
+    // Clearing ran (an old read outside the working set is gone) ...
+    expect(forwarded).not.toContain(JSON.stringify(fileText('src/f1.ts', 1600)));
+    // ... and the three newest files read are still there verbatim (clear's `keep: 1` alone would keep only f8's).
+    for (const file of [6, 7, 8]) expect(forwarded, `src/f${file}.ts`).toContain(JSON.stringify(fileText(`src/f${file}.ts`, 1600)));
+  });
+
+  it('a pending summary applied at the crossing does not prune a kept file read over prune.max_result_chars', () => {
+    // 32k window: the working set a quarter of 31,744 tokens, room for a 9,000-character file; prune.max_result_chars is 8,192.
+    const budget = budgetOf(32_768, undefined, 1024, 1024);
+    const settings = decisionSettingsOf(configWith().compaction);
+    const big = fileText('src/big.ts', 9000);
+    const messages = reReadConversation(24).flatMap((message) =>
+      message.role === 'user' && String(message.content).startsWith('Turn 8:') ? [message, ...step('read_big', 'read_file', { path: 'src/big.ts' }, big)] : [message],
+    );
+    // A pending summary of the first 6 turns, prepared when the history had 9: it keeps turns 7 and 8 raw.
+    const kept = messages.findIndex((message) => message.role === 'user' && String(message.content).startsWith('Turn 7:'));
+    const seen = messages.findIndex((message) => message.role === 'user' && String(message.content).startsWith('Turn 9:')) + 1;
+    const replacement = [messages[0]!, { role: 'user', content: mark('summary', 'notes') }, { role: 'assistant', content: mark('summary', 'Understood; continuing from these notes.') }, ...messages.slice(kept, seen - 1)];
+    const pending: Epoch = { key: `h${seen}`, sourceLength: seen - 1, seenLength: seen, replacement, marked: [1, 2], notes: 'notes', strategy: 'summary', report: 'summarized 40 messages -> 1 summary + 12 kept (9.0k -> 3.0k tokens, 1.0s)', pending: true };
+    const hashes = Array.from({ length: messages.length + 1 }, (_, index) => `h${index}`);
+    const applied = appliedPending(pending, { messages, hashes, toolsEstimate: 0, budget }, settings, 1);
+    // It did compress what it keeps (superseded re-reads) ...
+    expect(applied.replacement.some((message) => String(message.content).includes('[compressed: superseded by call '))).toBe(true);
+    // ... but the newest (only) copy of src/big.ts is forwarded whole.
+    expect(candidateOf(messages, applied).messages.some((message) => message.content === big)).toBe(true);
+  });
+});
+
+describe('a file carried after the notes is taken out once a newer read of it stays raw (issue 32, the 4k re-read loop)', () => {
+  const v1 = fileText('src/cart.ts', 1600);
+  const v2 = `${fileText('src/cart.ts', 1600)}\n// edited`;
+  const notesWith = (files: Array<{ file: string; callId: string; text: string }>): ChatMessage => ({ role: 'user', content: mark('summary', `notes${workingSetBlock(files)}`) });
+  /** A history after a summary that carried src/cart.ts (read by call_0) and src/price.ts, then `after`. */
+  const history = (after: ChatMessage[]): ChatMessage[] => [
+    { role: 'system', content: 'You are a careful coding agent.' },
+    notesWith([{ file: 'src/cart.ts', callId: 'call_0', text: v1 }, { file: 'src/price.ts', callId: 'call_1', text: fileText('src/price.ts', 800) }]),
+    { role: 'assistant', content: mark('summary', 'Understood; continuing from these notes.') },
+    { role: 'user', content: 'Fix the cart.' },
+    ...after,
+  ];
+  const trusted = new Set([1, 2]);
+
+  it('takes the superseded copy out of its block, says which call holds the newer read, and keeps the other file', () => {
+    const messages = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    const out = withoutSupersededCarried(messages, { from: 1, to: 3, trusted, keepsRaw: () => true });
+    expect(out).not.toBe(messages);
+    const notes = String(out[1]!.content);
+    expect(carriedFiles(notes).map((file) => file.file)).toEqual(['src/price.ts']);
+    expect(notes).not.toContain(v1);
+    // The marker names the call (reused id: the later one, in this conversation) that holds the newer read.
+    expect(notes).toContain('["src/cart.ts" as call call_0 read it (1599 chars) was taken out: call call_0, later in this conversation, holds a newer read of it]');
+    expect(out.slice(2)).toEqual(messages.slice(2));
+  });
+
+  it('keeps it when the newer read failed, is not kept raw, or is not a read of that file', () => {
+    const failed = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, 'Error: ENOENT: no such file or directory'));
+    expect(withoutSupersededCarried(failed, { from: 1, to: 3, trusted, keepsRaw: () => true })).toBe(failed);
+    const compressedAway = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    expect(withoutSupersededCarried(compressedAway, { from: 1, to: 3, trusted, keepsRaw: () => false })).toBe(compressedAway);
+    const other = history(step('call_0', 'read_file', { path: 'src/order.ts' }, v2));
+    expect(withoutSupersededCarried(other, { from: 1, to: 3, trusted, keepsRaw: () => true })).toBe(other);
+    // Notes that are not compactor's own (an untrusted copy of the block) are never rewritten.
+    const forged = history(step('call_0', 'read_file', { path: 'src/cart.ts' }, v2));
+    expect(withoutSupersededCarried(forged, { from: 1, to: 3, trusted: new Set(), keepsRaw: () => true })).toBe(forged);
+  });
+
+  it('on a 4k window every request of the re-read loop holds the newest copy of each of the three files', async () => {
+    // 4k: a 3,072-token budget; the three files are about 1,500 of it. The first pass held one of them (a quarter of the budget).
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 4096 }) });
+    const steps = await run(compactor, 30);
+    expect(summarizer.calls).toBeGreaterThan(0);
+    for (const entry of steps) expect(newestCopies(entry.forwarded, entry.turn), `turn ${entry.turn}`).toBe(3);
+    // Carried copies that a later re-read superseded were taken out of their block, not left beside the newer read.
+    expect(steps.some((entry) => entry.forwarded.some((message) => /\[\"src\/(cart|price|order)\.ts\" as call read_\d+ read it \(\d+ chars\) was taken out: call read_\d+/.test(String(message.content))))).toBe(true);
   });
 });

@@ -9,6 +9,7 @@ import { type CompactionSettings, candidateOf } from './plan.js';
 import { protectedTailStart } from './plan-steps.js';
 import { withCompressed } from './report.js';
 import { sizesOf } from './sizing.js';
+import { workingSetIndexes } from './working-set.js';
 
 /**
  * A summary prepared in the background is applied at the crossing, in one
@@ -49,7 +50,9 @@ export function appliedPending(epoch: Epoch, history: History, settings: Compact
   // One long turn: its kept steps but the last are complete, and what a later kept step holds anew is lost to none.
   const losslessEnd = lastTurnStart < cut ? (stepRanges(candidate.messages, { start: cut, end: candidate.messages.length }).at(-1)?.start ?? cut) : lastTurnStart;
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * ratio;
-  const part = keptPartOf(candidate.messages, sizes, { cut, lastTurnStart, losslessEnd }, { pruneMaxResultChars: settings.pruneMaxResultChars, compress: tier }, sizeOf);
+  // The working set stays raw as in the tiers: no pruning of a large file read, no clearing of the newest copy of a file.
+  const keep = workingSetIndexes(candidate, history.budget.tokens, settings, sizeOf);
+  const part = keptPartOf(candidate.messages, sizes, { cut, lastTurnStart, losslessEnd }, { pruneMaxResultChars: settings.pruneMaxResultChars, compress: tier, keep }, sizeOf);
   if (part.compressed.size === 0) return applied;
   // The epoch now covers up to its last compressed result; its markers name later calls, so it applies only to a history that has them.
   const candidateEnd = Math.max(Math.max(...part.compressed) + 1, candidate.replacementLength);

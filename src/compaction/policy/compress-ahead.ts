@@ -3,9 +3,10 @@ import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
 import { type CompressPlan, planCompress } from './compress-tier.js';
-import { type Candidate, type CompactionSettings, epochBoundary } from './plan.js';
+import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
+import { workingSetIndexes } from './working-set.js';
 
 /**
  * The compression tier in the soft zone (DESIGN.md § Compression): compress
@@ -35,7 +36,9 @@ export function compressNow(
   { atLeast }: { atLeast?: number } = {},
 ): { kind: 'compress'; plan: CompressPlan; boundary: { candidateEnd: number; sourceLength: number } } | null {
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, ...(atLeast === undefined ? {} : { atLeast }) });
+  // The working set stays raw here as in the tiers: `compress.clear` would otherwise clear the newest copy of a file.
+  const keep = workingSetIndexes(candidate, budget, settings, sizeOf);
+  const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, keep, trusted: trustedMarks(candidate), ...(atLeast === undefined ? {} : { atLeast }) });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
 }
 
@@ -65,7 +68,8 @@ export function crossingCompression(candidate: Candidate, sizes: RatioSizes, bud
   const cut = protectedTailStart(candidate, sizes, budget, { ...settings, keepRecent: Math.max(0, settings.keepRecent - growth) });
   if (cut === null) return null;
   const sizeOf = (message: ChatMessage): number => estimateMessageTokens(message) * sizes.ratio;
-  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0 });
+  // What the crossing's compression will free: the tier leaves the working set alone there.
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { prune: false, atLeast: 0, keep: workingSetIndexes(candidate, budget, settings, sizeOf), trusted: trustedMarks(candidate) });
   const now = plan?.freed ?? 0;
   const head = headLength(candidate.messages);
   const repeated = repeatedNewestResults(candidate.messages, { from: head, to: cut, settings: settings.compress.compress });
@@ -94,6 +98,6 @@ export function compressSteps(
   keep: ReadonlySet<number>,
 ): CompressPlan | null {
   const cut = stepsCut(candidate, sizes, budget, settings)?.cut ?? null;
-  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
+  const plan = planCompress(candidate, sizes, cut, settings, sizeOf, { keep, trusted: trustedMarks(candidate) });
   return plan !== null && (budget === null || plan.size < settings.threshold * budget) ? plan : null;
 }

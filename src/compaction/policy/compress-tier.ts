@@ -2,6 +2,7 @@ import type { Config } from '../../config/schema.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { headLength } from '../../transcript/groups.js';
 import { compressToolResults, type CompressSettings } from '../../transcript/compress/compress.js';
+import { withoutSupersededCarried } from '../../transcript/compress/working-set.js';
 import { pruneToolResults } from '../../transcript/prune.js';
 import { type Sizes, totalSize } from './sizing.js';
 
@@ -81,7 +82,8 @@ export interface CompressPlan {
 /**
  * Compresses the tool results older than the protected tail (`cut`: what a
  * summary would keep raw, `chooseCut`), pruning what is still over
- * `prune.max_result_chars` unless `prune` is false, never a result of `keep` (the working set). Null when the tier is off, there is no old part (no cut), nothing to compress,
+ * `prune.max_result_chars` unless `prune` is false, never a result of `keep` (the working set); with `trusted` (the genuine
+ * marks), a file carried after earlier notes is taken out when a newer read of it stays raw. Null when the tier is off, there is no old part (no cut), nothing to compress,
  * or it frees fewer than `clear_at_least` tokens (or `atLeast`, when given).
  */
 export function planCompress(
@@ -90,13 +92,16 @@ export function planCompress(
   cut: number | null,
   settings: TierSettings,
   sizeOf: (message: ChatMessage) => number,
-  { prune = true, atLeast, keep }: { prune?: boolean; atLeast?: number; keep?: ReadonlySet<number> } = {},
+  { prune = true, atLeast, keep, trusted }: { prune?: boolean; atLeast?: number; keep?: ReadonlySet<number>; trusted?: ReadonlySet<number> } = {},
 ): CompressPlan | null {
   const tier = settings.compress;
   if (tier === undefined || tier === null || cut === null) return null;
   const { messages } = candidate;
   const head = headLength(messages);
-  const compressed = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars: settings.pruneMaxResultChars, ...(keep === undefined ? {} : { keep }) }).messages;
+  const inPlace = compressToolResults(messages, { from: head, to: cut, settings: tier.compress, holderMaxChars: settings.pruneMaxResultChars, ...(keep === undefined ? {} : { keep }) }).messages;
+  // Files carried after earlier notes (`trusted`: the genuine marks) whose newer read stays raw are taken out of their block, as a superseded result is.
+  const keepsRaw = (index: number): boolean => index >= cut || keep?.has(index) === true;
+  const compressed = trusted === undefined || !tier.compress.superseded ? inPlace : withoutSupersededCarried(inPlace, { from: head, to: cut, trusted, keepsRaw, ...(tier.compress.readTools === undefined ? {} : { readTools: tier.compress.readTools }) });
   // Pruning alone is the prune tier's (taken when it meets the target), not a compression.
   if (compressed === messages) return null;
   const pruned = prune ? pruneToolResults(compressed, settings.pruneMaxResultChars, { from: head, to: cut, shouldPrune: (_, index) => keep?.has(index) !== true }) : compressed;

@@ -2,6 +2,7 @@ import type { ChatMessage } from '../../transcript/message.js';
 import { balanceCut, headLength, turnRanges } from '../../transcript/groups.js';
 import { DEFAULT_READ_TOOLS } from '../../transcript/compress/calls.js';
 import { type WorkingFile, fitting, newestReads, workingSetBlock } from '../../transcript/compress/working-set.js';
+import { type Candidate, trustedMarks } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 
 /**
@@ -12,7 +13,6 @@ import { type Sizes, totalSize } from './sizing.js';
  * summary or steps plan whose cut would take some of them carries them after
  * its notes, and counts what they cost (`withWorkingSet`, which
  * tiers/list.ts applies to the plan of every tier that writes notes). Pure.
- * Written without plan.ts's types so plan.ts can call it without a circle.
  */
 
 interface Plannable {
@@ -40,6 +40,15 @@ export function workingSetOf(candidate: Plannable, budget: number | null, settin
 /** The indexes of the tool results of a working set (not the files carried by earlier notes): no tier prunes or compresses them. */
 export function keptIndexes(files: readonly WorkingFile[]): ReadonlySet<number> {
   return new Set(files.filter((file) => !file.carried).map((file) => file.index));
+}
+
+/**
+ * The indexes of the working set's tool results in a candidate: what the
+ * compressions made outside the tier list (the soft zone's, a pending
+ * summary's applied at the crossing) leave alone, as the tiers do.
+ */
+export function workingSetIndexes(candidate: Pick<Candidate, 'messages' | 'epoch'>, budget: number | null, settings: WorkingSetSettings, sizeOf: (message: ChatMessage) => number): ReadonlySet<number> {
+  return keptIndexes(workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf));
 }
 
 /** A plan of a tier that writes notes, as the working set reads it: where it cuts, what it expects to cost, the files it carries. */

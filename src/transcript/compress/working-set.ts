@@ -56,11 +56,22 @@ export function newestReads(messages: readonly ChatMessage[], trusted: ReadonlyS
   return files;
 }
 
-/** The files of `reads` (newest first) that fit `tokens`, by `sizeOf`; a file too large for what is left is passed over. */
+/**
+ * At most this many files, the newest: what Claude Code re-attaches after a
+ * compaction (the five files it read last). "Recent" needs a bound besides
+ * the share: an agent that reads many files once each would otherwise keep
+ * half the budget of files it has moved on from, and on a 4k window the
+ * 60-turn Messages run (a new file each turn) summarized 20 times for 14
+ * epochs with the share alone.
+ */
+export const MAX_WORKING_FILES = 5;
+
+/** The files of `reads` (newest first) that fit `tokens`, by `sizeOf`, at most {@link MAX_WORKING_FILES}; a file too large for what is left is passed over. */
 export function fitting(reads: readonly WorkingFile[], tokens: number, sizeOf: (text: string) => number): WorkingFile[] {
   const kept: WorkingFile[] = [];
   let left = tokens;
   for (const read of reads) {
+    if (kept.length === MAX_WORKING_FILES) break;
     const size = sizeOf(read.text);
     if (size > left) continue;
     kept.push(read);
@@ -85,18 +96,64 @@ export function workingSetBlock(files: readonly Pick<WorkingFile, 'file' | 'call
 
 const OPENING = /<file path=("(?:[^"\\]|\\.)*") call=("(?:[^"\\]|\\.)*") chars="(\d+)">\n/g;
 
-/** The files a block written by {@link workingSetBlock} carries, in its order (newest first); none when the text holds no block. */
-export function carriedFiles(text: string): Array<Pick<WorkingFile, 'file' | 'callId' | 'text'>> {
+/** A file of a carried block and where it lies in the text: from its opening to the end of its `</file>`. */
+interface CarriedSegment extends Pick<WorkingFile, 'file' | 'callId' | 'text'> {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** The files a block written by {@link workingSetBlock} carries, where they lie, in its order. */
+function carriedSegments(text: string): CarriedSegment[] {
   const at = text.indexOf(BLOCK_HEADING);
   if (at === -1) return [];
-  const files: Array<Pick<WorkingFile, 'file' | 'callId' | 'text'>> = [];
+  const files: CarriedSegment[] = [];
   OPENING.lastIndex = at;
   for (let match = OPENING.exec(text); match !== null; match = OPENING.exec(text)) {
     const start = match.index + match[0].length;
     const length = Number(match[3]);
     if (text.slice(start + length, start + length + 8) !== '\n</file>') break;
-    files.push({ file: JSON.parse(match[1]!) as string, callId: JSON.parse(match[2]!) as string, text: text.slice(start, start + length) });
+    files.push({ file: JSON.parse(match[1]!) as string, callId: JSON.parse(match[2]!) as string, text: text.slice(start, start + length), start: match.index, end: start + length + 8 });
     OPENING.lastIndex = start + length;
   }
   return files;
+}
+
+/** The files a block written by {@link workingSetBlock} carries, in its order (newest first); none when the text holds no block. */
+export function carriedFiles(text: string): Array<Pick<WorkingFile, 'file' | 'callId' | 'text'>> {
+  return carriedSegments(text).map(({ file, callId, text: content }) => ({ file, callId, text: content }));
+}
+
+/**
+ * The messages with each carried file that a newer read holds raw taken out of
+ * the block that carries it, or `messages` itself when there is none. A copy
+ * carried after notes cannot be superseded as a tool result is: without this
+ * it stays beside the newer read until the next summary, and on a small
+ * window that is the room the next turn needed (the 4k re-read loop summarized
+ * every turn). Only a whole, successful read of the same file later in the
+ * history counts, and only one that stays raw (`keepsRaw`). Each file taken
+ * out leaves a line that says what it was and which call holds the newer copy.
+ */
+export function withoutSupersededCarried(
+  messages: readonly ChatMessage[],
+  { from, to, trusted, keepsRaw, readTools }: { from: number; to: number; trusted: ReadonlySet<number>; keepsRaw: (index: number) => boolean; readTools?: readonly string[] },
+): readonly ChatMessage[] {
+  const carrying = [...trusted].filter((index) => index >= from && index < to && typeof messages[index]?.content === 'string' && carriedSegments(messages[index]!.content as string).length > 0);
+  if (carrying.length === 0) return messages;
+  const newest = new Map(newestReads(messages, trusted, readTools).filter((read) => !read.carried).map((read) => [read.file, read]));
+  let out: ChatMessage[] | null = null;
+  for (const index of carrying) {
+    const text = messages[index]!.content as string;
+    let rewritten = text;
+    // From the end, so the earlier segments' offsets still hold.
+    for (const segment of carriedSegments(text).reverse()) {
+      const newer = newest.get(segment.file);
+      if (newer === undefined || newer.index <= index || !keepsRaw(newer.index)) continue;
+      const said = `[${JSON.stringify(segment.file)} as call ${segment.callId} read it (${segment.text.length} chars) was taken out: call ${newer.callId}, later in this conversation, holds a newer read of it]`;
+      rewritten = `${rewritten.slice(0, segment.start)}${said}${rewritten.slice(segment.end)}`;
+    }
+    if (rewritten === text) continue;
+    out ??= [...messages];
+    out[index] = { ...messages[index]!, content: rewritten };
+  }
+  return out ?? messages;
 }

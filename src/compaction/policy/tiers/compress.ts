@@ -1,5 +1,5 @@
 import { type CompressPlan, planCompress } from '../compress-tier.js';
-import { epochBoundary } from '../plan.js';
+import { epochBoundary, trustedMarks } from '../plan.js';
 import { prunedEpoch } from '../replacement.js';
 import { compressedLine, wouldLine } from '../report.js';
 import type { ModelFreeTier } from './tier.js';
@@ -19,7 +19,7 @@ export const compressTier: ModelFreeTier<CompressPlan> = {
 
   plan({ candidate, sizes, budget, trigger, settings, sizeOf, cut, somethingOld, keep }) {
     if (cut === null || !somethingOld || trigger !== 'size') return null;
-    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf, { keep });
+    const compressed = planCompress(candidate, sizes, cut, settings, sizeOf, { keep, trusted: trustedMarks(candidate) });
     return compressed !== null && (budget === null || compressed.size < settings.threshold * budget) ? compressed : null;
   },
 
