@@ -255,6 +255,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   inFlight.serve(app.server);
   app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown }));
   app.decorateRequest('record', null as unknown as RequestRecord);
+  app.decorateRequest('arrival', null);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
   const chatOptions = {

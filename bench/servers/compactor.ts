@@ -5,9 +5,13 @@
  *   node --expose-gc --import tsx bench/servers/compactor.ts UPSTREAM_URL '{"compaction":{…}}'
  *
  * Over IPC, `{ memory: true }` answers `process.memoryUsage()` taken after a
- * full collection (when `--expose-gc` is on).
+ * full collection (when `--expose-gc` is on); `{ stall: 'reset' }` starts a
+ * measure of the longest stretch the event loop went without a turn, and
+ * `{ stall: 'read' }` answers it in ms (`{ stallMs }`): the in-process figure
+ * beside a probe's, less bent by the machine's load (issue 34).
  */
 import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { buildApp } from '../../src/app.js';
 import { parseConfig } from '../../src/config/schema.js';
 
@@ -19,7 +23,12 @@ const app = buildApp(parsed.config);
 await app.listen({ host: '127.0.0.1', port: 0 });
 
 const collect = (globalThis as { gc?: () => void }).gc;
-process.on('message', (message: { memory?: boolean }) => {
+// A timer every 1 ms: its largest delay is the longest the loop was held.
+const stalls = monitorEventLoopDelay({ resolution: 1 });
+stalls.enable();
+process.on('message', (message: { memory?: boolean; stall?: 'reset' | 'read' }) => {
+  if (message.stall === 'reset') stalls.reset();
+  if (message.stall === 'read') process.send?.({ stallMs: stalls.max / 1e6 });
   if (message.memory !== true) return;
   collect?.();
   collect?.();

@@ -21,15 +21,29 @@ export function isWhitespace(byte: number | undefined): boolean {
 
 /** The position just past the string whose opening quote is at `position` (the body's length when it never closes). */
 export function skipString(bytes: Buffer, position: number): number {
-  let quote = bytes.indexOf(QUOTE, position + 1);
+  const quote = closingQuote(bytes, position + 1, bytes.length);
+  return quote === -1 ? bytes.length : quote + 1;
+}
+
+/**
+ * The position of the first quote at or after `from` and before `end` that
+ * is not escaped, or -1: a string's closing quote, searched for from just
+ * past its opening one. Bytes from `end` on are never read (a body still
+ * arriving has none there yet), and a search left at -1 may go on from
+ * `end` once more bytes came: whether a quote is escaped is read from the
+ * bytes before it.
+ */
+export function closingQuote(bytes: Buffer, from: number, end: number): number {
+  const within = end === bytes.length ? bytes : bytes.subarray(0, end);
+  let quote = within.indexOf(QUOTE, from);
   for (;;) {
-    // Only a body that is not JSON lacks the closing quote; stopping at its end keeps every loop finite.
-    if (quote === -1) return bytes.length;
+    // Only a body that is not JSON (or not all here yet) lacks the closing quote; stopping at `end` keeps every loop finite.
+    if (quote === -1) return -1;
     // A quote preceded by an odd number of backslashes is escaped.
     let backslashes = 0;
     while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    quote = bytes.indexOf(QUOTE, quote + 1);
+    if (backslashes % 2 === 0) return quote;
+    quote = within.indexOf(QUOTE, quote + 1);
   }
 }
 

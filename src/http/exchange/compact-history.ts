@@ -52,7 +52,7 @@ async function compact(request: FastifyRequest, options: CompactRouteOptions, si
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
   const settings = { format: COMPACT_BODY_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items, maxValues: config.limits.max_values };
-  const read = (await readExchange(settings, request.body, request.headers['content-type'])).request;
+  const read = (await readExchange(settings, request.body, request.headers['content-type'], request.arrival)).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.

@@ -83,7 +83,7 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const { request, record, route } = answer;
   const choice = requestModeOf(request.headers, route.options.config);
   const settings = readSettingsFor(route.read, choice.mode, route.options.config.pairs);
-  const read = await readExchange(settings, request.body, request.headers['content-type']);
+  const read = await readExchange(settings, request.body, request.headers['content-type'], request.arrival);
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;
