@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ArrivingScan, scanBody } from '../../src/formats/body-scan.js';
 import { PARSE_AHEAD_BYTES } from '../../src/formats/parse-ahead.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
+import { largeJoins } from '../support/joins.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 
 /**
@@ -38,22 +39,6 @@ const inChunks = (text: string): Readable => {
   })());
 };
 
-/**
- * Counts the buffers of a MiB or more that `Buffer.concat` makes from now on
- * in compactor's receipt of a body (Fastify's or its own), not in the test's
- * upstream double, which joins what it was sent.
- */
-function joinsOnReceipt(): { readonly largest: number } {
-  const original = Buffer.concat.bind(Buffer);
-  const seen = { largest: 0 };
-  vi.spyOn(Buffer, 'concat').mockImplementation((list: readonly Uint8Array[], length?: number) => {
-    const joined = original(list, length);
-    if (joined.length >= PARSE_AHEAD_BYTES && !(new Error().stack ?? '').includes('fake-upstream')) seen.largest = Math.max(seen.largest, joined.length);
-    return joined;
-  });
-  return seen;
-}
-
 async function post(url: string, body: string, chunked = false): Promise<{ status: number; text: string }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (!chunked) headers['content-length'] = String(Buffer.byteLength(body));
@@ -67,7 +52,7 @@ describe('issue 34: a large body is scanned where it arrives, never joined at on
     upstream.route('POST', '/v1/chat/completions', replies.chat());
     const proxy = opened(await startProxy(upstream, { listen: true }));
     const body = agentBody(400, 4 * PARSE_AHEAD_BYTES);
-    const joins = joinsOnReceipt();
+    const joins = largeJoins(PARSE_AHEAD_BYTES);
     const answer = await post(`${proxy.url}/v1/chat/completions`, body);
     expect(answer.status).toBe(200);
     expect(upstream.requests[0]!.body.toString()).toBe(body);
@@ -79,7 +64,7 @@ describe('issue 34: a large body is scanned where it arrives, never joined at on
     upstream.route('POST', '/v1/chat/completions', replies.chat());
     const proxy = opened(await startProxy(upstream, { listen: true }));
     const body = agentBody(400, 4 * PARSE_AHEAD_BYTES);
-    const joins = joinsOnReceipt();
+    const joins = largeJoins(PARSE_AHEAD_BYTES);
     const answer = await post(`${proxy.url}/v1/chat/completions`, body, true);
     expect(answer.status).toBe(200);
     expect(upstream.requests[0]!.body.toString()).toBe(body);
@@ -90,7 +75,7 @@ describe('issue 34: a large body is scanned where it arrives, never joined at on
     const upstream = opened(await FakeUpstream.start());
     const proxy = opened(await startProxy(upstream, { listen: true, config: { limits: { max_values: 100_000 } } }));
     const body = `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"go"}],"x":[${'{},'.repeat(1_999_999)}{}]}`;
-    const joins = joinsOnReceipt();
+    const joins = largeJoins(PARSE_AHEAD_BYTES);
     const allocated = vi.spyOn(Buffer, 'allocUnsafe');
     const answer = await post(`${proxy.url}/v1/messages`, body);
     expect(answer.status).toBe(413);

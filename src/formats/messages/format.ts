@@ -6,7 +6,7 @@ import { MESSAGES_STREAM_END } from './stream.js';
 import { MESSAGES_USAGE } from './usage.js';
 import { anthropicErrorBody, anthropicErrorEvent } from './errors.js';
 import { type MessagesView, checkMessagesBody, messagesViewSteps, wireIndexOf } from './read.js';
-import { messagesBytesFor } from './write.js';
+import { messagesPartsFor } from './write.js';
 
 type CheckedBody = Parameters<typeof messagesViewSteps>[0];
 
@@ -18,7 +18,7 @@ const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
   view: messagesViewSteps,
   wireIndexOf,
   messagesAsParsed: false,
-  bytesFor: messagesBytesFor,
+  partsFor: messagesPartsFor,
 };
 
 export const MESSAGES_FORMAT: WireFormat = {

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type FastifyInstance, type FastifyRequest, errorCodes } from 'fastify';
 import { ArrivingScan, type BodyScan, PARSE_AHEAD_BYTES, type ScanBounds } from '../../formats/registry.js';
+import { joinedInSlices, runInSlices } from '../../transcript/slices.js';
 
 /**
  * The client's body taken off the connection for the chat and compact
@@ -66,9 +67,6 @@ export function receiveBodies(app: FastifyInstance, options: ReceiverOptions): v
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { bodyLimit: options.bodyBytes }, (request: FastifyRequest, payload: unknown) => receiveBody(request, (payload ?? request.raw) as Readable, options));
 }
-
-/** How many bytes are joined between two turns of the loop when a chunked body is joined at its end. */
-const JOIN_SLICE_BYTES = 1024 * 1024;
 
 /** The body of `request`, read from `payload`; sets `request.arrival` when a large one was scanned on arrival. */
 export function receiveBody(request: FastifyRequest, payload: Readable, options: ReceiverOptions): Promise<Buffer> {
@@ -192,22 +190,6 @@ class Receipt {
     }
     // Copied even when one chunk, as Fastify copies it: a chunk may be a view of the connection's read buffer.
     if (this.#received < PARSE_AHEAD_BYTES) return { body: Buffer.concat(this.#chunks, this.#received), arrival: null };
-    return { body: await joinInSlices(this.#chunks, this.#received), arrival: null };
+    return { body: await runInSlices(joinedInSlices(this.#chunks), nextTurnOfTheEventLoop), arrival: null };
   }
-}
-
-/** `chunks` copied into one buffer of `length` bytes, the loop turning after every `JOIN_SLICE_BYTES`. */
-async function joinInSlices(chunks: readonly Buffer[], length: number): Promise<Buffer> {
-  const joined = Buffer.allocUnsafe(length);
-  let at = 0;
-  let sincePause = 0;
-  for (const chunk of chunks) {
-    at += chunk.copy(joined, at);
-    sincePause += chunk.length;
-    if (sincePause >= JOIN_SLICE_BYTES) {
-      sincePause = 0;
-      await nextTurnOfTheEventLoop();
-    }
-  }
-  return joined;
 }

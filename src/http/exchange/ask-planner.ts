@@ -2,6 +2,7 @@ import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
+import { joinedInSlices, runInSlices } from '../../transcript/slices.js';
 import { requestFiguresOf } from './request-figures.js';
 import type { ExchangeRead } from './read-request.js';
 
@@ -55,6 +56,11 @@ async function yieldOnLargeBody(raw: Buffer): Promise<void> {
   if (raw.length >= PARSE_AHEAD_BYTES) await nextTurnOfTheEventLoop();
 }
 
+async function joinedBody(parts: readonly Buffer[], large: boolean): Promise<Buffer> {
+  if (parts.length === 1) return parts[0]!;
+  return large ? runInSlices(joinedInSlices(parts), nextTurnOfTheEventLoop) : Buffer.concat(parts);
+}
+
 function joinReports(first: string | undefined, second: string | undefined): string | undefined {
   const hasFirst = first !== undefined && first !== '';
   const hasSecond = second !== undefined && second !== '';
@@ -72,7 +78,8 @@ export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
-  const bytes = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  // A large body's parts (mostly the client's own bytes of what it kept) are joined a MiB per turn of the loop.
+  const bytes = changedBody === undefined ? raw : await joinedBody(request.partsFor(raw, (changedBody as ChatRequestBody).messages), raw.length >= PARSE_AHEAD_BYTES);
   const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);
   const said = observing && joined !== undefined ? `observe: ${joined}` : joined;
   const note = choice?.note;
