@@ -2,8 +2,8 @@ import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
-import { joinedInSlices, runInSlices } from '../../transcript/slices.js';
-import { requestFiguresOf } from './request-figures.js';
+import { joinedInSlices, runInSlices, runNow } from '../../transcript/slices.js';
+import { requestFiguresSteps } from './request-figures.js';
 import type { ExchangeRead } from './read-request.js';
 
 /**
@@ -39,9 +39,11 @@ export interface Forwarded {
   readonly onUsage: UsageHook | undefined;
 }
 
-export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
+/** The figures kept of a forwarded request; `large`: the client's body was (PARSE_AHEAD_BYTES or more), and its history's figures (its prefix print hashes every message) are taken a slice per turn of the loop. */
+export async function forwardedOf(planned: Planned, read: ReadFigures, large: boolean): Promise<Forwarded> {
   const clientTokens = planned.plan?.clientTokens;
-  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
+  const steps = requestFiguresSteps(read, planned.context, planned.body, clientTokens);
+  const figures = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
   return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage };
 }
 

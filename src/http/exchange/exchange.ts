@@ -72,8 +72,9 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise
   }
   // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
   // nor the parsed body: the answer's end reads only the figures taken here.
+  const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
   answer.forgetClientBytes();
-  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large);
   answer.record.chat = forwarded.figures;
   return { upstreamAnswer, forwarded };
 }
