@@ -51,16 +51,16 @@ async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}
 }
 
 /** The compactor process's longest event-loop stall since the last reset, in ms of wall time and of its CPU time (bench/servers/compactor.ts). */
-async function stallOf(child: ChildProcess, what: 'reset' | 'read'): Promise<{ wall: number; cpu: number }> {
+async function stallOf(child: ChildProcess, what: 'reset' | 'read'): Promise<{ wall: number; cpu: number; gc: number }> {
   if (what === 'reset') {
     child.send({ stall: 'reset' });
-    return { wall: 0, cpu: 0 };
+    return { wall: 0, cpu: 0, gc: 0 };
   }
   return new Promise((resolve) => {
-    const listener = (message: { stallMs?: number; stallCpuMs?: number }): void => {
+    const listener = (message: { stallMs?: number; stallCpuMs?: number; gcMs?: number }): void => {
       if (typeof message.stallMs !== 'number') return;
       child.off('message', listener);
-      resolve({ wall: message.stallMs, cpu: message.stallCpuMs ?? 0 });
+      resolve({ wall: message.stallMs, cpu: message.stallCpuMs ?? 0, gc: message.gcMs ?? 0 });
     };
     child.on('message', listener);
     child.send({ stall: 'read' });
@@ -166,14 +166,14 @@ async function largestBodies(compactor: string, process_: ChildProcess, upstream
     ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', underLimit((items) => agentBody(BYTES, items), Math.floor(BYTES / 40))],
     ['chat: 10 million empty objects beside one message (uncounted by max_items)', '/v1/chat/completions', uncountedBody(Math.min(10_000_000, Math.floor(BYTES / 3.2)))],
   ];
-  console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | longest loop stall in compactor: wall, CPU | answer |`);
+  console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | longest loop stall in compactor: wall, CPU; longest GC | answer |`);
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [name, path, body] of shapes) {
     const times: number[] = [];
     const floors: number[] = [];
     const parses: number[] = [];
     let worstHealth = 0;
-    const worstStall = { wall: 0, cpu: 0 };
+    const worstStall = { wall: 0, cpu: 0, gc: 0 };
     let last = { ms: 0, status: 0, report: '' };
     // One round first, not counted: the first large body also pays one-time costs (lazy module loading, JIT, heap growth).
     await post(compactor, path, body);
@@ -188,8 +188,9 @@ async function largestBodies(compactor: string, process_: ChildProcess, upstream
       const stall = await stallOf(process_, 'read');
       worstStall.wall = Math.max(worstStall.wall, stall.wall);
       worstStall.cpu = Math.max(worstStall.cpu, stall.cpu);
+      worstStall.gc = Math.max(worstStall.gc, stall.gc);
     }
-    const row = [name, `${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB`, `${median(times).toFixed(0)} ms`, `${median(floors).toFixed(0)} ms`, `${median(parses).toFixed(0)} ms`, `${worstHealth.toFixed(0)} ms`, `${worstStall.wall.toFixed(0)} ms, ${worstStall.cpu.toFixed(0)} ms`, `${last.status} ${last.report}`];
+    const row = [name, `${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB`, `${median(times).toFixed(0)} ms`, `${median(floors).toFixed(0)} ms`, `${median(parses).toFixed(0)} ms`, `${worstHealth.toFixed(0)} ms`, `${worstStall.wall.toFixed(0)} ms, ${worstStall.cpu.toFixed(0)} ms; ${worstStall.gc.toFixed(0)} ms`, `${last.status} ${last.report}`];
     console.log(`| ${row.join(' | ')} |`);
   }
 }
@@ -214,10 +215,10 @@ async function smallUnderLarge(compactor: string, process_: ChildProcess): Promi
   flooding = false;
   await flood;
   const stall = await stallOf(process_, 'read');
-  console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max | longest loop stall in compactor: wall, CPU |`);
+  console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max | longest loop stall in compactor: wall, CPU; longest GC |`);
   console.log('|---|---|---|---|---|');
   console.log(`| alone | ${median(alone).toFixed(1)} ms | ${percentile(alone, 99).toFixed(1)} ms | ${Math.max(...alone).toFixed(1)} ms | |`);
-  console.log(`| while ${largeTimes.length} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back (each answered in ${median(largeTimes).toFixed(0)} ms, median) | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms | ${stall.wall.toFixed(0)} ms, ${stall.cpu.toFixed(0)} ms |`);
+  console.log(`| while ${largeTimes.length} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back (each answered in ${median(largeTimes).toFixed(0)} ms, median) | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms | ${stall.wall.toFixed(0)} ms, ${stall.cpu.toFixed(0)} ms; ${stall.gc.toFixed(0)} ms |`);
 }
 
 async function main(): Promise<void> {

@@ -65,6 +65,8 @@ export interface AppDeps {
   readonly formats?: readonly WireFormat[];
   /** The compaction tiers of the engine built here, cheapest first; the built-in list (policy/tiers/list.ts) when absent. */
   readonly tiers?: TierList;
+  /** How long a large body waits for its place in `limits.in_flight_bytes` before its 503 (10 s when absent; a test says 0). */
+  readonly bodyWaitMs?: number;
 }
 
 export interface ProxyHandle {
@@ -258,6 +260,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.decorateRequest('arrival', null);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
+  // One bound for the large bodies of every route that reads and plans them: chat (all formats) and /v1/compact.
+  const bodies = new BodyBudget(config.limits.in_flight_bytes, deps.bodyWaitMs ?? BODY_WAIT_MS);
   const chatOptions = {
     config,
     upstream,
@@ -267,7 +271,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     shutdown,
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
-    bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
+    bodies,
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -282,7 +286,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     }),
   );
   app.register(async (scope) => chatRoutes(scope, chatOptions));
-  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine }));
+  app.register(async (scope) => compactRoutes(scope, { config, upstream, engine, bodies }));
   if (dashboard !== null) registerDashboard(app, config, dashboard, engine);
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 

@@ -10,10 +10,11 @@
  * `{ stall: 'read' }` answers it in ms (`{ stallMs }`), with the most CPU
  * time the process spent between two turns (`{ stallCpuMs }`, all its
  * threads, the collector's included): in-process figures beside a probe's,
- * the second one little bent by the machine's load (issue 34).
+ * the second one little bent by the machine's load (issue 34); and the
+ * longest single garbage collection meanwhile (`{ gcMs }`).
  */
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
 import { buildApp } from '../../src/app.js';
 import { parseConfig } from '../../src/config/schema.js';
 
@@ -36,12 +37,18 @@ setInterval(() => {
   mostCpuMs = Math.max(mostCpuMs, (now.user - cpuAtTick.user + now.system - cpuAtTick.system) / 1000);
   cpuAtTick = now;
 }, 1).unref();
+// The longest single garbage collection: how much of a stall the collector makes alone.
+let longestGcMs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) longestGcMs = Math.max(longestGcMs, entry.duration);
+}).observe({ entryTypes: ['gc'] });
 process.on('message', (message: { memory?: boolean; stall?: 'reset' | 'read' }) => {
   if (message.stall === 'reset') {
     stalls.reset();
     mostCpuMs = 0;
+    longestGcMs = 0;
   }
-  if (message.stall === 'read') process.send?.({ stallMs: stalls.max / 1e6, stallCpuMs: mostCpuMs });
+  if (message.stall === 'read') process.send?.({ stallMs: stalls.max / 1e6, stallCpuMs: mostCpuMs, gcMs: longestGcMs });
   if (message.memory !== true) return;
   collect?.();
   collect?.();
