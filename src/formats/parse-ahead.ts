@@ -39,11 +39,11 @@ export class ParsedAhead {
   /** The bytes it was parsed from: what it says holds for those bytes only. */
   readonly raw: Buffer;
   readonly body: Record<string, unknown>;
-  /** Where the conversation list lies: from its `[` to just past its `]`. */
-  readonly list: { readonly start: number; readonly end: number };
+  /** Where the conversation list lies: from its `[` to just past its `]`; undefined for a body with none (parsed in slices all the same). */
+  readonly list: { readonly start: number; readonly end: number } | undefined;
   readonly #elements: ReadonlyMap<object, readonly [start: number, end: number]>;
 
-  constructor(raw: Buffer, body: Record<string, unknown>, list: { readonly start: number; readonly end: number }, elements: ReadonlyMap<object, readonly [number, number]>) {
+  constructor(raw: Buffer, body: Record<string, unknown>, list: { readonly start: number; readonly end: number } | undefined, elements: ReadonlyMap<object, readonly [number, number]>) {
     this.raw = raw;
     this.body = body;
     this.list = list;
@@ -83,10 +83,23 @@ export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBoun
     return undefined;
   }
   const scan = scanned ?? (await scanBody(raw, listKey, bounds, pause));
-  if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return undefined;
+  if (!scan.followed || scan.depth > MAX_NESTING_DEPTH) return undefined;
   // A byte order mark is refused by the whole-body parse (json-body.ts).
   if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return undefined;
+  // No conversation list (none, or not a list: a Responses `input` string, or a body the read refuses): the whole body in slices,
+  // not one JSON.parse of all of it (issue 34: a large body with no list was parsed whole).
+  if (scan.list === undefined) return parseWithoutList(raw, pause);
   return parseInPieces(raw, scan, listKey, pause);
+}
+
+async function parseWithoutList(raw: Buffer, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
+  try {
+    const body = await parseInSlices(raw, slicingOf(pause));
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+    return new ParsedAhead(raw, body as Record<string, unknown>, undefined, new Map());
+  } catch {
+    return undefined;
+  }
 }
 
 const slicingOf = (pause: () => Promise<unknown>): Slicing => ({ sliceBytes: SCAN_SLICE_BYTES, pause });

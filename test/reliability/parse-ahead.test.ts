@@ -131,6 +131,20 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     expect(upstream.requests).toHaveLength(0);
   });
 
+  it('parses a large body with no conversation list in slices too, never whole (issue 34), and refuses it in the read\'s words', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const proxy = opened(await startProxy(upstream));
+    const payload = JSON.stringify({ model: 'm', prompt: Array.from({ length: 250_000 }, (_, index) => `p${index}`) });
+    expect(payload.length).toBeGreaterThan(2 * PARSE_AHEAD_BYTES);
+    const jsonParses = vi.spyOn(JSON, 'parse');
+    const answer = await proxy.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, payload });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ error: { param: 'messages' } });
+    const longest = jsonParses.mock.calls.reduce((most, [text]) => Math.max(most, typeof text === 'string' ? text.length : 0), 0);
+    expect(longest).toBeLessThan(PARSE_AHEAD_BYTES + 16);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   it('forwards a large body within the cap as it came', async () => {
     const upstream = opened(await FakeUpstream.start());
     upstream.route('POST', '/v1/chat/completions', replies.chat());

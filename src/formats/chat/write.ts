@@ -11,6 +11,6 @@ import { listParts, spliceValue } from '../splice.js';
  * caller joins them, a large body a MiB per turn of the loop (issue 34).
  */
 export function chatPartsFor(raw: Buffer, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): readonly Buffer[] {
-  if (parsedAhead === undefined || parsedAhead.raw !== raw) return [spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)))];
+  if (parsedAhead?.list === undefined || parsedAhead.raw !== raw) return [spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)))];
   return listParts(raw, parsedAhead.list, messages.map((message) => parsedAhead.bytesOf(message, raw) ?? Buffer.from(JSON.stringify(message))));
 }

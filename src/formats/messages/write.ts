@@ -110,7 +110,7 @@ export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[
  */
 export function messagesPartsFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): readonly Buffer[] {
   const entries = messagesFromView(view, chat);
-  if (parsedAhead === undefined || parsedAhead.raw !== raw) return [spliceList(raw, 'messages', entries)];
+  if (parsedAhead?.list === undefined || parsedAhead.raw !== raw) return [spliceList(raw, 'messages', entries)];
   return listParts(raw, parsedAhead.list, entries.map((entry) => {
     if (!('kept' in entry)) return messageParts(entry.value as WireMessage, raw, parsedAhead);
     const original = view.wire[entry.kept]!;
