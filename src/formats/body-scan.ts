@@ -56,7 +56,9 @@ class Scanner {
   commas: number[] = [];
   readonly #open = new Uint8Array(DEPTH_FOLLOWED + 1);
   /** How many of `bytes` are there to read: all of them, unless the body is still arriving. */
-  available: number;
+  #available: number;
+  /** `bytes` up to `available`: strings are searched in it (one view per arrival, not one per string). */
+  #within: Buffer;
   /** A string whose closing quote has not arrived yet: where it opened, and whether it is a key. */
   #openString: { readonly start: number; readonly isKey: boolean } | undefined;
   /** The last key read at depth 1 was `listKey`; at depth 3 (in an element of the list), a counted one. */
@@ -74,7 +76,17 @@ class Scanner {
     readonly quotedKey: Buffer,
     readonly bounds: ScanBounds,
   ) {
-    this.available = bytes.length;
+    this.#available = bytes.length;
+    this.#within = bytes;
+  }
+
+  get available(): number {
+    return this.#available;
+  }
+
+  set available(available: number) {
+    this.#available = available;
+    this.#within = available === this.bytes.length ? this.bytes : this.bytes.subarray(0, available);
   }
 
   get done(): boolean {
@@ -84,7 +96,7 @@ class Scanner {
   /** Scans up to `stop` (or past it, to the end of a string), never past `available`. */
   advance(stop: number): void {
     const { bytes } = this;
-    const end = Math.min(stop, this.available);
+    const end = Math.min(stop, this.#available);
     if (this.#openString !== undefined && this.followed) this.string(this.#openString.start, this.#openString.isKey, this.position);
     while (this.followed && this.position < end) {
       const byte = bytes[this.position]!;
@@ -110,10 +122,10 @@ class Scanner {
 
   /** The string opened at `start`, its closing quote looked for from `from`: skipped, or left open until more bytes arrive. */
   private string(start: number, isKey: boolean, from: number): void {
-    const quote = closingQuote(this.bytes, from, this.available);
+    const quote = closingQuote(this.#within, from);
     if (quote === -1) {
       this.#openString = { start, isKey };
-      this.position = this.available;
+      this.position = this.#available;
       return;
     }
     this.#openString = undefined;

@@ -2,6 +2,8 @@ import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ArrivingScan, scanBody } from '../../src/formats/body-scan.js';
+import { receiveBody } from '../../src/http/edge/body-receiver.js';
+import type { FastifyRequest } from 'fastify';
 import { PARSE_AHEAD_BYTES } from '../../src/formats/parse-ahead.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { largeJoins } from '../support/joins.js';
@@ -112,5 +114,30 @@ describe('issue 34: a large body is scanned where it arrives, never joined at on
         expect(scan.result(), `body ${index}, cut every ${step}`).toEqual(whole);
       }
     }
+  });
+
+  it('scans at most a MiB per turn of the loop, never in the data handler, however many chunks one turn brings', async () => {
+    // libuv reads a socket up to 32 times (64 KiB each) before it runs anything else: here 64 chunks in one turn.
+    const body = Buffer.from(agentBody(400, 4 * PARSE_AHEAD_BYTES));
+    const payload = new Readable({ read() {} });
+    const request = { headers: { 'content-length': String(body.length) }, routeOptions: { config: { listKey: 'messages' } }, arrival: null } as unknown as FastifyRequest;
+    const received = receiveBody(request, payload, { bodyBytes: 32 * PARSE_AHEAD_BYTES, bounds: { maxItems: 50_000, maxValues: 500_000 } });
+    for (let at = 0; at < body.length; at += CHUNK) payload.push(body.subarray(at, at + CHUNK));
+    payload.push(null);
+    let turns = 0;
+    let done = false;
+    const counting = (async () => {
+      while (!done) {
+        await new Promise((resolve) => setImmediate(resolve));
+        turns++;
+      }
+    })();
+    const bytes = await received;
+    done = true;
+    await counting;
+    expect(bytes.equals(body)).toBe(true);
+    expect(request.arrival?.scan).toMatchObject({ followed: true, items: 1_201 });
+    // 4 MiB scanned a MiB per turn: at least 4 turns before the body is handed on.
+    expect(turns).toBeGreaterThanOrEqual(4);
   });
 });
