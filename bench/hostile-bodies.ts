@@ -13,7 +13,12 @@
  * summary starts after the answer). Each figure is also given for the floor
  * measured in the same run: the same body sent straight to the upstream.
  * Each shape is posted once before its counted rounds: the first large body
- * also pays one-time costs (lazy module loading, JIT, heap growth).
+ * also pays one-time costs (lazy module loading, JIT, heap growth). Beside
+ * the probe's slowest `/healthz`, the compactor process's own longest
+ * event-loop stall over the same rounds (monitorEventLoopDelay at 1 ms):
+ * and the most CPU time it spent between two turns of its loop: the probe's
+ * figure holds the machine's load, the wall stall less, the CPU one least
+ * (a process that waits for a core is not spending CPU).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
@@ -33,7 +38,7 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ origin: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
   children.push(child);
   const port = await new Promise<number>((resolve, reject) => {
@@ -42,7 +47,24 @@ async function start(script: string, args: string[], env: NodeJS.ProcessEnv = {}
       if (typeof message.port === 'number') resolve(message.port);
     });
   });
-  return `http://127.0.0.1:${port}`;
+  return { origin: `http://127.0.0.1:${port}`, child };
+}
+
+/** The compactor process's longest event-loop stall since the last reset, in ms of wall time and of its CPU time (bench/servers/compactor.ts). */
+async function stallOf(child: ChildProcess, what: 'reset' | 'read'): Promise<{ wall: number; cpu: number; gc: number }> {
+  if (what === 'reset') {
+    child.send({ stall: 'reset' });
+    return { wall: 0, cpu: 0, gc: 0 };
+  }
+  return new Promise((resolve) => {
+    const listener = (message: { stallMs?: number; stallCpuMs?: number; gcMs?: number }): void => {
+      if (typeof message.stallMs !== 'number') return;
+      child.off('message', listener);
+      resolve({ wall: message.stallMs, cpu: message.stallCpuMs ?? 0, gc: message.gcMs ?? 0 });
+    };
+    child.on('message', listener);
+    child.send({ stall: 'read' });
+  });
 }
 
 const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
@@ -136,7 +158,7 @@ function parseFloor(body: string): number {
   return performance.now() - started;
 }
 
-async function largestBodies(compactor: string, upstream: string): Promise<void> {
+async function largestBodies(compactor: string, process_: ChildProcess, upstream: string): Promise<void> {
   const shapes: [string, string, string][] = [
     [`chat: n calls of "x", then n results (${ITEMS} items)`, '/v1/chat/completions', sharedIdBody(BYTES, ITEMS)],
     [`chat: agent loop (${ITEMS} items)`, '/v1/chat/completions', agentBody(BYTES, ITEMS)],
@@ -144,31 +166,37 @@ async function largestBodies(compactor: string, upstream: string): Promise<void>
     ['chat: agent loop of tiny steps, past the cap (refused)', '/v1/chat/completions', underLimit((items) => agentBody(BYTES, items), Math.floor(BYTES / 40))],
     ['chat: 10 million empty objects beside one message (uncounted by max_items)', '/v1/chat/completions', uncountedBody(Math.min(10_000_000, Math.floor(BYTES / 3.2)))],
   ];
-  console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | answer |`);
-  console.log('|---|---|---|---|---|---|---|');
+  console.log(`| shape | body | compactor: sent to answered (median of ${ROUNDS}) | straight to the upstream | JSON parse + serialize alone | slowest /healthz meanwhile | longest loop stall in compactor: wall, CPU; longest GC | answer |`);
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [name, path, body] of shapes) {
     const times: number[] = [];
     const floors: number[] = [];
     const parses: number[] = [];
     let worstHealth = 0;
+    const worstStall = { wall: 0, cpu: 0, gc: 0 };
     let last = { ms: 0, status: 0, report: '' };
     // One round first, not counted: the first large body also pays one-time costs (lazy module loading, JIT, heap growth).
     await post(compactor, path, body);
     for (let round = 0; round < ROUNDS; round++) {
       floors.push((await post(upstream, '/v1/chat/completions', body)).ms);
       parses.push(parseFloor(body));
+      await stallOf(process_, 'reset');
       const stop = healthProbe(compactor);
       last = await post(compactor, path, body);
       times.push(last.ms);
       worstHealth = Math.max(worstHealth, await stop());
+      const stall = await stallOf(process_, 'read');
+      worstStall.wall = Math.max(worstStall.wall, stall.wall);
+      worstStall.cpu = Math.max(worstStall.cpu, stall.cpu);
+      worstStall.gc = Math.max(worstStall.gc, stall.gc);
     }
-    const row = [name, `${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB`, `${median(times).toFixed(0)} ms`, `${median(floors).toFixed(0)} ms`, `${median(parses).toFixed(0)} ms`, `${worstHealth.toFixed(0)} ms`, `${last.status} ${last.report}`];
+    const row = [name, `${(Buffer.byteLength(body) / 1048576).toFixed(1)} MiB`, `${median(times).toFixed(0)} ms`, `${median(floors).toFixed(0)} ms`, `${median(parses).toFixed(0)} ms`, `${worstHealth.toFixed(0)} ms`, `${worstStall.wall.toFixed(0)} ms, ${worstStall.cpu.toFixed(0)} ms; ${worstStall.gc.toFixed(0)} ms`, `${last.status} ${last.report}`];
     console.log(`| ${row.join(' | ')} |`);
   }
 }
 
 /** Small requests one after another while maximum-size requests arrive back to back; small requests alone as the baseline. */
-async function smallUnderLarge(compactor: string): Promise<void> {
+async function smallUnderLarge(compactor: string, process_: ChildProcess): Promise<void> {
   const small = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hi' }] });
   const run = async (): Promise<number[]> => {
     const times: number[] = [];
@@ -182,21 +210,23 @@ async function smallUnderLarge(compactor: string): Promise<void> {
   const flood = (async () => {
     while (flooding) largeTimes.push((await post(compactor, '/v1/chat/completions', large)).ms);
   })();
+  await stallOf(process_, 'reset');
   const underLoad = await run();
   flooding = false;
   await flood;
-  console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max |`);
-  console.log('|---|---|---|---|');
-  console.log(`| alone | ${median(alone).toFixed(1)} ms | ${percentile(alone, 99).toFixed(1)} ms | ${Math.max(...alone).toFixed(1)} ms |`);
-  console.log(`| while ${largeTimes.length} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back (each answered in ${median(largeTimes).toFixed(0)} ms, median) | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms |`);
+  const stall = await stallOf(process_, 'read');
+  console.log(`\n| small chat requests (${SMALL}) | p50 | p99 | max | longest loop stall in compactor: wall, CPU; longest GC |`);
+  console.log('|---|---|---|---|---|');
+  console.log(`| alone | ${median(alone).toFixed(1)} ms | ${percentile(alone, 99).toFixed(1)} ms | ${Math.max(...alone).toFixed(1)} ms | |`);
+  console.log(`| while ${largeTimes.length} requests of ${(BYTES / 1048576).toFixed(0)} MiB arrived back to back (each answered in ${median(largeTimes).toFixed(0)} ms, median) | ${median(underLoad).toFixed(1)} ms | ${percentile(underLoad, 99).toFixed(1)} ms | ${Math.max(...underLoad).toFixed(1)} ms | ${stall.wall.toFixed(0)} ms, ${stall.cpu.toFixed(0)} ms; ${stall.gc.toFixed(0)} ms |`);
 }
 
 async function main(): Promise<void> {
   // About 1.25 tokens per 4 bytes learned: a window of ~BYTES/2 tokens puts a full body between soft threshold and threshold.
-  const upstream = await start('bench/servers/upstream.ts', ['0'], { N_CTX: String(Math.round(BYTES / 2)) });
+  const upstream = (await start('bench/servers/upstream.ts', ['0'], { N_CTX: String(Math.round(BYTES / 2)) })).origin;
   const compactor = await start('bench/servers/compactor.ts', [upstream, JSON.stringify({ log: { level: 'warn' } })]);
-  await largestBodies(compactor, upstream);
-  await smallUnderLarge(compactor);
+  await largestBodies(compactor.origin, compactor.child, upstream);
+  await smallUnderLarge(compactor.origin, compactor.child);
 }
 
 main().then(

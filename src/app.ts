@@ -67,6 +67,8 @@ export interface AppDeps {
   readonly formats?: readonly WireFormat[];
   /** The compaction tiers of the engine built here, cheapest first; the built-in list (policy/tiers/list.ts) when absent. */
   readonly tiers?: TierList;
+  /** How long a large body waits for its place in `limits.in_flight_bytes` before its 503 (10 s when absent; a test says 0). */
+  readonly bodyWaitMs?: number;
 }
 
 export interface ProxyHandle {
@@ -253,12 +255,15 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   inFlight.serve(app.server);
   app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown }));
   app.decorateRequest('record', null as unknown as RequestRecord);
+  app.decorateRequest('arrival', null);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
 
   // The key of the compaction items /v1/responses/compact seals (issue 38): configured, else this process's own.
   const seal = new NotesSeal(config.compaction.seal_key ?? config.cache.redis.secret);
   const onCarried = (outcome: 'opened' | 'refused', count: number): void => metrics.compactionItem(outcome, count);
-  const compactOptions = { config, upstream, engine, seal, onSealed: () => metrics.compactionItem('sealed'), onCarried };
+  // One bound for the large bodies of every route that reads and plans them: chat (all formats) and both compactions.
+  const bodies = new BodyBudget(config.limits.in_flight_bytes, deps.bodyWaitMs ?? BODY_WAIT_MS);
+  const compactOptions = { config, upstream, engine, bodies, seal, onSealed: () => metrics.compactionItem('sealed'), onCarried };
   const chatOptions = {
     config,
     upstream,
@@ -268,7 +273,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     shutdown,
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
-    bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
+    bodies,
     seal,
     onCarried,
     answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),

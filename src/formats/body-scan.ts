@@ -1,5 +1,5 @@
 import { TooManyItemsError, TooManyValuesError } from '../errors.js';
-import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, keyIs, skipString } from './json-bytes.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, closingQuote, keyIs } from './json-bytes.js';
 
 /**
  * A large body's bytes scanned before anything parses them (issue 21 item 2),
@@ -12,7 +12,9 @@ import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUO
  *
  * It reads bytes as splice.ts does (json-bytes.ts) and validates nothing beyond the
  * brackets: whatever it cannot follow, the whole-body parse refuses in its
- * own words later.
+ * own words later. It can also follow a body as it arrives
+ * ({@link ArrivingScan}, fed by http/edge/body-receiver.ts): a string cut
+ * by the end of what came so far is taken up again where it stopped.
  */
 
 /** Deeper than this, the scan stops following (parse-ahead.ts leaves the body to the whole-body parse, which refuses it). */
@@ -53,6 +55,12 @@ class Scanner {
   list: { start: number; end: number } | undefined;
   commas: number[] = [];
   readonly #open = new Uint8Array(DEPTH_FOLLOWED + 1);
+  /** How many of `bytes` are there to read: all of them, unless the body is still arriving. */
+  #available: number;
+  /** `bytes` up to `available`: strings are searched in it (one view per arrival, not one per string). */
+  #within: Buffer;
+  /** A string whose closing quote has not arrived yet: where it opened, and whether it is a key. */
+  #openString: { readonly start: number; readonly isKey: boolean } | undefined;
   /** The last key read at depth 1 was `listKey`; at depth 3 (in an element of the list), a counted one. */
   #keyIsList = false;
   #keyIsCounted = false;
@@ -67,16 +75,29 @@ class Scanner {
     readonly bytes: Buffer,
     readonly quotedKey: Buffer,
     readonly bounds: ScanBounds,
-  ) {}
+  ) {
+    this.#available = bytes.length;
+    this.#within = bytes;
+  }
+
+  get available(): number {
+    return this.#available;
+  }
+
+  set available(available: number) {
+    this.#available = available;
+    this.#within = available === this.bytes.length ? this.bytes : this.bytes.subarray(0, available);
+  }
 
   get done(): boolean {
     return !this.followed || this.position >= this.bytes.length;
   }
 
-  /** Scans up to `stop` (or a little past, to the end of a string). */
+  /** Scans up to `stop` (or past it, to the end of a string), never past `available`. */
   advance(stop: number): void {
     const { bytes } = this;
-    const end = Math.min(stop, bytes.length);
+    const end = Math.min(stop, this.#available);
+    if (this.#openString !== undefined && this.followed) this.string(this.#openString.start, this.#openString.isKey, this.position);
     while (this.followed && this.position < end) {
       const byte = bytes[this.position]!;
       if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) {
@@ -95,9 +116,24 @@ class Scanner {
   }
 
   private key(): void {
-    const start = this.position;
-    this.position = skipString(this.bytes, start);
     this.#expectKey = false;
+    this.string(this.position, true, this.position + 1);
+  }
+
+  /** The string opened at `start`, its closing quote looked for from `from`: skipped, or left open until more bytes arrive. */
+  private string(start: number, isKey: boolean, from: number): void {
+    const quote = closingQuote(this.#within, from);
+    if (quote === -1) {
+      this.#openString = { start, isKey };
+      this.position = this.#available;
+      return;
+    }
+    this.#openString = undefined;
+    this.position = quote + 1;
+    if (isKey) this.keyRead(start);
+  }
+
+  private keyRead(start: number): void {
     if (this.depth === 1) this.#keyIsList = keyIs(this.bytes, start, this.position, this.quotedKey);
     else if (this.depth === 3 && this.#inList) this.#keyIsCounted = COUNTED_KEYS.some((quoted) => keyIs(this.bytes, start, this.position, quoted));
   }
@@ -115,7 +151,7 @@ class Scanner {
     // A later `listKey` that is not a list is the one JSON.parse keeps: there is no list to parse in pieces.
     if (this.depth === 1 && this.#keyIsList && byte !== OPEN_BRACKET) this.forgetList();
     if (this.#open[this.depth] === OPEN_BRACKET) this.element();
-    if (byte === QUOTE) this.position = skipString(this.bytes, this.position);
+    if (byte === QUOTE) this.string(this.position, false, this.position + 1);
     else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) this.open(byte);
     else this.position++;
   }
@@ -200,6 +236,54 @@ export async function scanBody(bytes: Buffer, listKey: string, bounds: ScanBound
     if (scanner.done) break;
     await pause();
   }
-  const followed = scanner.followed && scanner.depth === 0;
+  return resultOf(scanner);
+}
+
+function resultOf(scanner: Scanner): BodyScan {
+  const followed = scanner.followed && scanner.depth === 0 && scanner.position >= scanner.bytes.length;
   return { followed, depth: scanner.deepest, list: scanner.list, commas: scanner.commas, items: scanner.items, values: scanner.values };
+}
+
+/**
+ * The scan of a body while it arrives into `bytes` (a buffer of its
+ * declared length, filled from the front): each call to {@link arrived}
+ * scans what came since, up to a slice, so the scan is done by the time the
+ * last byte is in, spread over the turns of the loop that brought the body
+ * (issue 34: the scan after the read held the loop up to a MiB at a time,
+ * after Fastify's copy of the whole body into one buffer).
+ */
+export class ArrivingScan {
+  readonly #scanner: Scanner;
+
+  constructor(
+    readonly bytes: Buffer,
+    readonly listKey: string,
+    bounds: ScanBounds,
+  ) {
+    this.#scanner = new Scanner(bytes, Buffer.from(JSON.stringify(listKey)), bounds);
+    this.#scanner.available = 0;
+  }
+
+  /** Whether bytes that arrived are still to be scanned (the scan stops early at what it cannot follow). */
+  get behind(): boolean {
+    const scanner = this.#scanner;
+    return scanner.followed && scanner.position < scanner.available;
+  }
+
+  /**
+   * The first `available` bytes are in: scans on from where it stopped, up
+   * to a slice; call again while {@link behind}. Throws a TooManyItemsError
+   * or TooManyValuesError as a whole-body scan would.
+   */
+  arrived(available: number): void {
+    const scanner = this.#scanner;
+    scanner.available = Math.min(available, this.bytes.length);
+    scanner.advance(scanner.position + SCAN_SLICE_BYTES);
+  }
+
+  /** What the scan found, once every byte arrived and was scanned. */
+  result(): BodyScan {
+    if (this.behind || this.#scanner.available < this.bytes.length) throw new Error('the body has not all been scanned');
+    return resultOf(this.#scanner);
+  }
 }

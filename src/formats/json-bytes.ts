@@ -21,21 +21,37 @@ export function isWhitespace(byte: number | undefined): boolean {
 
 /** The position just past the string whose opening quote is at `position` (the body's length when it never closes). */
 export function skipString(bytes: Buffer, position: number): number {
-  let quote = bytes.indexOf(QUOTE, position + 1);
+  const quote = closingQuote(bytes, position + 1);
+  return quote === -1 ? bytes.length : quote + 1;
+}
+
+/**
+ * The position of the first quote in `bytes` at or after `from` that is not
+ * escaped, or -1: a string's closing quote, searched for from just past its
+ * opening one. A body still arriving is given as a view of what came
+ * (body-scan.ts), and a search left at -1 may go on from the view's end once
+ * more bytes came: whether a quote is escaped is read from the bytes before it.
+ */
+export function closingQuote(bytes: Buffer, from: number): number {
+  let quote = bytes.indexOf(QUOTE, from);
   for (;;) {
-    // Only a body that is not JSON lacks the closing quote; stopping at its end keeps every loop finite.
-    if (quote === -1) return bytes.length;
+    // Only a body that is not JSON (or not all here yet) lacks the closing quote; stopping at the end keeps every loop finite.
+    if (quote === -1) return -1;
     // A quote preceded by an odd number of backslashes is escaped.
     let backslashes = 0;
     while (bytes[quote - 1 - backslashes] === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
+    if (backslashes % 2 === 0) return quote;
     quote = bytes.indexOf(QUOTE, quote + 1);
   }
 }
 
 /** Whether the key string at `start`…`end` (quotes included) is `quoted`, however it is escaped. */
 export function keyIs(bytes: Buffer, start: number, end: number, quoted: Buffer): boolean {
-  if (end - start === quoted.length) return bytes.compare(quoted, 0, quoted.length, start, end) === 0;
+  if (end - start === quoted.length) {
+    // Byte by byte: keys are short, and a native compare per key cost more than the scan around it (issue 34).
+    for (let index = 0; index < quoted.length; index++) if (bytes[start + index] !== quoted[index]) return false;
+    return true;
+  }
   // `"m\u0065ssages"` is the same key to JSON.parse: only an escaped key can be longer and still say it.
   // Searched within the key only: a search to the body's end made each top-level key cost the whole body (quadratic).
   if (end - start < quoted.length || !bytes.subarray(start, end).includes(BACKSLASH)) return false;

@@ -39,11 +39,11 @@ export class ParsedAhead {
   /** The bytes it was parsed from: what it says holds for those bytes only. */
   readonly raw: Buffer;
   readonly body: Record<string, unknown>;
-  /** Where the conversation list lies: from its `[` to just past its `]`. */
-  readonly list: { readonly start: number; readonly end: number };
+  /** Where the conversation list lies: from its `[` to just past its `]`; undefined for a body with none (parsed in slices all the same). */
+  readonly list: { readonly start: number; readonly end: number } | undefined;
   readonly #elements: ReadonlyMap<object, readonly [start: number, end: number]>;
 
-  constructor(raw: Buffer, body: Record<string, unknown>, list: { readonly start: number; readonly end: number }, elements: ReadonlyMap<object, readonly [number, number]>) {
+  constructor(raw: Buffer, body: Record<string, unknown>, list: { readonly start: number; readonly end: number } | undefined, elements: ReadonlyMap<object, readonly [number, number]>) {
     this.raw = raw;
     this.body = body;
     this.list = list;
@@ -57,25 +57,49 @@ export class ParsedAhead {
   }
 }
 
+/** A scan made while the body arrived (http/edge/body-receiver.ts): its result, or the refusal it met. */
+export interface ScannedOnArrival {
+  readonly bytes: Buffer;
+  readonly listKey: string;
+  readonly scan: BodyScan | Error;
+}
+
 /**
  * Scans and parses `raw` ahead when it is a large body; throws a
  * TooManyItemsError past `maxItems`. `listKey` names the conversation
  * (`messages`, or `input` for the Responses API); `pause` is the caller's
- * turn of the event loop (formats/ does no I/O of its own). Undefined for an
- * ordinary body, or one the whole-body parse must read.
+ * turn of the event loop (formats/ does no I/O of its own). A scan made on
+ * arrival, of these bytes for this key, is taken rather than made again (its
+ * refusal thrown). Undefined for an ordinary body, or one the whole-body
+ * parse must read.
  */
-export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
+export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>, arrival?: ScannedOnArrival | null): Promise<ParsedAhead | undefined> {
   if (!Buffer.isBuffer(raw)) return undefined;
+  const scanned = arrival?.bytes === raw && arrival.listKey === listKey ? arrival.scan : undefined;
+  if (scanned instanceof Error) throw scanned;
   if (raw.length < PARSE_AHEAD_BYTES) {
     // A body of n bytes holds at most n / 2 + 1 values (`[0,0,…]`): under the default bound a small body needs no scan.
     if (raw.length / 2 + 1 > bounds.maxValues) await scanBody(raw, listKey, { maxItems: Number.POSITIVE_INFINITY, maxValues: bounds.maxValues }, pause);
     return undefined;
   }
-  const scan = await scanBody(raw, listKey, bounds, pause);
-  if (!scan.followed || scan.list === undefined || scan.depth > MAX_NESTING_DEPTH) return undefined;
+  const scan = scanned ?? (await scanBody(raw, listKey, bounds, pause));
+  if (!scan.followed || scan.depth > MAX_NESTING_DEPTH) return undefined;
   // A byte order mark is refused by the whole-body parse (json-body.ts).
   if (raw.subarray(0, 3).equals(BYTE_ORDER_MARK)) return undefined;
+  // No conversation list (none, or not a list: a Responses `input` string, or a body the read refuses): the whole body in slices,
+  // not one JSON.parse of all of it (issue 34: a large body with no list was parsed whole).
+  if (scan.list === undefined) return parseWithoutList(raw, pause);
   return parseInPieces(raw, scan, listKey, pause);
+}
+
+async function parseWithoutList(raw: Buffer, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
+  try {
+    const body = await parseInSlices(raw, slicingOf(pause));
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+    return new ParsedAhead(raw, body as Record<string, unknown>, undefined, new Map());
+  } catch {
+    return undefined;
+  }
 }
 
 const slicingOf = (pause: () => Promise<unknown>): Slicing => ({ sliceBytes: SCAN_SLICE_BYTES, pause });

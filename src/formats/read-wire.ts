@@ -39,8 +39,8 @@ export interface WireReader<Body extends { model: string } & Record<string, unkn
   wireIndexOf(chat: readonly ChatMessage[], index: number): number | undefined;
   /** Whether the chat view's `messages` are the body's own top-level `messages` as parsed (ReadRequest.messagesAsParsed). */
   readonly messagesAsParsed: boolean;
-  /** The client's bytes with its conversation rewritten from the chat messages the core returned (write.ts), given what parse-ahead found. */
-  bytesFor(raw: Buffer, view: View, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer;
+  /** The client's bytes with its conversation rewritten from the chat messages the core returned (write.ts), given what parse-ahead found: as parts, in order. */
+  partsFor(raw: Buffer, view: View, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): readonly Buffer[];
   /** The edits the client asks of its context, read from the checked body (throws a 400 naming a wrong field); absent: the format has none. */
   readonly edits?: (body: Body) => ContextEdits | undefined;
   /** The top-level field that holds them: compactor's alone, never forwarded. */
@@ -76,7 +76,8 @@ export function* readWire<Body extends { model: string } & Record<string, unknow
     stream: body['stream'] === true,
     ...(reader.messagesAsParsed ? { messagesAsParsed: true } : {}),
     ...(untouched === undefined ? {} : { untouched }),
-    bytesFor: (bytes, messages) => reader.bytesFor(bytes, view, messages, parsedAhead),
+    bytesFor: (bytes, messages) => Buffer.concat(reader.partsFor(bytes, view, messages, parsedAhead)),
+    partsFor: (bytes, messages) => reader.partsFor(bytes, view, messages, parsedAhead),
     ...(edits === undefined ? {} : { edits }),
     ...(forwardable === undefined ? {} : { forwardable }),
   };

@@ -40,4 +40,6 @@ export { chatRequestView } from './chat/read.js';
 export { findMessagesSpan } from './splice.js';
 export type { PairMode, PairOutcome } from './pairs.js';
 /** A large body scanned and parsed in pieces before its read (issue 21 item 2). */
-export { PARSE_AHEAD_BYTES, type ParsedAhead, parseAhead } from './parse-ahead.js';
+export { PARSE_AHEAD_BYTES, type ParsedAhead, type ScannedOnArrival, parseAhead } from './parse-ahead.js';
+/** A large body scanned while it arrives (http/edge/body-receiver.ts), its result handed to the parse-ahead. */
+export { ArrivingScan, type BodyScan, type ScanBounds } from './body-scan.js';

@@ -45,6 +45,12 @@ export interface ReadRequest {
   readonly untouched?: string;
   /** The client's bytes with its conversation rewritten from the chat messages the core returned. */
   bytesFor(raw: Buffer, messages: readonly ChatMessage[]): Buffer;
+  /**
+   * The same bytes as parts, in order, not joined: a large body's write-back
+   * is mostly the client's own bytes of what it kept (parse-ahead.ts), and
+   * the caller joins them a slice per turn of the loop (issue 34).
+   */
+  partsFor(raw: Buffer, messages: readonly ChatMessage[]): readonly Buffer[];
   /** The edits the client asks of its context (Anthropic's `context_management`), when its API has them and it sent some. */
   readonly edits?: ContextEdits;
   /**

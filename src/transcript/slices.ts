@@ -18,6 +18,32 @@ export function sliceEndsAt(index: number): boolean {
   return index % SLICE_ITEMS === SLICE_ITEMS - 1;
 }
 
+/** Bytes copied between two places a pause may come when parts are joined. */
+export const JOIN_SLICE_BYTES = 1024 * 1024;
+
+/**
+ * `parts` joined into one buffer, a pause allowed after every
+ * `JOIN_SLICE_BYTES` copied: a 32 MiB body written back, or taken off a
+ * connection in chunks, is never copied all at once (issue 34).
+ */
+export function* joinedInSlices(parts: readonly Uint8Array[]): Slices<Buffer> {
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const joined = Buffer.allocUnsafe(length);
+  let at = 0;
+  let sincePause = 0;
+  for (const part of parts) {
+    joined.set(part, at);
+    at += part.length;
+    sincePause += part.length;
+    if (sincePause >= JOIN_SLICE_BYTES) {
+      sincePause = 0;
+      yield;
+    }
+  }
+  return joined;
+}
+
 /** Runs `steps` to the end without pausing. */
 export function runNow<T>(steps: Slices<T>): T {
   let next = steps.next();

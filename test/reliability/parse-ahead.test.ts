@@ -4,6 +4,7 @@ import { scanBody, SCAN_SLICE_BYTES } from '../../src/formats/body-scan.js';
 import { readJsonObject } from '../../src/formats/json-body.js';
 import { PARSE_AHEAD_BYTES, parseAhead } from '../../src/formats/parse-ahead.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
+import { largeJoins } from '../support/joins.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 
 /**
@@ -130,6 +131,20 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     expect(upstream.requests).toHaveLength(0);
   });
 
+  it('parses a large body with no conversation list in slices too, never whole (issue 34), and refuses it in the read\'s words', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    const proxy = opened(await startProxy(upstream));
+    const payload = JSON.stringify({ model: 'm', prompt: Array.from({ length: 250_000 }, (_, index) => `p${index}`) });
+    expect(payload.length).toBeGreaterThan(2 * PARSE_AHEAD_BYTES);
+    const jsonParses = vi.spyOn(JSON, 'parse');
+    const answer = await proxy.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, payload });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ error: { param: 'messages' } });
+    const longest = jsonParses.mock.calls.reduce((most, [text]) => Math.max(most, typeof text === 'string' ? text.length : 0), 0);
+    expect(longest).toBeLessThan(PARSE_AHEAD_BYTES + 16);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   it('forwards a large body within the cap as it came', async () => {
     const upstream = opened(await FakeUpstream.start());
     upstream.route('POST', '/v1/chat/completions', replies.chat());
@@ -158,5 +173,28 @@ describe('issue 21 item 2: a large body is scanned and parsed in pieces', () => 
     expect((JSON.parse(forwarded) as { messages: unknown[] }).messages).toHaveLength(4);
     const serializedLarge = serialized.mock.results.some((result) => typeof result.value === 'string' && result.value.length > PARSE_AHEAD_BYTES / 2);
     expect(serializedLarge).toBe(false);
+  });
+
+  it('joins a repaired large body\'s write-back a MiB per turn of the loop, never all at once (issue 34), on chat and Messages', async () => {
+    const upstream = opened(await FakeUpstream.start());
+    upstream.route('POST', '/v1/chat/completions', replies.chat());
+    // An answer as https://docs.anthropic.com/en/api/messages documents it.
+    upstream.route('POST', '/v1/messages', replies.json(200, { id: 'msg_1', type: 'message', role: 'assistant', model: 'm', content: [{ type: 'text', text: 'ok' }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } }));
+    const proxy = opened(await startProxy(upstream));
+    const pad = 'p'.repeat(PARSE_AHEAD_BYTES / 2);
+    const results = Array.from({ length: 6 }, (_, index) => ({ role: 'tool', tool_call_id: `c${index}`, content: pad }));
+    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'go' }, { role: 'assistant', content: '', tool_calls: [call('c0'), call('c1'), call('c2'), call('c3'), call('c4'), call('c5'), call('c6')] }, ...results] });
+    const blocks = Array.from({ length: 6 }, (_, index) => ({ type: 'tool_result', tool_use_id: `t${index}`, content: pad }));
+    const messages = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'go' }, { role: 'assistant', content: blocks.map((_, index) => ({ type: 'tool_use', id: `t${index}`, name: 'f', input: {} })) }, { role: 'user', content: [...blocks, { type: 'tool_result', tool_use_id: 'orphan', content: 'r' }] }] });
+    for (const [url, payload] of [['/v1/chat/completions', chat], ['/v1/messages', messages]] as const) {
+      const joins = largeJoins(PARSE_AHEAD_BYTES);
+      const answer = await proxy.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload });
+      expect(answer.statusCode, url).toBe(200);
+      expect(answer.headers['x-compactor'], url).toContain('repaired');
+      expect(joins.count, url).toBe(0);
+      vi.restoreAllMocks();
+    }
+    // Both repaired bodies went upstream whole: 3 MiB of results each.
+    expect(upstream.requests.map((request) => request.body.length > 3 * PARSE_AHEAD_BYTES)).toEqual([true, true]);
   });
 });

@@ -6,7 +6,7 @@ import { CHAT_STREAM_END } from './stream.js';
 import { CHAT_USAGE } from './usage.js';
 import { chatErrorBody, chatErrorEvent } from './errors.js';
 import { CHAT_OUTPUT_LIMIT_FIELDS, type ChatRequestBody, checkChatBody } from './read.js';
-import { chatBytesFor } from './write.js';
+import { chatPartsFor } from './write.js';
 
 // The view is the body itself: each chat message is its own wire message.
 const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
@@ -16,7 +16,7 @@ const CHAT_READER: WireReader<ChatRequestBody, WireView> = {
   },
   wireIndexOf: (_chat, index) => index,
   messagesAsParsed: true,
-  bytesFor: (raw, _view, messages, parsedAhead) => chatBytesFor(raw, messages, parsedAhead),
+  partsFor: (raw, _view, messages, parsedAhead) => chatPartsFor(raw, messages, parsedAhead),
 };
 
 export const CHAT_FORMAT: WireFormat = {

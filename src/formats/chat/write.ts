@@ -7,9 +7,10 @@ import { listParts, spliceValue } from '../splice.js';
  * every other byte as the client wrote it. For a large body parsed ahead
  * (parse-ahead.ts), each message kept goes as the client's own bytes and only
  * the new ones are serialized: a repair of a 32 MiB body copies it rather
- * than serializing it again (issue 21 item 2).
+ * than serializing it again (issue 21 item 2). As parts, in order: the
+ * caller joins them, a large body a MiB per turn of the loop (issue 34).
  */
-export function chatBytesFor(raw: Buffer, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer {
-  if (parsedAhead === undefined || parsedAhead.raw !== raw) return spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)));
-  return Buffer.concat(listParts(raw, parsedAhead.list, messages.map((message) => parsedAhead.bytesOf(message, raw) ?? Buffer.from(JSON.stringify(message)))));
+export function chatPartsFor(raw: Buffer, messages: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): readonly Buffer[] {
+  if (parsedAhead?.list === undefined || parsedAhead.raw !== raw) return [spliceValue(raw, 'messages', Buffer.from(JSON.stringify(messages)))];
+  return listParts(raw, parsedAhead.list, messages.map((message) => parsedAhead.bytesOf(message, raw) ?? Buffer.from(JSON.stringify(message))));
 }

@@ -6,7 +6,7 @@ import { MESSAGES_STREAM_END } from './stream.js';
 import { MESSAGES_USAGE } from './usage.js';
 import { anthropicErrorBody, anthropicErrorEvent } from './errors.js';
 import { type MessagesView, checkMessagesBody, messagesViewSteps, wireIndexOf } from './read.js';
-import { messagesBytesFor } from './write.js';
+import { messagesPartsFor } from './write.js';
 import { CONTEXT_MANAGEMENT_KEY, readContextManagement } from './context-management.js';
 import { messagesAnswerEditor, pausedCompactionAnswer } from './answer-edits.js';
 
@@ -20,7 +20,7 @@ const MESSAGES_READER: WireReader<CheckedBody, MessagesView> = {
   view: messagesViewSteps,
   wireIndexOf,
   messagesAsParsed: false,
-  bytesFor: messagesBytesFor,
+  partsFor: messagesPartsFor,
   edits: readContextManagement,
   editsKey: CONTEXT_MANAGEMENT_KEY,
 };

@@ -124,16 +124,17 @@ export function messagesFromView(view: MessagesView, chat: readonly ChatMessage[
  * ahead (parse-ahead.ts), a kept message is copied from where the parse found
  * it, and a rebuilt turn is written with each block it kept as the client's
  * own bytes: a 30 MiB turn that lost one orphan result is copied, not
- * serialized again (issue 21).
+ * serialized again (issue 21). As parts, in order: the caller joins them, a
+ * large body a MiB per turn of the loop (issue 34).
  */
-export function messagesBytesFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): Buffer {
+export function messagesPartsFor(raw: Buffer, view: MessagesView, chat: readonly ChatMessage[], parsedAhead: ParsedAhead | undefined): readonly Buffer[] {
   const entries = messagesFromView(view, chat);
-  if (parsedAhead === undefined || parsedAhead.raw !== raw) return spliceList(raw, 'messages', entries);
-  return Buffer.concat(listParts(raw, parsedAhead.list, entries.map((entry) => {
+  if (parsedAhead?.list === undefined || parsedAhead.raw !== raw) return [spliceList(raw, 'messages', entries)];
+  return listParts(raw, parsedAhead.list, entries.map((entry) => {
     if (!('kept' in entry)) return messageParts(entry.value as WireMessage, raw, parsedAhead);
     const original = view.wire[entry.kept]!;
     return parsedAhead.bytesOf(original, raw) ?? Buffer.from(JSON.stringify(original));
-  })));
+  }));
 }
 
 const CONTENT_KEY = Buffer.from('"content"');
@@ -141,7 +142,7 @@ const CONTENT_KEY = Buffer.from('"content"');
 /**
  * A rebuilt message as the parts of its bytes: serialized with an empty
  * `content`, its blocks put in, each kept one as the client's bytes (as
- * parts: the body's one concatenation copies the blocks once).
+ * parts: the body's one join copies the blocks once).
  */
 function messageParts(message: WireMessage, raw: Buffer, parsedAhead: ParsedAhead): Buffer[] {
   const content = message['content'];

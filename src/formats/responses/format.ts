@@ -24,7 +24,7 @@ const RESPONSES_READER: WireReader<CheckedBody, ResponsesView> = {
   },
   wireIndexOf: inputIndexOf,
   messagesAsParsed: false,
-  bytesFor: (raw, view, messages) => responsesBytesFor(raw, view, messages),
+  partsFor: (raw, view, messages) => [responsesBytesFor(raw, view, messages)],
 };
 
 export const RESPONSES_FORMAT: WireFormat = {

@@ -74,6 +74,7 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
    */
   forgetClientBytes(): void {
     this.request.body = undefined;
+    this.request.arrival = null;
   }
 
   /** The shutdown's grace period ran out. */

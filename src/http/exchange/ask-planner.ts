@@ -3,7 +3,8 @@ import type { ModeChoice } from './request-mode.js';
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import { type ChatRequestBody, PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { ChatContext, ChatHooks, ChatPlan, ReadFigures, RequestFigures, UsageHook } from './planner.js';
-import { requestFiguresOf } from './request-figures.js';
+import { joinedInSlices, runInSlices, runNow } from '../../transcript/slices.js';
+import { requestFiguresSteps } from './request-figures.js';
 import type { ExchangeRead } from './read-request.js';
 
 /**
@@ -41,9 +42,11 @@ export interface Forwarded {
   readonly answerEdits: AnswerEdits | undefined;
 }
 
-export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
+/** The figures kept of a forwarded request; `large`: the client's body was (PARSE_AHEAD_BYTES or more), and its history's figures (its prefix print hashes every message) are taken a slice per turn of the loop. */
+export async function forwardedOf(planned: Planned, read: ReadFigures, large: boolean): Promise<Forwarded> {
   const clientTokens = planned.plan?.clientTokens;
-  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
+  const steps = requestFiguresSteps(read, planned.context, planned.body, clientTokens);
+  const figures = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
   return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage, answerEdits: planned.plan?.answerEdits };
 }
 
@@ -56,6 +59,11 @@ export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
  */
 async function yieldOnLargeBody(raw: Buffer): Promise<void> {
   if (raw.length >= PARSE_AHEAD_BYTES) await nextTurnOfTheEventLoop();
+}
+
+async function joinedBody(parts: readonly Buffer[], large: boolean): Promise<Buffer> {
+  if (parts.length === 1) return parts[0]!;
+  return large ? runInSlices(joinedInSlices(parts), nextTurnOfTheEventLoop) : Buffer.concat(parts);
 }
 
 function joinReports(first: string | undefined, second: string | undefined): string | undefined {
@@ -75,7 +83,8 @@ export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
   if (changedBody !== undefined) await yieldOnLargeBody(raw);
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
-  const rewritten = changedBody === undefined ? raw : request.bytesFor(raw, (changedBody as ChatRequestBody).messages);
+  // A large body's parts (mostly the client's own bytes of what it kept) are joined a MiB per turn of the loop.
+  const rewritten = changedBody === undefined ? raw : await joinedBody(request.partsFor(raw, (changedBody as ChatRequestBody).messages), raw.length >= PARSE_AHEAD_BYTES);
   // A field only compactor reads (Anthropic's context_management) never reaches the upstream.
   const bytes = request.forwardable === undefined ? rewritten : request.forwardable(rewritten);
   const joined = joinReports(joinReports(request.untouched, pairs.report), plan?.report);

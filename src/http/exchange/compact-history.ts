@@ -2,7 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CompactionEngine } from '../../compaction/engine/engine.js';
 import type { Config } from '../../config/schema.js';
 import { InternalError, InvalidRequestError, ProxyError } from '../../errors.js';
-import { COMPACT_BODY_FORMAT, type ChatRequestBody, chatRequestView } from '../../formats/registry.js';
+import { COMPACT_BODY_FORMAT, type ChatRequestBody, PARSE_AHEAD_BYTES, chatRequestView } from '../../formats/registry.js';
+import type { BodyBudget } from '../edge/body-budget.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
 import type { UpstreamClient } from '../../upstream/client.js';
 import { credentialHeaders } from './engine-planner.js';
@@ -32,6 +33,8 @@ export interface CompactRouteOptions {
   readonly upstream: UpstreamClient;
   /** Null when the chat route's planner replaces compactor's engine: the history comes back as it is. */
   readonly engine: CompactionEngine | null;
+  /** `limits.in_flight_bytes`, shared with the chat route: a large body takes its place for its read and compaction. */
+  readonly bodies?: BodyBudget;
 }
 
 export interface CompactionAnswer {
@@ -49,10 +52,21 @@ function forceOf(body: Record<string, unknown>): boolean {
 }
 
 async function compact(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
+  // A large body takes its place in limits.in_flight_bytes, as on the chat route: it may wait, or get a 503.
+  const body: unknown = request.body;
+  const release = options.bodies !== undefined && Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES ? await options.bodies.take(body.length) : undefined;
+  try {
+    return await compactBody(request, options, signal);
+  } finally {
+    release?.();
+  }
+}
+
+async function compactBody(request: FastifyRequest, options: CompactRouteOptions, signal: AbortSignal): Promise<CompactionAnswer> {
   const { config, engine, upstream } = options;
   // Read as the chat route reads a chat completion, pairs repaired even in observe mode: the client asked for it.
   const settings = { format: COMPACT_BODY_FORMAT, pairs: config.pairs, observing: false, maxItems: config.limits.max_items, maxValues: config.limits.max_values };
-  const read = (await readExchange(settings, request.body, request.headers['content-type'])).request;
+  const read = (await readExchange(settings, request.body, request.headers['content-type'], request.arrival)).request;
   const parsed = read.pairs.before;
   const force = forceOf(parsed);
   // `force` is this route's word, not the model's: it never reaches a summary request.

@@ -67,8 +67,9 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   // A compaction the client asked to pause after (Anthropic's pause_after_compaction) is the answer: the model is not asked.
   const paused = pausedAnswer(answer, planned);
   if (paused !== undefined) {
+    const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
     answer.forgetClientBytes();
-    const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+    const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large);
     answer.record.chat = forwarded.figures;
     return { upstreamAnswer: paused, forwarded };
   }
@@ -85,8 +86,9 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   }
   // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
   // nor the parsed body: the answer's end reads only the figures taken here.
+  const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
   answer.forgetClientBytes();
-  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large);
   answer.record.chat = forwarded.figures;
   // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
   const { format } = answer.route;
@@ -110,7 +112,7 @@ async function readAndPlan(answer: AnswerWriter, opened: string | undefined): Pr
   const { request, record, route } = answer;
   const choice = requestModeOf(request.headers, route.options.config);
   const settings = readSettingsFor(route.read, choice.mode, route.options.config.pairs);
-  const read = await readExchange(settings, request.body, request.headers['content-type']);
+  const read = await readExchange(settings, request.body, request.headers['content-type'], request.arrival);
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;

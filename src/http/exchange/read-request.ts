@@ -1,5 +1,5 @@
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
-import { PARSE_AHEAD_BYTES, type PairMode, type ReadRequest, type WireFormat, parseAhead } from '../../formats/registry.js';
+import { PARSE_AHEAD_BYTES, type PairMode, type ReadRequest, type ScannedOnArrival, type WireFormat, parseAhead } from '../../formats/registry.js';
 import { runInSlices, runNow } from '../../transcript/slices.js';
 import type { RequestMode } from './request-mode.js';
 
@@ -34,11 +34,13 @@ export interface ReadSettings {
  * the event loop turning between pieces (src/formats/parse-ahead.ts): past
  * `limits.max_items` it is refused before any parse. Then its read (the
  * view, the pair check) runs a slice of items at a time, the loop turning
- * between slices; an ordinary body is read at once, with no pause.
+ * between slices; an ordinary body is read at once, with no pause. A
+ * large body scanned as it arrived (`arrival`, http/edge/body-receiver.ts)
+ * is not scanned again, and a refusal its scan met is thrown first.
  */
-export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined): Promise<ExchangeRead> {
+export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined, arrival?: ScannedOnArrival | null): Promise<ExchangeRead> {
   const { format, pairs, observing, maxItems, maxValues } = settings;
-  const parsedAhead = await parseAhead(body, format.listKey, { maxItems, maxValues }, nextTurnOfTheEventLoop);
+  const parsedAhead = await parseAhead(body, format.listKey, { maxItems, maxValues }, nextTurnOfTheEventLoop, arrival);
   const steps = format.read({ raw: body, contentType, pairs, observe: observing, maxItems, parsedAhead });
   const large = Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES;
   const request = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);

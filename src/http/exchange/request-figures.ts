@@ -1,7 +1,8 @@
 import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
-import { prefixPrintOf } from '../ledger/prefix-print.js';
+import { type Slices, runNow } from '../../transcript/slices.js';
+import { prefixPrintSteps } from '../ledger/prefix-print.js';
 import { tenantOfRequest } from '../edge/tenant.js';
 import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
 
@@ -21,11 +22,16 @@ export function readFiguresOf(context: Pick<ChatContext, 'keyTenant' | 'headers'
 
 /** Taken when the request is forwarded: from here on only these figures are kept. */
 export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined): RequestFigures {
+  return runNow(requestFiguresSteps(read, context, forwarded, clientTokens));
+}
+
+/** The same figures as steps: a large history's prefix print is taken a slice at a time (issue 34). */
+export function* requestFiguresSteps(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined): Slices<RequestFigures> {
   const changed = forwarded !== context.body;
   // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
   const estimated = changed && clientTokens === undefined;
   const forwardedMessages = forwarded['messages'];
-  const prefix = prefixPrintOf(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
+  const prefix = yield* prefixPrintSteps(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
   return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix };
 }
 

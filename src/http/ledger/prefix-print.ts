@@ -4,6 +4,7 @@ import { isRealUserMessage } from '../../transcript/groups.js';
 import { isMarked } from '../../transcript/marks.js';
 import { contentText, type ChatMessage } from '../../transcript/message.js';
 import { MARKER_PREFIX } from '../../transcript/compress/markers.js';
+import { type Slices, runNow, sliceEndsAt } from '../../transcript/slices.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 
 /**
@@ -38,11 +39,26 @@ export interface PrefixPrint {
 // The elision marker of a pruned result (transcript/prune.ts): ` bytes elided …]`.
 const ELIDED = ' bytes elided …]';
 
-function digestsOf(messages: readonly ChatMessage[]): Buffer {
+/**
+ * Characters of canonical text hashed between two places a pause may come:
+ * the print of a 32 MiB history held the loop 200–460 ms in one piece on a
+ * busy machine (issue 34, planning's stalls), the largest single stall left
+ * after the parse in slices.
+ */
+const SLICE_TEXT = 1024 * 1024;
+
+function* digestSteps(messages: readonly ChatMessage[]): Slices<Buffer> {
   const digests = Buffer.allocUnsafe(messages.length * DIGEST_BYTES);
+  let sincePause = 0;
   for (const [index, message] of messages.entries()) {
     // The epochs' canonical text, not JSON: no escaping pass over a large result, and key order does not matter.
-    createHash('sha256').update(canonicalText(message)).digest().copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
+    const text = canonicalText(message);
+    createHash('sha256').update(text).digest().copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
+    sincePause += text.length;
+    if (sincePause >= SLICE_TEXT || sliceEndsAt(index)) {
+      sincePause = 0;
+      yield;
+    }
   }
   return digests;
 }
@@ -60,9 +76,14 @@ function writtenOf(message: ChatMessage): Written {
 
 /** The print of a request whose `forwarded` messages went upstream in place of the client's `client` ones. */
 export function prefixPrintOf(tenant: string, model: string, client: readonly ChatMessage[], forwarded: readonly ChatMessage[]): PrefixPrint {
-  const clientDigests = digestsOf(client);
+  return runNow(prefixPrintSteps(tenant, model, client, forwarded));
+}
+
+/** The same print as steps (transcript/slices.ts): a large history's is taken a slice at a time, the loop turning between. */
+export function* prefixPrintSteps(tenant: string, model: string, client: readonly ChatMessage[], forwarded: readonly ChatMessage[]): Slices<PrefixPrint> {
+  const clientDigests = yield* digestSteps(client);
   const same = forwarded === client;
-  const forwardedDigests = same ? clientDigests : digestsOf(forwarded);
+  const forwardedDigests = same ? clientDigests : yield* digestSteps(forwarded);
   const written = new Uint8Array(forwarded.length);
   const tokens = new Uint32Array(forwarded.length);
   const theClients = same ? null : new Set(client);
@@ -70,6 +91,7 @@ export function prefixPrintOf(tenant: string, model: string, client: readonly Ch
     tokens[index] = Math.round(estimateMessageTokens(message));
     // A mark is genuine only where compactor wrote it: in what it changed, never in what the client sent as it was.
     if (theClients !== null && !theClients.has(message)) written[index] = writtenOf(message);
+    if (sliceEndsAt(index)) yield;
   }
   const firstUser = client.findIndex((message) => isRealUserMessage(message));
   const headEnd = (firstUser === -1 ? client.length : firstUser + 1) * DIGEST_BYTES;

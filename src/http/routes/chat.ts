@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { receiveBodies } from '../edge/body-receiver.js';
 import { runChatExchange } from '../exchange/exchange.js';
 import { countTokens } from '../exchange/count-tokens.js';
 import { ChatRoute, type ChatRouteOptions } from '../exchange/route.js';
@@ -23,12 +24,9 @@ export interface ChatRoutesOptions extends Omit<ChatRouteOptions, 'format'> {
 
 export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOptions): Promise<void> {
   const bodyLimit = options.config.limits.body_bytes;
-  // Every content type is read as bytes, up to the limit (413 beyond): the
-  // handler keeps the raw bytes and answers 415 itself, in OpenAI's shape.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => {
-    done(null, body);
-  });
+  // Every content type is read as bytes, up to the limit (413 beyond), a large body scanned as it arrives
+  // (body-receiver.ts): the handler keeps the raw bytes and answers 415 itself, in OpenAI's shape.
+  receiveBodies(app, { bodyBytes: bodyLimit, bounds: { maxItems: options.config.limits.max_items, maxValues: options.config.limits.max_values } });
   // One route per wire format (src/formats/registry.ts), each the same exchange through its format.
   for (const format of options.formats) {
     const route = new ChatRoute({ ...options, format });
@@ -41,7 +39,7 @@ export async function chatRoutes(app: FastifyInstance, options: ChatRoutesOption
       request.record.kind = 'chat';
       return runChatExchange(request, reply, route);
     };
-    for (const url of format.urls) app.post(url, { bodyLimit, config: { kind: 'chat' } }, handler);
+    for (const url of format.urls) app.post(url, { bodyLimit, config: { kind: 'chat', listKey: format.listKey } }, handler);
     // Its token count, where its API has one: with context edits it says what they leave (count-tokens.ts).
     for (const url of format.countTokensUrls ?? []) app.post(url, { bodyLimit, config: { kind: 'passthrough' } }, (request, reply) => countTokens(request, reply, route));
   }
