@@ -38,9 +38,9 @@ export interface Forwarded {
   readonly onUsage: UsageHook | undefined;
 }
 
-export function forwardedOf(planned: Planned, read: ReadFigures): Forwarded {
+export function forwardedOf(planned: Planned, read: ReadFigures, upstream: string | null = null): Forwarded {
   const clientTokens = planned.plan?.clientTokens;
-  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens);
+  const figures = requestFiguresOf(read, planned.context, planned.body, clientTokens, upstream);
   return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage };
 }
 

@@ -1,6 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
-import type { HeaderRecord, UpstreamResponse } from '../../upstream/client.js';
+import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
+import { forwardOnFleet } from './fleet-forward.js';
 import { forwardRequestHeaders } from '../edge/headers.js';
 import { targetPath } from '../edge/request-record.js';
 import { AnswerWriter } from './answer.js';
@@ -73,7 +75,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise
   // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
   // nor the parsed body: the answer's end reads only the figures taken here.
   answer.forgetClientBytes();
-  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), answer.record.upstreamServer);
   answer.record.chat = forwarded.figures;
   return { upstreamAnswer, forwarded };
 }
@@ -102,18 +104,39 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
 }
 
 async function forward(answer: AnswerWriter, planned: Planned, slot: SlotHold): Promise<UpstreamResponse> {
-  const { request, route, record } = answer;
+  const { route } = answer;
+  const { fleet } = route.options;
+  if (fleet === undefined) return forwardTo(answer, planned, slot, route.options.upstream, route.options.slots, route.forwardHeaders);
+  // Each server of a fleet has its own slots and key (fleet-forward.ts sends to the next when one does not answer).
+  return forwardOnFleet(answer, planned, fleet, (server) =>
+    forwardTo(answer, planned, slot, server.client, server.slots, { ...route.forwardHeaders, apiKey: server.client.apiKey }),
+  );
+}
+
+async function forwardTo(
+  answer: AnswerWriter,
+  planned: Planned,
+  slot: SlotHold,
+  upstream: Pick<UpstreamClient, 'forward'>,
+  slots: SlotRouter | undefined,
+  forwardHeaders: ChatRoute['forwardHeaders'],
+): Promise<UpstreamResponse> {
+  const { request, record } = answer;
   // A request sent again gives up the slot of its first send before it joins the slot queue again.
   slot.set(null);
-  const pinned = await pinToSlot(answer, planned);
+  const pinned = await pinToSlot(answer, planned, slots);
   slot.set(pinned?.lease ?? null);
   const bytes = pinned?.bytes ?? planned.bytes;
-  const headers: HeaderRecord = forwardRequestHeaders(request.headers, route.forwardHeaders);
+  const headers: HeaderRecord = forwardRequestHeaders(request.headers, forwardHeaders);
   headers['content-length'] = String(bytes.length);
   if (planned.changed || pinned !== null || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
   const started = performance.now();
   try {
-    return await route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: answer.abort.emitter });
+    return await upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: answer.abort.emitter });
+  } catch (error) {
+    // A send that failed holds no slot: the next server's send, or the next request of this slot's queue, may go.
+    slot.set(null);
+    throw error;
   } finally {
     record.upstreamMs = performance.now() - started;
   }
