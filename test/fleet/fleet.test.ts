@@ -30,11 +30,13 @@ async function fleetOf(count: number, slots = 2): Promise<Server[]> {
   return servers;
 }
 
-async function proxyOf(servers: readonly Server[], config: Record<string, unknown> = {}) {
+async function proxyOf(servers: readonly Server[], compaction?: Record<string, unknown>) {
   const logs = new LogCapture();
   const urls = servers.map((server) => ({ url: server.upstream.url }));
   // health_interval_ms long: the tests run each probe round themselves (fleet.probe), so what a round changed is known.
-  const app = buildApp(testConfig(urls[0]!.url, { upstream: { slots: 'auto', servers: urls, health_interval_ms: 600_000, ...config } }), { logStream: logs });
+  const upstream = { slots: 'auto', servers: urls, health_interval_ms: 600_000 };
+  const overrides = compaction === undefined ? { upstream } : { upstream, compaction: { enabled: true, ...compaction }, models: { '*': { context_window: 4096 } } };
+  const app = buildApp(testConfig(urls[0]!.url, overrides), { logStream: logs });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   track({
@@ -169,4 +171,38 @@ describe('a fleet of llama-servers (issue 39)', () => {
     expect(answer.text).toContain('"error"');
     expect(conversationsOn(other)).toEqual([]);
   });
+});
+
+describe('summaries on a fleet (issue 39)', () => {
+  it("run on their conversation's home server", async () => {
+    const servers = await fleetOf(2);
+    const { url } = await proxyOf(servers, {});
+    const names = ['kiwi', 'plum'];
+    const long = (name: string, index: number): string => `${name}: turn ${index} ` + `${name} notes `.repeat(60);
+    const history: Record<string, Array<{ role: string; content: string }>> = { kiwi: [], plum: [] };
+    for (let index = 0; index < 16; index++) {
+      for (const name of names) {
+        const messages = history[name]!;
+        messages.push({ role: 'user', content: long(name, index) });
+        const response = await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-compactor-mode': 'compact' },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'system', content: 'You are a coding agent.' }, ...messages] }),
+        });
+        expect(response.status).toBe(200);
+        messages.push({ role: 'assistant', content: `done ${index}` });
+        await response.text();
+      }
+    }
+    const summaries = servers.flatMap((server) => server.llama.tasks.filter((task) => task.summary).map((task) => ({ server, task })));
+    expect(summaries.length).toBeGreaterThan(0);
+    for (const { server, task } of summaries) {
+      // Summary requests end with compactor's instruction: only the turns name their conversation.
+      const own = [...new Set(conversationsOn(server))].filter((name) => names.includes(name));
+      expect(own.length).toBe(1);
+      const other = names.find((name) => name !== own[0])!;
+      expect(task.prompt).toContain(`${own[0]}: turn`);
+      expect(task.prompt).not.toContain(`${other}: turn`);
+    }
+  }, 60_000);
 });
