@@ -34,6 +34,8 @@ import { Fleet } from './fleet/fleet.js';
 import { FleetServer } from './fleet/fleet-server.js';
 import { FleetUpstream } from './fleet/fleet-upstream.js';
 import { fleetChat } from './fleet/fleet-chat.js';
+import { RedisRoutingStore } from './fleet/routing-store.js';
+import { maskUrl } from './config/mask.js';
 import { registerFleetMetrics } from './http/ops/fleet-metrics.js';
 import { compactionHooks } from './http/exchange/engine-planner.js';
 import { CompactionEngine } from './compaction/engine/engine.js';
@@ -143,15 +145,16 @@ function upstreamsOf(config: Config, deps: AppDeps, fleet: Fleet | undefined): {
  * upstream.api_key) and its own slots. One server is no fleet: everything
  * goes as it did before fleets.
  */
-function fleetOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger, metrics: Metrics): Fleet | undefined {
+function fleetOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger, metrics: Metrics, routing: RedisRoutingStore | undefined): Fleet | undefined {
   const { servers } = config.upstream;
   if (deps.upstream !== undefined || servers.length < 2) return undefined;
   const members = servers.map((server, index) => {
     const client = new UpstreamClient(clientOptions(config, server.url, server.api_key ?? config.upstream.api_key));
-    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger }) : undefined;
+    const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(server.url)! } };
+    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, ...leases }) : undefined;
     return new FleetServer(index, server, client, slots);
   });
-  const fleet = new Fleet({ servers: members, intervalMs: config.upstream.health_interval_ms, log: logger, maxHomes: config.cache.max_entries });
+  const fleet = new Fleet({ servers: members, intervalMs: config.upstream.health_interval_ms, log: logger, maxHomes: config.cache.max_entries, ...(routing === undefined ? {} : { shared: routing }) });
   if (config.upstream.slots === 'auto') {
     registerSlotMetrics(metrics.registry, () => members.flatMap((server) => server.slots!.stats().map((each) => ({ ...each, server: server.label }))), { byServer: true });
   }
@@ -235,11 +238,26 @@ function chatHooksOf(
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
 }
 
+/**
+ * Where replicas agree on routing (issue 39): homes and slot leases in the
+ * Redis the epochs use, when `cache.store` is redis and slots or a fleet
+ * need it; none otherwise (each replica alone, as before).
+ */
+function routingStoreOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger): RedisRoutingStore | undefined {
+  const { cache, upstream } = config;
+  if (deps.upstream !== undefined) return undefined;
+  if (cache.store !== 'redis' || cache.redis.url === null) return undefined;
+  if (upstream.slots !== 'auto' && upstream.servers.length < 2) return undefined;
+  const urls = typeof cache.redis.url === 'string' ? [cache.redis.url] : cache.redis.url;
+  return new RedisRoutingStore({ urls, cluster: cache.redis.cluster, keyPrefix: cache.redis.key_prefix, timeoutMs: cache.redis.timeout_ms, homeTtlMs: cache.ttl_s * 1000, log: logger });
+}
+
 /** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
-function slotsOf(config: Config, upstream: Upstream, logger: FastifyBaseLogger, metrics: Metrics, fleet: Fleet | undefined): SlotRouter | undefined {
+function slotsOf(config: Config, upstream: Upstream, logger: FastifyBaseLogger, metrics: Metrics, fleet: Fleet | undefined, routing: RedisRoutingStore | undefined): SlotRouter | undefined {
   // A fleet's servers have their own slots (fleetOf).
   if (config.upstream.slots !== 'auto' || fleet !== undefined) return undefined;
-  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger });
+  const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(config.upstream.url)! } };
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, ...leases });
   registerSlotMetrics(metrics.registry, () => slots.stats());
   return slots;
 }
@@ -272,12 +290,13 @@ function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
   const metrics = new Metrics();
-  const fleet = fleetOf(config, deps, logger, metrics);
+  const routing = routingStoreOf(config, deps, logger);
+  const fleet = fleetOf(config, deps, logger, metrics, routing);
   const { upstream, summaryUpstream } = upstreamsOf(config, deps, fleet);
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
-  const slots = slotsOf(config, upstream, logger, metrics, fleet);
+  const slots = slotsOf(config, upstream, logger, metrics, fleet, routing);
   const speeds = new ServerSpeeds();
   const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
   metrics.watch({ speeds: () => speeds.snapshot() });
@@ -333,6 +352,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (deps.upstream === undefined) await upstream.close();
+    routing?.close();
     await Promise.resolve(engine?.shareRatios()).then(() => epochs?.close()); // this replica's last measures reach the others before its store closes
   });
   return app;

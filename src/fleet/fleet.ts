@@ -22,9 +22,9 @@ export interface FleetLog {
 
 /** Where the homes are kept beyond this process (the store, shared by replicas: home-store.ts); this process's map alone when absent. */
 export interface SharedHomes {
-  /** The server index a conversation calls home, or null (none, or the store did not answer). */
-  get(key: string): Promise<number | null>;
-  set(key: string, index: number): void;
+  /** The server a conversation calls home (its label: replicas may list their servers in another order), or null (none, or the store did not answer). */
+  get(key: string): Promise<string | null>;
+  set(key: string, server: string): void;
 }
 
 export interface FleetOptions {
@@ -64,8 +64,8 @@ export class Fleet {
   async order(key: string | null, model: string): Promise<FleetServer[]> {
     let home = key === null ? undefined : this.#homes.get(key);
     if (home === undefined && key !== null && this.#options.shared !== undefined) {
-      const index = await this.#options.shared.get(key);
-      home = index === null ? undefined : this.servers[index];
+      const label = await this.#options.shared.get(key);
+      home = label === null ? undefined : this.servers.find((server) => server.label === label);
     }
     const listed = this.servers.some((server) => server.healthy && server.serves(model) === true);
     const loads = this.servers.map((server) => ({
@@ -97,7 +97,7 @@ export class Fleet {
     }
     this.#homes.set(key, server);
     this.#homeCounts[server.index]!++;
-    if (old !== server) this.#options.shared?.set(key, server.index);
+    if (old !== server) this.#options.shared?.set(key, server.label);
     const max = this.#options.maxHomes ?? 100_000;
     if (this.#homes.size > max) {
       const [oldestKey, oldest] = this.#homes.entries().next().value!;

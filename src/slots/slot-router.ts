@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { slotCountOf } from './discovery.js';
 import { type SlotActions, type SlotLease, SlotScheduler, type SlotStats, type SlotWork } from './scheduler.js';
+import { type SlotLeases, withSharedLease } from './slot-leases.js';
 
 /**
  * The slot scheduler at the upstream's edge: finds out per model whether the
@@ -23,6 +24,8 @@ export interface SlotLog {
 
 export interface SlotRouterOptions {
   readonly upstream: SlotUpstream;
+  /** Leases of each slot in a store shared by replicas (slot-leases.ts), named under `name` (the server); absent: this replica alone. */
+  readonly leases?: { readonly store: SlotLeases; readonly name: string };
   readonly config: Pick<Config['upstream'], 'slots' | 'slot_wait_ms' | 'slot_save' | 'slot_save_max_bytes'>;
   readonly log?: SlotLog;
   readonly now?: () => number;
@@ -41,6 +44,8 @@ export class SlotRouter {
   readonly #byServed = new Map<string, SlotScheduler>();
   /** The schedulers found, by the model name asked for: read at once, where a promise would not be. */
   readonly #found = new Map<string, SlotScheduler>();
+  /** The served model of each scheduler: what its slots' shared leases are named by. */
+  readonly #servedOf = new Map<SlotScheduler, string>();
 
   constructor(options: SlotRouterOptions) {
     this.#options = options;
@@ -54,7 +59,10 @@ export class SlotRouter {
   async acquire(model: string, work: SlotWork, signal?: AbortSignal): Promise<SlotLease | null> {
     if (!this.enabled) return null;
     const scheduler = await this.#schedulerOf(model);
-    return scheduler === null ? null : scheduler.acquire(work, signal);
+    if (scheduler === null) return null;
+    const lease = await scheduler.acquire(work, signal);
+    const { leases } = this.#options;
+    return leases === undefined ? lease : withSharedLease(lease, `${leases.name}:${this.#servedOf.get(scheduler) ?? model}`, leases.store, signal);
   }
 
   /** An answer of `model` said how fast its server read the prompt (`timings`): the bound of a turn's wait for its slot. */
@@ -98,6 +106,7 @@ export class SlotRouter {
     if (existing !== undefined) return existing;
     const scheduler = this.#create(count, served);
     this.#byServed.set(served, scheduler);
+    this.#servedOf.set(scheduler, served);
     log?.info({ model, slots: count, save: this.#options.config.slot_save }, `upstream.slots: ${count} slots, one conversation per slot`);
     return scheduler;
   }
