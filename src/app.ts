@@ -300,7 +300,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const speeds = new ServerSpeeds();
   const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
   metrics.watch({ speeds: () => speeds.snapshot() });
-  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds });
+  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds, ...(fleet === undefined ? {} : { servers: () => fleet.rows() }) });
   const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, fleet, logger, metrics, dashboard, slots, ledger, speeds });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);

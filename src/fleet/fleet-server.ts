@@ -64,6 +64,13 @@ export class FleetServer {
     return free;
   }
 
+  /** Slots with a request in them now. */
+  get slotsInUse(): number {
+    let busy = 0;
+    for (const { stats } of this.slots?.stats() ?? []) for (const slot of stats.slots) if (slot.inFlight) busy++;
+    return busy;
+  }
+
   /** Requests queued or in flight on it now (its pool's). */
   get queued(): number {
     return this.client.activeRequests;

@@ -106,6 +106,19 @@ export class Fleet {
     }
   }
 
+  /** Each server as the dashboard's servers table shows it. */
+  rows(): Array<{ server: string; up: boolean; conversations: number; queued: number; slotsInUse: number; requests: number; failures: number }> {
+    return this.servers.map((server) => ({
+      server: server.label,
+      up: server.healthy,
+      conversations: this.homesOn(server),
+      queued: server.queued,
+      slotsInUse: server.slotsInUse,
+      requests: server.counters.requests,
+      failures: server.counters.failures,
+    }));
+  }
+
   /** Conversations that call `server` home (the dashboard, metrics). */
   homesOn(server: FleetServer): number {
     return this.#homeCounts[server.index]!;

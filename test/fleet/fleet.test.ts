@@ -122,6 +122,12 @@ describe('a fleet of llama-servers (issue 39)', () => {
     expect(metrics).toMatch(new RegExp(`compactor_fleet_failures_total\\{server="${second!.upstream.url}"\\} [1-9]`));
     // Ready while one server is.
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    // The dashboard's servers table: the dead one taken out, every conversation on the live one.
+    const state = (await (await fetch(`${url}/dashboard/state`)).json()) as { servers: Array<{ server: string; up: boolean; conversations: number; failures: number }> };
+    expect(state.servers.map(({ server, up, conversations }) => ({ server, up, conversations }))).toEqual([
+      { server: first!.upstream.url, up: true, conversations: 4 },
+      { server: second!.upstream.url, up: false, conversations: 0 },
+    ]);
   });
 
   it('gives a server that answers /health again new conversations, and leaves the moved ones where they are', async () => {

@@ -29,12 +29,7 @@ export function registerFleetMetrics(registry: Registry, fleet: Fleet): void {
   each(Counter, 'compactor_fleet_taken_out_total', 'Times a server was taken out (a failed request or /health probe): its conversations move.', (server) => server.counters.takenOut);
   each(Gauge, 'compactor_fleet_server_up', '1 while the server answers /health and takes requests, 0 while it is taken out.', (server) => (server.healthy ? 1 : 0));
   each(Gauge, 'compactor_fleet_queue_length', 'Requests queued or in flight on the server now.', (server) => server.queued);
-  each(Gauge, 'compactor_fleet_slots_in_use', 'Slots of the server with a request in them now (upstream.slots).', (server) => slotsInUse(server));
+  each(Gauge, 'compactor_fleet_slots_in_use', 'Slots of the server with a request in them now (upstream.slots).', (server) => server.slotsInUse);
   each(Gauge, 'compactor_fleet_conversations', 'Conversations that call the server home.', (server) => fleet.homesOn(server));
 }
 
-function slotsInUse(server: FleetServer): number {
-  let busy = 0;
-  for (const { stats } of server.slots?.stats() ?? []) for (const slot of stats.slots) if (slot.inFlight) busy++;
-  return busy;
-}
