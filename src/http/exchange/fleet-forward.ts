@@ -18,7 +18,8 @@ import { conversationKeyOf } from './slot-pin.js';
  * is the client's, whatever it is.
  */
 export async function forwardOnFleet(answer: AnswerWriter, planned: Planned, fleet: Fleet, send: (server: FleetServer) => Promise<UpstreamResponse>): Promise<UpstreamResponse> {
-  const key = answer.route.format.pinsSlots ? conversationKeyOf(answer, planned) : null;
+  // Every format's conversation has its home server (its KV is there), whether or not its route pins slots.
+  const key = conversationKeyOf(answer, planned);
   const servers = await fleet.order(key, planned.context.body.model);
   for (const [place, server] of servers.entries()) {
     const last = place === servers.length - 1;
