@@ -32,22 +32,30 @@ const LEASE_MS = 10_000;
 const POLL_MS = 10;
 
 export class RedisRoutingStore implements SharedHomes, SlotLeases {
-  readonly #connection: RedisConnection;
   readonly #options: RoutingStoreOptions;
+  #opened: RedisConnection | null = null;
   #down = false;
 
   constructor(options: RoutingStoreOptions) {
     this.#options = options;
-    this.#connection = new RedisConnection({
-      urls: options.urls,
-      cluster: options.cluster,
-      timeoutMs: options.timeoutMs,
+  }
+
+  /** Connected on first use: a server of one slot, or a lone server with no fleet, never asks, and never holds a connection. */
+  get #connection(): RedisConnection {
+    if (this.#opened !== null) return this.#opened;
+    const { urls, cluster, timeoutMs } = this.#options;
+    const connection = new RedisConnection({
+      urls,
+      cluster,
+      timeoutMs,
       scripts: { slotLeaseRenew: { lua: RENEW_SCRIPT, numberOfKeys: 1 }, slotLeaseRelease: { lua: RELEASE_SCRIPT, numberOfKeys: 1 } },
     });
-    this.#connection.onReady(() => {
+    connection.onReady(() => {
       if (this.#down) this.#options.log?.info({}, 'fleet: the store answers again; replicas share homes and slot leases again');
       this.#down = false;
     });
+    this.#opened = connection;
+    return connection;
   }
 
   async get(key: string): Promise<string | null> {
@@ -97,7 +105,7 @@ export class RedisRoutingStore implements SharedHomes, SlotLeases {
   }
 
   close(): void {
-    this.#connection.close();
+    this.#opened?.close();
   }
 
   #homeKey(key: string): string {
