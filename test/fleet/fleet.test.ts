@@ -76,6 +76,15 @@ function conversationsOn(server: Server): string[] {
   });
 }
 
+/** Two servers and conversation `a` after its first turn: its home server, and the other. */
+async function oneConversationOnTwo(): Promise<{ url: string; home: Server; other: Server }> {
+  const servers = await fleetOf(2);
+  const { url } = await proxyOf(servers);
+  expect((await turn(url, 'a', 0)).status).toBe(200);
+  const [home, other] = conversationsOn(servers[0]!).length === 1 ? servers : [servers[1]!, servers[0]!];
+  return { url, home: home!, other: other! };
+}
+
 describe('a fleet of llama-servers (issue 39)', () => {
   it('keeps each of 6 conversations on one server for 30 turns, 2 conversations per server of 3, one request per slot', async () => {
     const servers = await fleetOf(3);
@@ -147,12 +156,7 @@ describe('a fleet of llama-servers (issue 39)', () => {
   });
 
   it('sends a request the home server answered 503 before any answer byte to the next server', async () => {
-    const servers = await fleetOf(2);
-    const { url } = await proxyOf(servers);
-    const [first, second] = servers;
-    expect((await turn(url, 'a', 0)).status).toBe(200);
-    const home = conversationsOn(first!).length === 1 ? first! : second!;
-    const other = home === first ? second! : first!;
+    const { url, home, other } = await oneConversationOnTwo();
     home.upstream.script('/v1/chat/completions', replies.json(503, { error: { code: 503, message: 'Loading model', type: 'unavailable_error' } }));
     const answer = await turn(url, 'a', 1);
     expect(answer.status).toBe(200);
@@ -160,12 +164,7 @@ describe('a fleet of llama-servers (issue 39)', () => {
   });
 
   it('never sends again a stream cut mid-answer: the client gets the error event, and no other server the request', async () => {
-    const servers = await fleetOf(2);
-    const { url } = await proxyOf(servers);
-    const [first, second] = servers;
-    expect((await turn(url, 'a', 0)).status).toBe(200);
-    const home = conversationsOn(first!).length === 1 ? first! : second!;
-    const other = home === first ? second! : first!;
+    const { url, home, other } = await oneConversationOnTwo();
     home.upstream.script('/v1/chat/completions', async ({ response }) => {
       response.writeHead(200, { 'content-type': 'text/event-stream' });
       response.write('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}\n\n');
