@@ -163,6 +163,16 @@ describe('a fleet of llama-servers (issue 39)', () => {
     expect(conversationsOn(other)).toEqual(['a']);
   });
 
+  it('sends a streamed turn whose home is dead to the next server before any byte of it went out: the client gets one whole stream', async () => {
+    const { url, home, other } = await oneConversationOnTwo();
+    home.upstream.kill();
+    const answer = await turn(url, 'a', 1, true);
+    expect(answer.status).toBe(200);
+    expect(answer.text).toContain('data: [DONE]');
+    expect(answer.text).not.toContain('"error"');
+    expect(conversationsOn(other)).toEqual(['a']);
+  });
+
   it('never sends again a stream cut mid-answer: the client gets the error event, and no other server the request', async () => {
     const { url, home, other } = await oneConversationOnTwo();
     home.upstream.script('/v1/chat/completions', async ({ response }) => {
