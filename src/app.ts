@@ -15,6 +15,7 @@ import { createLogger } from './http/ops/logger.js';
 import { Metrics } from './http/ops/metrics.js';
 import { registerSlotMetrics } from './http/ops/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
+import { SlotFiles } from './slots/slot-files.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/exchange/prompt-tokens.js';
 import { PrefixLedger } from './http/ledger/prefix-breaks.js';
@@ -148,10 +149,13 @@ function upstreamsOf(config: Config, deps: AppDeps, fleet: Fleet | undefined): {
 function fleetOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger, metrics: Metrics, routing: RedisRoutingStore | undefined): Fleet | undefined {
   const { servers } = config.upstream;
   if (deps.upstream !== undefined || servers.length < 2) return undefined;
+  // Servers on one shared --slot-save-path: one record of its files, so a conversation saved on one is restored on another.
+  const { slot_save: save, slot_save_shared: shared, slot_save_max_bytes: maxBytes } = config.upstream;
+  const files = save && shared ? { files: new SlotFiles(maxBytes) } : {};
   const members = servers.map((server, index) => {
     const client = new UpstreamClient(clientOptions(config, server.url, server.api_key ?? config.upstream.api_key));
     const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(server.url)! } };
-    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, ...leases }) : undefined;
+    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, ...leases, ...files }) : undefined;
     return new FleetServer(index, server, client, slots);
   });
   const fleet = new Fleet({ servers: members, intervalMs: config.upstream.health_interval_ms, log: logger, maxHomes: config.cache.max_entries, ...(routing === undefined ? {} : { shared: routing }) });

@@ -37,5 +37,6 @@ Other settings without a flag:
   COMPACTOR_COMPRESS          compaction.compress.enabled: on | off
   COMPACTOR_SLOTS             upstream.slots: off (default) | auto
   COMPACTOR_SLOT_SAVE         upstream.slot_save: on | off
+  COMPACTOR_SLOT_SAVE_SHARED  upstream.slot_save_shared: on | off (a fleet's servers share one --slot-save-path)
   COMPACTOR_MAX_CONNECTIONS   limits.max_connections: client connections at once, or auto
   COMPACTOR_REDUCE_MEMORY     memory.reduce_when_idle: on | off`;

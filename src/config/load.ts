@@ -43,6 +43,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_DASHBOARD: { path: ['dashboard', 'enabled'], kind: 'boolean' },
   COMPACTOR_SLOTS: { path: ['upstream', 'slots'] },
   COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
+  COMPACTOR_SLOT_SAVE_SHARED: { path: ['upstream', 'slot_save_shared'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_REDUCE_MEMORY: { path: ['memory', 'reduce_when_idle'], kind: 'boolean' },

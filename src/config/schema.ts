@@ -112,6 +112,8 @@ export const ConfigSchema = z
         slot_save: z.boolean('expected true or false').default(false),
         // 10 GiB: ~10 conversations of 16k tokens of a 7B model (~57 KB per token).
         slot_save_max_bytes: PositiveInteger.default(10 * 1024 ** 3),
+        /** A fleet's servers share one --slot-save-path (a shared disk) and one model: a conversation that moves restores its saved slot on its new server. */
+        slot_save_shared: z.boolean('expected true or false').default(false),
       })
       .superRefine((upstream, context) => {
         // Both given: `url` must be one of the servers (a printed configuration has both, and reads back alike).

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import { slotCountOf } from './discovery.js';
 import { type SlotActions, type SlotLease, SlotScheduler, type SlotStats, type SlotWork } from './scheduler.js';
 import { type SlotLeases, withSharedLease } from './slot-leases.js';
+import type { SlotFiles } from './slot-files.js';
 
 /**
  * The slot scheduler at the upstream's edge: finds out per model whether the
@@ -27,6 +28,8 @@ export interface SlotRouterOptions {
   /** Leases of each slot in a store shared by replicas (slot-leases.ts), named under `name` (the server); absent: this replica alone. */
   readonly leases?: { readonly store: SlotLeases; readonly name: string };
   readonly config: Pick<Config['upstream'], 'slots' | 'slot_wait_ms' | 'slot_save' | 'slot_save_max_bytes'>;
+  /** The slot files every server of a fleet shares (upstream.slot_save_shared): a conversation saved on one is restored on another. */
+  readonly files?: SlotFiles;
   readonly log?: SlotLog;
   readonly now?: () => number;
 }
@@ -118,6 +121,7 @@ export class SlotRouter {
       waitMs: config.slot_wait_ms,
       save: config.slot_save,
       saveMaxBytes: config.slot_save_max_bytes,
+      ...(this.#options.files === undefined ? {} : { files: this.#options.files }),
       actions: this.#actions(),
       onSaveRefused: () =>
         log?.warn({ served }, 'upstream.slot_save: llama-server refused to save a slot (was it started with --slot-save-path?); saving stopped, its RAM cache is relied on'),

@@ -25,6 +25,7 @@ describe('defaultConfig', () => {
       slot_wait_ms: 5000,
       slot_save: false,
       slot_save_max_bytes: 10 * 1024 ** 3,
+      slot_save_shared: false,
     });
     expect(config.models).toEqual({ '*': { context_window: 'auto', reserve_output_tokens: 1024 } });
     expect(config.pairs).toBe('repair');

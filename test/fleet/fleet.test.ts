@@ -30,11 +30,15 @@ async function fleetOf(count: number, slots = 2): Promise<Server[]> {
   return servers;
 }
 
-async function proxyOf(servers: readonly Server[], compaction?: Record<string, unknown>) {
+function proxyOf(servers: readonly Server[], compaction?: Record<string, unknown>) {
+  return proxyOfConfig(servers, {}, compaction);
+}
+
+async function proxyOfConfig(servers: readonly Server[], upstreamConfig: Record<string, unknown>, compaction?: Record<string, unknown>) {
   const logs = new LogCapture();
   const urls = servers.map((server) => ({ url: server.upstream.url }));
   // health_interval_ms long: the tests run each probe round themselves (fleet.probe), so what a round changed is known.
-  const upstream = { slots: 'auto', servers: urls, health_interval_ms: 600_000 };
+  const upstream = { slots: 'auto', servers: urls, health_interval_ms: 600_000, ...upstreamConfig };
   const overrides = compaction === undefined ? { upstream } : { upstream, compaction: { enabled: true, ...compaction }, models: { '*': { context_window: 4096 } } };
   const app = buildApp(testConfig(urls[0]!.url, overrides), { logStream: logs });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -220,4 +224,31 @@ describe('summaries on a fleet (issue 39)', () => {
       expect(task.prompt).not.toContain(`${other}: turn`);
     }
   }, 60_000);
+});
+
+describe('moving KV on a fleet whose servers share --slot-save-path (issue 39)', () => {
+  it("restores a moved conversation's saved slot on its new server instead of reading it anew", async () => {
+    // One disk, two servers (llama-server's README: POST /slots/{id}?action=save|restore with a filename under --slot-save-path).
+    const files = new Map<string, string>();
+    const servers: Server[] = [];
+    for (let index = 0; index < 2; index++) {
+      const upstream = track(await FakeUpstream.start());
+      servers.push({ upstream, llama: new SlotLlama(upstream, { slots: 2, slotSave: true, cacheRamTokens: 0, files }) });
+    }
+    const [home, other] = servers;
+    other!.upstream.kill();
+    const { url, fleet } = await proxyOfConfig(servers, { slot_save: true, slot_save_shared: true });
+    await fleet.probe();
+    // Three conversations on two slots of the live server: the first is evicted, its slot saved to the shared disk.
+    for (const name of ['a', 'b', 'c']) expect((await turn(url, name, 0)).status).toBe(200);
+    expect(home!.llama.actions.some((action) => action.startsWith('save '))).toBe(true);
+    other!.upstream.refuseConnections(false);
+    home!.upstream.kill();
+    await fleet.probe();
+    expect((await turn(url, 'a', 1)).status).toBe(200);
+    expect(other!.llama.actions.some((action) => action.startsWith('restore '))).toBe(true);
+    const moved = other!.llama.tasks.at(-1)!;
+    expect(moved.prompt).toContain('a: turn 1');
+    expect(moved.cacheN).toBeGreaterThan(0);
+  });
 });
