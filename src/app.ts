@@ -15,6 +15,7 @@ import { createLogger } from './http/ops/logger.js';
 import { Metrics } from './http/ops/metrics.js';
 import { registerSlotMetrics } from './http/ops/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
+import { SlotFiles } from './slots/slot-files.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/exchange/prompt-tokens.js';
 import { PrefixLedger } from './http/ledger/prefix-breaks.js';
@@ -31,11 +32,19 @@ import { opsRoutes } from './http/routes/ops.js';
 import { passthroughRoutes, routeEveryMethod } from './http/routes/passthrough.js';
 import { Shutdown } from './http/ops/shutdown.js';
 import { addRequestHooks } from './http/edge/request-hooks.js';
-import { UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
+import { type Upstream, UpstreamClient, type UpstreamClientOptions } from './upstream/client.js';
+import { Fleet } from './fleet/fleet.js';
+import { FleetServer } from './fleet/fleet-server.js';
+import { FleetUpstream } from './fleet/fleet-upstream.js';
+import { fleetChat } from './fleet/fleet-chat.js';
+import { RedisRoutingStore } from './fleet/routing-store.js';
+import { maskUrl } from './config/mask.js';
+import { registerFleetMetrics } from './http/ops/fleet-metrics.js';
 import { compactionHooks } from './http/exchange/engine-planner.js';
 import { CompactionEngine } from './compaction/engine/engine.js';
 import { type ConfiguredStore, epochStoreOf } from './compaction/epochs/store-of-config.js';
 import type { TierList } from './compaction/policy/tiers/tier.js';
+import type { ChatCall } from './compaction/ports.js';
 import { chatCallOf, upstreamJsonOf } from './upstream/json-surface.js';
 import { WIRE_FORMATS, type WireFormat } from './formats/registry.js';
 
@@ -72,7 +81,9 @@ export interface AppDeps {
 }
 
 export interface ProxyHandle {
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
+  /** The fleet, with two servers or more (upstream.servers). */
+  readonly fleet: Fleet | undefined;
   /** The compaction engine, when the chat route uses compactor's own. */
   readonly engine: CompactionEngine | null;
   /** This app's Prometheus metrics (`GET /metrics`). */
@@ -111,9 +122,8 @@ const RETRY_AFTER_SECONDS = 5;
 /** How long a large body waits for its place in limits.in_flight_bytes before its 503: a few bodies' read and plan. */
 const BODY_WAIT_MS = 10_000;
 
-/** The upstream client, and the one summaries go to (the same unless `summary.upstream` names another server). */
-function upstreamsOf(config: Config, deps: AppDeps): { upstream: UpstreamClient; summaryUpstream: UpstreamClient } {
-  const clientOptions = (url: string, apiKey: string | null): UpstreamClientOptions => ({
+function clientOptions(config: Config, url: string, apiKey: string | null): UpstreamClientOptions {
+  return {
     url,
     apiKey,
     timeouts: {
@@ -121,18 +131,50 @@ function upstreamsOf(config: Config, deps: AppDeps): { upstream: UpstreamClient;
       headersMs: config.upstream.timeouts.headers_ms,
       idleMs: config.upstream.timeouts.idle_ms,
     },
-  });
-  const upstream = deps.upstream ?? new UpstreamClient(clientOptions(config.upstream.url, config.upstream.api_key));
+  };
+}
+
+/** The upstream (one server's client, or the fleet's), and the one summaries go to (the same unless `summary.upstream` names another server). */
+function upstreamsOf(config: Config, deps: AppDeps, fleet: Fleet | undefined): { upstream: Upstream; summaryUpstream: Upstream } {
+  const upstream = deps.upstream ?? (fleet === undefined ? new UpstreamClient(clientOptions(config, config.upstream.url, config.upstream.api_key)) : new FleetUpstream(fleet));
   // Summaries may run on another server (a bigger model, a free GPU); by default on the same one.
   // Another server gets its own key (summary.api_key) or none: never the client's, never upstream.api_key.
   const { summary } = config.compaction;
-  const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(summary.upstream, summary.api_key));
+  const summaryUpstream = summary.upstream === null ? upstream : new UpstreamClient(clientOptions(config, summary.upstream, summary.api_key));
   return { upstream, summaryUpstream };
 }
 
+/**
+ * A fleet (issue 39) when `upstream.servers` names two servers or more and no
+ * client was handed in: each server with its own client (its key, else
+ * upstream.api_key) and its own slots. One server is no fleet: everything
+ * goes as it did before fleets.
+ */
+function fleetOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger, metrics: Metrics, speeds: ServerSpeeds, routing: RedisRoutingStore | undefined): Fleet | undefined {
+  const { servers } = config.upstream;
+  if (deps.upstream !== undefined || servers.length < 2) return undefined;
+  // Servers on one shared --slot-save-path: one record of its files, so a conversation saved on one is restored on another.
+  const { slot_save: save, slot_save_shared: shared, slot_save_max_bytes: maxBytes } = config.upstream;
+  const files = save && shared ? { files: new SlotFiles(maxBytes) } : {};
+  const members = servers.map((server, index) => {
+    const client = new UpstreamClient(clientOptions(config, server.url, server.api_key ?? config.upstream.api_key));
+    const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(server.url)! } };
+    // Speeds are learned under the server's label (the ledger reads the answering server's from the request's figures).
+    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, maskUrl(server.url)!), ...leases, ...files }) : undefined;
+    return new FleetServer(index, server, client, slots);
+  });
+  const fleet = new Fleet({ servers: members, intervalMs: config.upstream.health_interval_ms, log: logger, maxHomes: config.cache.max_entries, ...(routing === undefined ? {} : { shared: routing }) });
+  if (config.upstream.slots === 'auto') {
+    registerSlotMetrics(metrics.registry, () => members.flatMap((server) => server.slots!.stats().map((each) => ({ ...each, server: server.label }))), { byServer: true });
+  }
+  registerFleetMetrics(metrics.registry, fleet);
+  return fleet;
+}
+
 interface EngineParts {
-  readonly upstream: UpstreamClient;
-  readonly summaryUpstream: UpstreamClient;
+  readonly upstream: Upstream;
+  readonly summaryUpstream: Upstream;
+  readonly fleet: Fleet | undefined;
   readonly logger: FastifyBaseLogger;
   readonly metrics: Metrics;
   readonly dashboard: DashboardState | null;
@@ -149,22 +191,28 @@ interface EngineParts {
 function engineOf(config: Config, deps: AppDeps, parts: EngineParts): { engine: CompactionEngine | null; epochs: ConfiguredStore | null } {
   if (deps.planner !== undefined) return { engine: null, epochs: null };
   if (deps.compactor !== undefined) return { engine: deps.compactor, epochs: null };
-  const { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds } = parts;
+  const { upstream, summaryUpstream, fleet, logger, metrics, dashboard, slots, ledger, speeds } = parts;
   const epochs = epochStoreOf(config, { logger, onFault: (operation) => metrics.storeFault(operation), onBadValue: (reason) => metrics.storeBadValue(reason) });
   const summaryUrl = config.compaction.summary.upstream ?? config.upstream.url;
   const chat = measuredChatCall(chatCallOf(summaryUpstream, { clientCredentials: summaryUpstream === upstream }), ledger, summaryUrl);
+  // On a fleet, a summary runs on its conversation's server, through that server's slots, its speeds learned under its name.
+  const onServer = (server: FleetServer): ChatCall => {
+    const call = measuredChatCall(chatCallOf(server.client, { clientCredentials: true }), ledger, server.label);
+    return server.slots === undefined ? call : slotAwareChat(call, server.slots);
+  };
   const engine = new CompactionEngine({
     config,
     upstream: upstreamJsonOf(upstream, UPSTREAM_LOOKUP_TIMEOUT_MS),
     // Summaries on the main upstream go through its slots (a suffix one in its conversation's slot queue).
-    chat: slots === undefined || summaryUpstream !== upstream ? chat : slotAwareChat(chat, slots),
+    chat: fleet !== undefined && summaryUpstream === upstream ? fleetChat(fleet, onServer) : slots === undefined || summaryUpstream !== upstream ? chat : slotAwareChat(chat, slots),
     store: epochs.store,
     logger,
     observer: dashboard === null ? metrics : bothObservers(metrics, dashboard),
     ...(deps.summaryPrompt === undefined ? {} : { summaryPrompt: deps.summaryPrompt }),
     ...(deps.tiers === undefined ? {} : { tiers: deps.tiers }),
     speeds: (model) => {
-      const learned = speeds.speedsOf(config.upstream.url, model);
+      // A fleet's servers are learned each under its own name; the engine plans with the first healthy one's.
+      const learned = speeds.speedsOf(fleet === undefined ? config.upstream.url : fleet.any().label, model);
       return learned === null ? null : { ...learned, summaryTokens: speeds.summaryTokensOf(summaryUrl, model) };
     },
   });
@@ -190,15 +238,34 @@ function chatHooksOf(
   return { ...(planner ? { planner } : {}), onUsage, ...(replans ? { onRefusal: engineHooks.onRefusal } : {}) };
 }
 
-/** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
-function slotsOf(config: Config, upstream: UpstreamClient, logger: FastifyBaseLogger, metrics: Metrics, speeds: ServerSpeeds): SlotRouter | undefined {
-  if (config.upstream.slots !== 'auto') return undefined;
-  // A turn waits for its home slot no longer than re-reading it elsewhere would take at the prefill speed the ledger learned (issue 33 item 4).
-  const msToRead = (model: string, tokens: number): number | null => {
-    const learned = speeds.speedsOf(config.upstream.url, model);
+/**
+ * Where replicas agree on routing (issue 39): homes and slot leases in the
+ * Redis the epochs use, when `cache.store` is redis and slots or a fleet
+ * need it; none otherwise (each replica alone, as before).
+ */
+function routingStoreOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger): RedisRoutingStore | undefined {
+  const { cache, upstream } = config;
+  if (deps.upstream !== undefined) return undefined;
+  if (cache.store !== 'redis' || cache.redis.url === null) return undefined;
+  if (upstream.slots !== 'auto' && upstream.servers.length < 2) return undefined;
+  const urls = typeof cache.redis.url === 'string' ? [cache.redis.url] : cache.redis.url;
+  return new RedisRoutingStore({ urls, cluster: cache.redis.cluster, keyPrefix: cache.redis.key_prefix, timeoutMs: cache.redis.timeout_ms, homeTtlMs: cache.ttl_s * 1000, log: logger });
+}
+
+/** A turn waits for its home slot no longer than re-reading it elsewhere would take at the prefill speed the ledger learned for `server` (issue 33 item 4). */
+function msToReadOn(speeds: ServerSpeeds, server: string): (model: string, tokens: number) => number | null {
+  return (model, tokens) => {
+    const learned = speeds.speedsOf(server, model);
     return learned === null ? null : (tokens * 1000) / learned.prefill;
   };
-  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, msToRead });
+}
+
+/** One slot per conversation on the llama-server (upstream.slots), for its turns and its summaries, with its metrics. */
+function slotsOf(config: Config, upstream: Upstream, logger: FastifyBaseLogger, metrics: Metrics, speeds: ServerSpeeds, fleet: Fleet | undefined, routing: RedisRoutingStore | undefined): SlotRouter | undefined {
+  // A fleet's servers have their own slots (fleetOf).
+  if (config.upstream.slots !== 'auto' || fleet !== undefined) return undefined;
+  const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(config.upstream.url)! } };
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, config.upstream.url), ...leases });
   registerSlotMetrics(metrics.registry, () => slots.stats());
   return slots;
 }
@@ -230,17 +297,20 @@ function fastifyOf(config: Config, logger: FastifyBaseLogger): FastifyInstance {
  */
 export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   const logger = createLogger({ level: config.log.level, format: config.log.format, ...(deps.logStream === undefined ? {} : { stream: deps.logStream }) });
-  const { upstream, summaryUpstream } = upstreamsOf(config, deps);
   const metrics = new Metrics();
+  const routing = routingStoreOf(config, deps, logger);
+  // The speeds the ledger learns per server: they also bound a turn's wait for its home slot (issue 33 item 4).
+  const speeds = new ServerSpeeds();
+  const fleet = fleetOf(config, deps, logger, metrics, speeds, routing);
+  const { upstream, summaryUpstream } = upstreamsOf(config, deps, fleet);
   const dashboard = config.dashboard.enabled
     ? new DashboardState({ maxConversations: config.dashboard.max_conversations, maxEvents: config.dashboard.max_events, showText: config.dashboard.show_text })
     : null;
-  const speeds = new ServerSpeeds();
-  const slots = slotsOf(config, upstream, logger, metrics, speeds);
+  const slots = slotsOf(config, upstream, logger, metrics, speeds, fleet, routing);
   const ledger = new ServerLedger({ upstream: config.upstream.url, speeds, breaks: new PrefixLedger(), listener: metrics });
   metrics.watch({ speeds: () => speeds.snapshot() });
-  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds });
-  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, logger, metrics, dashboard, slots, ledger, speeds });
+  dashboard?.watch({ speeds: () => speeds.snapshot(), summarySeconds: () => ledger.summarySeconds, ...(fleet === undefined ? {} : { servers: () => fleet.rows() }) });
+  const { engine, epochs } = engineOf(config, deps, { upstream, summaryUpstream, fleet, logger, metrics, dashboard, slots, ledger, speeds });
   if (engine !== null) metrics.watch({ epochCount: () => engine.epochCount, epochBytes: () => engine.epochBytes, runningSummaries: () => engine.runningSummaries });
   const engineHooks = engine === null ? undefined : compactionHooks(engine, upstream, config.compaction.mode);
   const shutdown = new Shutdown();
@@ -253,7 +323,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   capConnections(app.server, connectionBoundOf(config.limits.max_connections), logger);
   routeEveryMethod(app);
   inFlight.serve(app.server);
-  app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown }));
+  app.decorate('proxy', proxyHandleOf({ upstream, engine, epochs, metrics, inFlight, shutdown, fleet }));
   app.decorateRequest('record', null as unknown as RequestRecord);
   app.decorateRequest('arrival', null);
   addRequestHooks(app, { config, inFlight, retryAfterSeconds: RETRY_AFTER_SECONDS });
@@ -277,6 +347,7 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     seal,
     onCarried,
     answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),
+    ...(fleet === undefined ? {} : { fleet }),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {
@@ -296,9 +367,11 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
   app.register(async (scope) => passthroughRoutes(scope, { upstream, shutdown }));
 
   if (config.memory.reduce_when_idle) reduceMemoryWhenIdle(app, () => inFlight.started);
+  if (fleet !== undefined) app.addHook('onReady', async () => fleet.start());
   app.addHook('onClose', async () => {
     if (summaryUpstream !== upstream) await summaryUpstream.close();
     if (deps.upstream === undefined) await upstream.close();
+    routing?.close();
     await Promise.resolve(engine?.shareRatios()).then(() => epochs?.close()); // this replica's last measures reach the others before its store closes
   });
   return app;
@@ -313,16 +386,18 @@ function registerDashboard(app: FastifyInstance, config: Config, dashboard: Dash
 }
 
 function proxyHandleOf(parts: {
-  upstream: UpstreamClient;
+  upstream: Upstream;
   engine: CompactionEngine | null;
   epochs: ConfiguredStore | null;
   metrics: Metrics;
   inFlight: InFlight;
   shutdown: Shutdown;
+  fleet: Fleet | undefined;
 }): ProxyHandle {
-  const { upstream, engine, epochs, metrics, inFlight, shutdown } = parts;
+  const { upstream, engine, epochs, metrics, inFlight, shutdown, fleet } = parts;
   return {
     upstream,
+    fleet,
     engine,
     metrics,
     get draining() {

@@ -227,7 +227,8 @@ const RANKS: ReadonlyArray<readonly [rank: number, test: (path: string) => boole
   [6, (path) => inLayer(path, 'compaction/policy')],
   [7, (path) => inLayer(path, 'compaction/epochs') || inLayer(path, 'compaction/summary')],
   // slots/ (issue 28) sits beside the engine: it names conversations by the epochs' prefix hash and wraps the summary call.
-  [8, (path) => inLayer(path, 'compaction') || inLayer(path, 'slots')],
+  // fleet/ (issue 39) beside them: one upstream client and one slot router per server, and the summary call per server.
+  [8, (path) => inLayer(path, 'compaction') || inLayer(path, 'slots') || inLayer(path, 'fleet')],
   // doctor/ is an edge like http/: it reads the configuration, asks the upstream and the store, imports no http/.
   [9, (path) => inLayer(path, 'http') || inLayer(path, 'dashboard') || inLayer(path, 'doctor')],
   [10, (path) => path === 'src/app.ts' || path === 'src/main.ts'],

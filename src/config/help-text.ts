@@ -6,7 +6,7 @@ Options:
   --config FILE               YAML configuration file (env COMPACTOR_CONFIG)
   --host HOST                 listen address (env COMPACTOR_HOST, default 127.0.0.1)
   --port PORT                 listen port (env COMPACTOR_PORT, default 8081)
-  --upstream URL              upstream server (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
+  --upstream URL[,URL…]       upstream server, or a comma-separated fleet: upstream.servers (env COMPACTOR_UPSTREAM_URL, default http://127.0.0.1:8080)
   --context-window TOKENS     window of every model, or auto (env COMPACTOR_CONTEXT_WINDOW, default auto)
   --compaction on|off         compaction.enabled (env COMPACTOR_COMPACTION, default on)
   --observe                   compaction.mode observe: forward untouched, report what would be done (env COMPACTOR_MODE)
@@ -38,5 +38,6 @@ Other settings without a flag:
   COMPACTOR_COMPRESS          compaction.compress.enabled: on | off
   COMPACTOR_SLOTS             upstream.slots: off (default) | auto
   COMPACTOR_SLOT_SAVE         upstream.slot_save: on | off
+  COMPACTOR_SLOT_SAVE_SHARED  upstream.slot_save_shared: on | off (a fleet's servers share one --slot-save-path)
   COMPACTOR_MAX_CONNECTIONS   limits.max_connections: client connections at once, or auto
   COMPACTOR_REDUCE_MEMORY     memory.reduce_when_idle: on | off`;

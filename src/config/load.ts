@@ -25,7 +25,7 @@ interface Override { readonly path: readonly string[]; readonly kind?: OverrideK
 const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_HOST: { path: ['listen', 'host'] },
   COMPACTOR_PORT: { path: ['listen', 'port'], kind: 'integer' },
-  COMPACTOR_UPSTREAM_URL: { path: ['upstream', 'url'] },
+  COMPACTOR_UPSTREAM_URL: { path: ['upstream', 'url'], kind: 'text or list' },
   COMPACTOR_UPSTREAM_API_KEY: { path: ['upstream', 'api_key'] },
   COMPACTOR_CONTEXT_WINDOW: { path: ['models', '*', 'context_window'], kind: 'integer' },
   COMPACTOR_COMPACTION: { path: ['compaction', 'enabled'], kind: 'boolean' },
@@ -43,6 +43,7 @@ const ENVIRONMENT_OVERRIDES: Readonly<Record<string, Override>> = {
   COMPACTOR_DASHBOARD: { path: ['dashboard', 'enabled'], kind: 'boolean' },
   COMPACTOR_SLOTS: { path: ['upstream', 'slots'] },
   COMPACTOR_SLOT_SAVE: { path: ['upstream', 'slot_save'], kind: 'boolean' },
+  COMPACTOR_SLOT_SAVE_SHARED: { path: ['upstream', 'slot_save_shared'], kind: 'boolean' },
   COMPACTOR_LOG_LEVEL: { path: ['log', 'level'] },
   COMPACTOR_LOG_FORMAT: { path: ['log', 'format'] },
   COMPACTOR_REDUCE_MEMORY: { path: ['memory', 'reduce_when_idle'], kind: 'boolean' },
@@ -61,7 +62,7 @@ export const ENVIRONMENT_VARIABLES: readonly string[] = ['COMPACTOR_CONFIG', ...
 const FLAG_OVERRIDES: Readonly<Record<string, Override>> = {
   host: { path: ['listen', 'host'] },
   port: { path: ['listen', 'port'], kind: 'integer' },
-  upstream: { path: ['upstream', 'url'] },
+  upstream: { path: ['upstream', 'url'], kind: 'text or list' },
   'context-window': { path: ['models', '*', 'context_window'], kind: 'integer' },
   compaction: { path: ['compaction', 'enabled'], kind: 'boolean' },
   'max-messages': { path: ['compaction', 'max_messages'], kind: 'integer' },
@@ -212,7 +213,12 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadConfigResult {
 export function printableConfig(config: Config): string {
   const masked: Config = {
     ...config,
-    upstream: { ...config.upstream, url: maskUrl(config.upstream.url)!, api_key: config.upstream.api_key === null ? null : MASK },
+    upstream: {
+      ...config.upstream,
+      url: maskUrl(config.upstream.url)!,
+      api_key: config.upstream.api_key === null ? null : MASK,
+      servers: config.upstream.servers.map((server) => ({ ...server, url: maskUrl(server.url)!, api_key: server.api_key === null ? null : MASK })),
+    },
     compaction: {
       ...config.compaction,
       summary: {

@@ -50,6 +50,27 @@ export function modelSettingsOf(models: Readonly<Record<string, ModelConfig>>, m
   return (Object.hasOwn(models, model) ? models[model] : undefined) ?? models['*'] ?? DEFAULT_MODEL;
 }
 
+/** One server of a fleet (upstream.servers, issue 39). */
+const ServerSchema = z.strictObject({
+  url: HttpUrl,
+  /** Sent to this server as `Authorization: Bearer …`; null: upstream.api_key (null too: the client's own). */
+  api_key: z.string().min(1, 'expected a non-empty string or null').nullable().default(null),
+  /** Its share of new conversations against the others' (a bigger GPU takes more): 2 takes twice what 1 does. */
+  weight: z.number('expected a number').positive('expected a positive number').default(1),
+  /** The models it serves; null: found by asking it (`/v1/models`), and any model until it answered. */
+  models: z.array(z.string().min(1, 'expected a model name')).min(1, 'expected at least one model, or null').nullable().default(null),
+});
+export type ServerConfig = z.infer<typeof ServerSchema>;
+
+const DEFAULT_UPSTREAM_URL = 'http://127.0.0.1:8080';
+
+/** The servers in force: `servers` when given, else one per URL of `url` (the default server when neither is). */
+function serversOf(url: string | readonly string[] | undefined, servers: readonly ServerConfig[] | undefined): ServerConfig[] {
+  if (servers !== undefined) return [...servers];
+  const urls = url === undefined ? [DEFAULT_UPSTREAM_URL] : typeof url === 'string' ? [url] : url;
+  return urls.map((each) => ({ url: each, api_key: null, weight: 1, models: null }));
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** `json` for machines (log collectors), `pretty` for a person at a terminal. */
 const LOG_FORMATS = ['json', 'pretty'] as const;
@@ -64,8 +85,13 @@ export const ConfigSchema = z
       .prefault({}),
     upstream: z
       .strictObject({
-        url: HttpUrl.default('http://127.0.0.1:8080'),
+        /** One server's URL; a list of them (COMPACTOR_UPSTREAM_URL=a,b) is a fleet, as `servers` with each server's defaults. */
+        url: z.union([HttpUrl, z.array(HttpUrl).min(1, 'expected at least one URL')], { error: 'expected a URL, or a list of them' }).optional(),
+        /** A fleet of servers (issue 39): each conversation has a home server, chosen once, kept while it is healthy. */
+        servers: z.array(ServerSchema).min(1, 'expected at least one server').optional(),
         api_key: z.string().min(1, 'expected a non-empty string or null').nullable().default(null),
+        /** How often each server of a fleet is asked `/health`: a server that stops answering is taken out, one that answers again comes back. */
+        health_interval_ms: Milliseconds.default(5_000),
         timeouts: z
           .strictObject({
             connect_ms: Milliseconds.default(5_000),
@@ -86,6 +112,20 @@ export const ConfigSchema = z
         slot_save: z.boolean('expected true or false').default(false),
         // 10 GiB: ~10 conversations of 16k tokens of a 7B model (~57 KB per token).
         slot_save_max_bytes: PositiveInteger.default(10 * 1024 ** 3),
+        /** A fleet's servers share one --slot-save-path (a shared disk) and one model: a conversation that moves restores its saved slot on its new server. */
+        slot_save_shared: z.boolean('expected true or false').default(false),
+      })
+      .superRefine((upstream, context) => {
+        // Both given: `url` must be one of the servers (a printed configuration has both, and reads back alike).
+        const urls = typeof upstream.url === 'string' ? [upstream.url] : (upstream.url ?? []);
+        if (upstream.servers !== undefined && urls.some((url) => !upstream.servers!.some((server) => server.url === url))) {
+          context.addIssue({ code: 'custom', path: ['url'], message: 'set upstream.url or upstream.servers, not both (or name in url only servers of the list)' });
+        }
+      })
+      .transform(({ url, servers, ...rest }) => {
+        const fleet = serversOf(url, servers);
+        // `url` stays the first server's: what one server did with it (the ledger, the doctor, the start line) still reads it.
+        return { ...rest, url: fleet[0]!.url, servers: fleet };
       })
       .prefault({}),
     models: z

@@ -120,6 +120,13 @@ function render(state) {
     card('server s reading again after compactor changes', secs(own.reprocess), 'serverReprocess'),
     ...(summaries ? [card('server s on summaries', secs(summaries.prefill + summaries.decode), 'serverSummaries')] : []),
   );
+  // A fleet's servers (issue 39): shown to an admin when there are two or more.
+  $('fleet').hidden = !state.servers;
+  $('servers').replaceChildren(...(state.servers || []).map((s) => {
+    const row = el('tr', null, { 'data-server': s.server });
+    row.append(el('td', s.server), el('td', s.up ? 'up' : 'taken out'), el('td', s.conversations), el('td', s.queued), el('td', s.slotsInUse), el('td', s.requests), el('td', s.failures));
+    return row;
+  }));
   const rows = $('conversations');
   if (!state.conversations.some((c) => c.id === selected)) selected = openingConversation(state.conversations);
   rows.replaceChildren(...state.conversations.map((c) => {
@@ -241,6 +248,13 @@ export const DASHBOARD_PAGE = `<!doctype html>
         <tbody id="conversations"></tbody>
       </table></div>
       <p id="empty" class="muted">No conversation yet: send a chat request through compactor.</p>
+    </section>
+    <section id="fleet" hidden>
+      <h2>Servers</h2>
+      <div class="wrap"><table>
+        <thead><tr><th>server</th><th>up</th><th>conversations</th><th title="requests queued or in flight now">queued</th><th>slots in use</th><th>requests</th><th title="requests with no answer (refused, reset, 5xx), each sent to the next server">failures</th></tr></thead>
+        <tbody id="servers"></tbody>
+      </table></div>
     </section>
     <section>
       <h2>Server seconds</h2>

@@ -1,5 +1,6 @@
 import { loadConfig } from '../config/load.js';
 import { CHECKS } from './checks.js';
+import { fleetChecks } from './fleet-checks.js';
 import { doctorContext } from './questions.js';
 import { lineOf, runChecks } from './verdicts.js';
 
@@ -30,7 +31,8 @@ export async function runDoctor(argv: readonly string[], env: Readonly<Record<st
   for (const notice of loaded.notices) write(`${lineOf('config', { verdict: 'warn', text: notice })}\n`);
   const context = doctorContext(loaded.config, loaded.file);
   try {
-    const report = await runChecks(CHECKS, context);
+    // A fleet: a line per server first (issue 39); the other checks ask the first one.
+    const report = await runChecks([...fleetChecks(loaded.config), ...CHECKS], context);
     write(`${report.lines.join('\n')}\n`);
     return report.exitCode;
   } finally {

@@ -54,7 +54,7 @@ export class SlotScheduler {
   constructor(options: SlotSchedulerOptions) {
     this.#options = options;
     this.#timers = options.timers ?? REAL_TIMERS;
-    this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
+    this.#keeper = new SlotKeeper({ actions: options.actions, save: options.save, files: options.files ?? new SlotFiles(options.saveMaxBytes), ...(options.onSaveRefused === undefined ? {} : { onSaveRefused: options.onSaveRefused }) });
     this.#slots = Array.from({ length: options.slots }, (_, id) => emptySlot(id));
   }
 

@@ -1,6 +1,8 @@
 import type { Config } from '../config/schema.js';
 import { slotCountOf } from './discovery.js';
 import { type SlotActions, type SlotLease, SlotScheduler, type SlotStats, type SlotWork } from './scheduler.js';
+import { type SlotLeases, withSharedLease } from './slot-leases.js';
+import type { SlotFiles } from './slot-files.js';
 
 /**
  * The slot scheduler at the upstream's edge: finds out per model whether the
@@ -23,7 +25,11 @@ export interface SlotLog {
 
 export interface SlotRouterOptions {
   readonly upstream: SlotUpstream;
+  /** Leases of each slot in a store shared by replicas (slot-leases.ts), named under `name` (the server); absent: this replica alone. */
+  readonly leases?: { readonly store: SlotLeases; readonly name: string };
   readonly config: Pick<Config['upstream'], 'slots' | 'slot_wait_ms' | 'slot_save' | 'slot_save_max_bytes'>;
+  /** The slot files every server of a fleet shares (upstream.slot_save_shared): a conversation saved on one is restored on another. */
+  readonly files?: SlotFiles;
   readonly log?: SlotLog;
   readonly now?: () => number;
   /** What reading `tokens` prompt tokens anew costs `model`'s server, in milliseconds (its learned prefill speed), or null before it is known. */
@@ -41,6 +47,8 @@ export class SlotRouter {
   readonly #options: SlotRouterOptions;
   readonly #byModel = new Map<string, { readonly at: number; readonly scheduler: Promise<SlotScheduler | null>; found?: boolean }>();
   readonly #byServed = new Map<string, SlotScheduler>();
+  /** The served model of each scheduler: what its slots' shared leases are named by. */
+  readonly #servedOf = new Map<SlotScheduler, string>();
 
   constructor(options: SlotRouterOptions) {
     this.#options = options;
@@ -54,7 +62,10 @@ export class SlotRouter {
   async acquire(model: string, work: SlotWork, signal?: AbortSignal): Promise<SlotLease | null> {
     if (!this.enabled) return null;
     const scheduler = await this.#schedulerOf(model);
-    return scheduler === null ? null : scheduler.acquire(work, signal);
+    if (scheduler === null) return null;
+    const lease = await scheduler.acquire(work, signal);
+    const { leases } = this.#options;
+    return leases === undefined ? lease : withSharedLease(lease, `${leases.name}:${this.#servedOf.get(scheduler) ?? model}`, leases.store, signal);
   }
 
   /** Every scheduler's figures, by served model (metrics, dashboard). */
@@ -92,6 +103,7 @@ export class SlotRouter {
     if (existing !== undefined) return existing;
     const scheduler = this.#create(count, served, model);
     this.#byServed.set(served, scheduler);
+    this.#servedOf.set(scheduler, served);
     log?.info({ model, slots: count, save: this.#options.config.slot_save }, `upstream.slots: ${count} slots, one conversation per slot`);
     return scheduler;
   }
@@ -104,6 +116,7 @@ export class SlotRouter {
       waitMs: config.slot_wait_ms,
       save: config.slot_save,
       saveMaxBytes: config.slot_save_max_bytes,
+      ...(this.#options.files === undefined ? {} : { files: this.#options.files }),
       actions: this.#actions(),
       ...(msToRead === undefined ? {} : { msToRead: (tokens: number) => msToRead(model, tokens) }),
       onSaveRefused: () =>

@@ -1,3 +1,4 @@
+import type { SlotFiles } from './slot-files.js';
 import type { SlotActions, SlotWork } from './slot-keeper.js';
 
 /**
@@ -100,6 +101,8 @@ export interface SlotSchedulerOptions {
   readonly waitMs: number;
   readonly save: boolean;
   readonly saveMaxBytes: number;
+  /** The slot files, when shared with other servers' schedulers (one --slot-save-path on a shared disk: upstream.slot_save_shared); else its own. */
+  readonly files?: SlotFiles;
   readonly actions: SlotActions;
   readonly timers?: SlotTimers;
   /** Told when saving stops for good (the server refused a save). */

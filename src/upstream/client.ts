@@ -57,6 +57,13 @@ export interface UpstreamResponse {
   readonly body: Readable & { dump(options?: { limit?: number; signal?: AbortSignal }): Promise<void> };
 }
 
+/**
+ * What the proxy asks of its upstream: one server's client, or a fleet's
+ * (fleet/fleet-upstream.ts: calls that belong to no conversation go to a
+ * healthy server of the fleet).
+ */
+export type Upstream = Pick<UpstreamClient, 'forward' | 'send' | 'answerJson' | 'getJson' | 'postJson' | 'complete' | 'health' | 'close' | 'apiKey' | 'activeRequests'>;
+
 export class UpstreamClient implements Sender {
   readonly #pool: Pool;
   readonly #basePath: string;

@@ -50,3 +50,17 @@ export function toUpstreamError(error: unknown): ProxyError {
       return new UpstreamUnreachableError({ reason: failureReason(error), cause: error });
   }
 }
+
+// Failures with no answer begun: the connection was refused, reset or closed, or never made.
+const NO_ANSWER_CODES = new Set([...Object.keys(REASONS), 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * Whether a failed forward got no answer at all (no status line): the
+ * request may be sent to another server of a fleet (issue 39). A headers
+ * timeout is not one: the server may be reading the prompt still.
+ */
+export function failedBeforeAnswer(error: unknown): boolean {
+  const cause = error instanceof ProxyError ? error.cause : error;
+  const code = errorCode(cause);
+  return code !== undefined && NO_ANSWER_CODES.has(code);
+}

@@ -1,5 +1,5 @@
 import { UpstreamStatusError } from '../errors.js';
-import type { UpstreamClient } from './client.js';
+import type { Upstream } from './client.js';
 import { type UpstreamJson, upstreamJsonOf } from './json-surface.js';
 import { nativeAnswers, ollamaShow } from './native-windows.js';
 import { findWindow, type ServerKind, TRUNCATES_SILENTLY, type WindowAnswers } from './server-kind.js';
@@ -55,7 +55,7 @@ function whyNotReady(status: number): string {
  * await inspectUpstream(upstream)
  * // → { state: 'ready', models: [{ id: 'qwen', window: 32768 }], slots: 1 }
  */
-export async function inspectUpstream(upstream: UpstreamClient, options: { timeoutMs?: number } = {}): Promise<UpstreamInspection> {
+export async function inspectUpstream(upstream: Upstream, options: { timeoutMs?: number } = {}): Promise<UpstreamInspection> {
   const { timeoutMs = INSPECT_TIMEOUT_MS } = options;
   let models: unknown;
   try {

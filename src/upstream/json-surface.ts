@@ -1,5 +1,5 @@
 import { bodyOrThrow } from './json-call.js';
-import type { UpstreamClient } from './client.js';
+import type { Upstream } from './client.js';
 
 /**
  * The small JSON surface of the upstream the compaction engine reads: the
@@ -35,7 +35,7 @@ export function numberAt(value: unknown, ...path: string[]): number | undefined 
 }
 
 /** The upstream client as the engine's JSON surface: error statuses come back as replies, not throws. */
-export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): UpstreamJson {
+export function upstreamJsonOf(upstream: Upstream, timeoutMs: number): UpstreamJson {
   const reply = async (method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, headers: CallHeaders | undefined): Promise<JsonReply> => {
     const answer = await upstream.answerJson(method, path, body, { timeoutMs, ...(signal === undefined ? {} : { signal }), ...(headers === undefined ? {} : { headers }) });
     // A success that is not JSON is no reply the engine can read: the error it means.
@@ -55,6 +55,6 @@ export function upstreamJsonOf(upstream: UpstreamClient, timeoutMs: number): Ups
  * key); a summary upstream is another server, which gets only its own key
  * (`summary.api_key`, set on its client), never a client's credential.
  */
-export function chatCallOf(upstream: UpstreamClient, options: { readonly clientCredentials: boolean }): ChatCall {
+export function chatCallOf(upstream: Upstream, options: { readonly clientCredentials: boolean }): ChatCall {
   return (body, signal, headers) => upstream.complete(body, { signal, ...(headers === undefined || !options.clientCredentials ? {} : { headers }) });
 }

@@ -17,12 +17,15 @@ describe('defaultConfig', () => {
     expect(config.listen).toEqual({ host: '127.0.0.1', port: 8081 });
     expect(config.upstream).toEqual({
       url: 'http://127.0.0.1:8080',
+      servers: [{ url: 'http://127.0.0.1:8080', api_key: null, weight: 1, models: null }],
       api_key: null,
+      health_interval_ms: 5000,
       timeouts: { connect_ms: 5000, headers_ms: 600000, idle_ms: 300000 },
       slots: 'auto',
       slot_wait_ms: 5000,
       slot_save: false,
       slot_save_max_bytes: 10 * 1024 ** 3,
+      slot_save_shared: false,
     });
     expect(config.models).toEqual({ '*': { context_window: 'auto', reserve_output_tokens: 1024 } });
     expect(config.pairs).toBe('repair');

@@ -51,6 +51,25 @@ afterAll(async () => {
 });
 afterEach(() => upstream.reset());
 
+describe('compactor doctor on a fleet (issue 39)', () => {
+  it('checks every server: a line each, and the first thing to fix names the one that does not answer', async () => {
+    recordedLlamaServer(upstream);
+    const second = await FakeUpstream.start();
+    const dead = await FakeUpstream.start();
+    const deadUrl = dead.url;
+    await dead.close();
+    try {
+      const { code, lines } = await doctor({ COMPACTOR_UPSTREAM_URL: `${upstream.url},${second.url},${deadUrl}` });
+      expect(lineOf(lines, 'server 1')).toBe(`ok   server 1     ${upstream.url} answers /health`);
+      expect(lineOf(lines, 'server 2')).toBe(`ok   server 2     ${second.url} answers /health`);
+      expect(lineOf(lines, 'server 3')).toBe(`FAIL server 3     ${deadUrl}: no answer; compactor takes it out until it answers`);
+      expect(code).toBe(1);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
 describe('compactor doctor', () => {
   it('all well against llama-server and Redis: a line per check, exit 0', async () => {
     recordedLlamaServer(upstream);

@@ -29,6 +29,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     closeListener: null,
     slot: null,
     slotWaitMs: null,
+    upstreamServer: null,
     server: null,
     ...fields,
   };
@@ -46,6 +47,7 @@ const cases: Array<[string, Partial<RequestRecord>, number, string | undefined, 
   ['/chat/completions', { errorStatus: 502, errorCode: 'upstream_stream_failed', report: 'summarized 84 messages -> 2 (9000 -> 700 tokens)' }, 200, undefined, true, 3],
   ['/v1/chat/completions', { repairs: 3, pairRepairs: [{ kind: 'orphan' }, { kind: 'missing' }, { kind: 'orphan' }] as unknown as RequestRecord['pairRepairs'] }, 200, 'not a number', true, 7],
   ['/v1/chat/completions', { slot: 3, slotWaitMs: 12.3456 }, 200, '702', true, 5],
+  ['/v1/chat/completions', { upstreamServer: 'http://gpu-2:8080/', slot: 1, slotWaitMs: 0 }, 200, '702', true, 5],
   ['/v1/models', { kind: 'passthrough', upstreamMs: Number.NaN }, 404, '19', true, Number.POSITIVE_INFINITY],
   ['/weird/\u00e9\n"path"\\', { kind: 'passthrough', report: 'caf\u00e9 \u2192 ok' }, 500, '0', true, 1],
 ];

@@ -362,3 +362,18 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+describe('docker/fleet.yaml (issue 39, docs/fleet.md)', () => {
+  const fleet = parse(readFileSync(join(ROOT, 'docker/fleet.yaml'), 'utf8')) as { services: Record<string, Record<string, unknown>> };
+
+  it('runs two llama-servers and one compactor that lists both, publishing only compactor, on loopback', () => {
+    expect(Object.keys(fleet.services).sort()).toEqual(['compactor', 'llama-a', 'llama-b']);
+    const environment = fleet.services['compactor']!['environment'] as Record<string, string>;
+    expect(environment['COMPACTOR_UPSTREAM_URL']).toBe('http://llama-a:8080,http://llama-b:8080');
+    expect(fleet.services['compactor']!['ports']).toEqual(['127.0.0.1:8081:8081']);
+    for (const name of ['llama-a', 'llama-b']) {
+      expect(fleet.services[name]!['ports']).toBeUndefined();
+      expect(fleet.services[name]!['command']).toEqual(expect.arrayContaining(['--slot-save-path', '/slots']));
+    }
+  });
+});

@@ -65,6 +65,8 @@ export class FakeUpstream {
   readonly #routes = new Map<string, FakeReply>();
   readonly #scripts = new Map<string, FakeReply[]>();
   #refuse = false;
+  /** Connections closed at once by `refuseConnections` (a dead server: each request sent to it is one). */
+  refused = 0;
 
   private constructor() {
     this.#server = createServer((request, response) => {
@@ -72,6 +74,7 @@ export class FakeUpstream {
     });
     this.#server.on('connection', (socket) => {
       if (this.#refuse) {
+        this.refused++;
         socket.destroy();
         return;
       }
@@ -120,6 +123,13 @@ export class FakeUpstream {
   /** While on, every new connection is closed at once, before a byte is read. */
   refuseConnections(on = true): this {
     this.#refuse = on;
+    return this;
+  }
+
+  /** A server that died: the connections it has are cut, and each new one is closed at once (counted in `refused`) until `refuseConnections(false)`. */
+  kill(): this {
+    this.#refuse = true;
+    for (const socket of this.#sockets) socket.destroy();
     return this;
   }
 

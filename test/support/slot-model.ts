@@ -31,6 +31,8 @@ export interface SlotModelOptions {
   readonly tokensPerChar?: number;
   /** Bytes a slot file takes per token (the real one: ~57 KB for a 7B model). */
   readonly bytesPerToken?: number;
+  /** Another server's files: two servers started with the same `--slot-save-path` on a shared disk. */
+  readonly files?: Map<string, string>;
 }
 
 export interface SlotState {
@@ -59,7 +61,8 @@ interface CachedPrompt {
 export class SlotModel {
   readonly slots: SlotState[];
   readonly counters: SlotCounters = { promptTokens: 0, reusedTokens: 0, processedTokens: 0, busyPins: 0, ramLoads: 0, saves: 0, restores: 0, erases: 0 };
-  readonly files = new Map<string, string>();
+  /** The slot files of `--slot-save-path`: `options.files` when servers share one path (a shared disk), else this server's own. */
+  readonly files: Map<string, string>;
   readonly #ram: CachedPrompt[] = [];
   readonly #cacheRamTokens: number;
   readonly #similarity: number;
@@ -69,6 +72,7 @@ export class SlotModel {
 
   constructor(options: SlotModelOptions) {
     this.slots = Array.from({ length: options.slots }, (_, id) => ({ id, held: '', busy: false, lastUsed: 0 }));
+    this.files = options.files ?? new Map();
     this.#cacheRamTokens = options.cacheRamTokens ?? Number.POSITIVE_INFINITY;
     this.#similarity = options.similarity ?? 0.1;
     this.#tokensPerChar = options.tokensPerChar ?? 0.25;

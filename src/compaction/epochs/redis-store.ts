@@ -62,8 +62,9 @@ end
 return { found, 0, running }`;
 
 // Only the holder (its token) extends or ends a lease: one that expired and was taken by another replica stays theirs.
-const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
-const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+/** A lease's renewal and release, each only by the holder of its token (the fleet's slot leases use them too: fleet/routing-store.ts). */
+export const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+export const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 
 /** The lookup script as written, for the test that holds it to the rules of lookup.ts (test/compaction/epochs/lookup-table.test.ts). */
 export const EPOCH_LOOKUP_SCRIPT = LOOKUP_SCRIPT;

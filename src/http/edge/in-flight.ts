@@ -66,6 +66,7 @@ export class InFlight {
       closeListener: null,
       slot: null,
       slotWaitMs: null,
+      upstreamServer: null,
       server: null,
     };
     request.record = record;

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
+import type { Upstream, UpstreamResponse } from '../../upstream/client.js';
 import { discardBody } from '../../upstream/body.js';
 import { failureReason } from '../../upstream/failure.js';
 import { InvalidRequestError } from '../../errors.js';
@@ -18,7 +18,7 @@ import type { Shutdown } from '../ops/shutdown.js';
  */
 
 export interface PassthroughRouteOptions {
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
   /** Ends the requests still in flight (shutdown): their connections are cut. */
   readonly shutdown?: Shutdown;
 }

@@ -34,6 +34,8 @@ export interface RequestRecord {
   errorStatus: number | null;
   /** The llama-server slot the request was pinned to (upstream.slots), and how long it waited in that slot's queue; null when not pinned. */
   slot: number | null;
+  /** The server of a fleet the request was last sent to (upstream.servers, its password masked); null with one server. */
+  upstreamServer: string | null;
   slotWaitMs: number | null;
   /** What the upstream said it spent on this answer (llama-server's `timings`: `prompt_ms`, `predicted_ms`), or null. */
   server: { readonly prefillMs: number; readonly decodeMs: number } | null;

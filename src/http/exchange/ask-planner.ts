@@ -43,9 +43,9 @@ export interface Forwarded {
 }
 
 /** The figures kept of a forwarded request; `large`: the client's body was (PARSE_AHEAD_BYTES or more), and its history's figures (its prefix print hashes every message) are taken a slice per turn of the loop. */
-export async function forwardedOf(planned: Planned, read: ReadFigures, large: boolean): Promise<Forwarded> {
+export async function forwardedOf(planned: Planned, read: ReadFigures, large: boolean, upstream: string | null = null): Promise<Forwarded> {
   const clientTokens = planned.plan?.clientTokens;
-  const steps = requestFiguresSteps(read, planned.context, planned.body, clientTokens);
+  const steps = requestFiguresSteps(read, planned.context, planned.body, clientTokens, upstream);
   const figures = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
   return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage, answerEdits: planned.plan?.answerEdits };
 }

@@ -5,7 +5,7 @@ import { InternalError, InvalidRequestError, ProxyError } from '../../errors.js'
 import { COMPACT_BODY_FORMAT, type ChatRequestBody, PARSE_AHEAD_BYTES, chatRequestView } from '../../formats/registry.js';
 import type { BodyBudget } from '../edge/body-budget.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
-import type { UpstreamClient } from '../../upstream/client.js';
+import type { Upstream } from '../../upstream/client.js';
 import { credentialHeaders } from './engine-planner.js';
 import { tenantOfRequest } from '../edge/tenant.js';
 import { readExchange } from './read-request.js';
@@ -30,7 +30,7 @@ import { sendError } from '../edge/request-record.js';
 
 export interface CompactRouteOptions {
   readonly config: Config;
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
   /** Null when the chat route's planner replaces compactor's engine: the history comes back as it is. */
   readonly engine: CompactionEngine | null;
   /** `limits.in_flight_bytes`, shared with the chat route: a large body takes its place for its read and compaction. */

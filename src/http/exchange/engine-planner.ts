@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { editedAnswer } from '../../compaction/policy/applied-edits.js';
 import type { ContextEdits } from '../../transcript/context-edits.js';
 import type { ChatContext, ChatPlan, ChatPlanner, RefusalHook, UsageHook, UsageObservation } from './planner.js';
-import type { UpstreamClient } from '../../upstream/client.js';
+import type { Upstream } from '../../upstream/client.js';
 import type { Compacted, CompactionEngine, CompactionInput } from '../../compaction/engine/engine.js';
 import { tenantOfRequest } from '../edge/tenant.js';
 import type { CallHeaders } from '../../compaction/ports.js';
@@ -24,7 +24,7 @@ const PROGRESS_REPEAT_MS = 5_000;
  * credential headers it sent. Those calls go through chat completions, so a
  * bare key (Anthropic's `x-api-key`) goes as a bearer token.
  */
-export function credentialHeaders(headers: IncomingHttpHeaders, format: Pick<WireFormat, 'credentialHeaders'>, upstream: UpstreamClient): CallHeaders | undefined {
+export function credentialHeaders(headers: IncomingHttpHeaders, format: Pick<WireFormat, 'credentialHeaders'>, upstream: Upstream): CallHeaders | undefined {
   if (upstream.apiKey !== null) return undefined;
   for (const name of format.credentialHeaders) {
     const value = headers[name];
@@ -87,7 +87,7 @@ function usageHookOf(compactor: CompactionEngine, model: string, tenant: string,
 
 export function compactionHooks(
   compactor: CompactionEngine,
-  upstream: UpstreamClient,
+  upstream: Upstream,
   mode: 'compact' | 'observe' = 'compact',
 ): { readonly planner: ChatPlanner; readonly onRefusal: RefusalHook } {
   const planner = async (context: ChatContext): Promise<ChatPlan> => {

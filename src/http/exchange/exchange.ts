@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
-import type { HeaderRecord, UpstreamResponse } from '../../upstream/client.js';
+import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
+import { forwardOnFleet } from './fleet-forward.js';
 import { forwardRequestHeaders } from '../edge/headers.js';
 import { targetPath } from '../edge/request-record.js';
 import { AnswerWriter } from './answer.js';
@@ -88,7 +90,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   // nor the parsed body: the answer's end reads only the figures taken here.
   const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
   answer.forgetClientBytes();
-  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large);
+  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large, answer.record.upstreamServer);
   answer.record.chat = forwarded.figures;
   // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
   const { format } = answer.route;
@@ -136,18 +138,39 @@ async function readAndPlan(answer: AnswerWriter, opened: string | undefined): Pr
 }
 
 async function forward(answer: AnswerWriter, planned: Planned, slot: SlotHold): Promise<UpstreamResponse> {
-  const { request, route, record } = answer;
+  const { route } = answer;
+  const { fleet } = route.options;
+  if (fleet === undefined) return forwardTo(answer, planned, slot, route.options.upstream, route.options.slots, route.forwardHeaders);
+  // Each server of a fleet has its own slots and key (fleet-forward.ts sends to the next when one does not answer).
+  return forwardOnFleet(answer, planned, fleet, (server) =>
+    forwardTo(answer, planned, slot, server.client, server.slots, { ...route.forwardHeaders, apiKey: server.client.apiKey }),
+  );
+}
+
+async function forwardTo(
+  answer: AnswerWriter,
+  planned: Planned,
+  slot: SlotHold,
+  upstream: Pick<UpstreamClient, 'forward'>,
+  slots: SlotRouter | undefined,
+  forwardHeaders: ChatRoute['forwardHeaders'],
+): Promise<UpstreamResponse> {
+  const { request, record } = answer;
   // A request sent again gives up the slot of its first send before it joins the slot queue again.
   slot.set(null);
-  const pinned = await pinToSlot(answer, planned);
+  const pinned = await pinToSlot(answer, planned, slots);
   slot.set(pinned?.lease ?? null);
   const bytes = pinned?.bytes ?? planned.bytes;
-  const headers: HeaderRecord = forwardRequestHeaders(request.headers, route.forwardHeaders);
+  const headers: HeaderRecord = forwardRequestHeaders(request.headers, forwardHeaders);
   headers['content-length'] = String(bytes.length);
   if (planned.changed || pinned !== null || headers['content-type'] === undefined) headers['content-type'] = 'application/json';
   const started = performance.now();
   try {
-    return await route.options.upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: answer.abort.emitter });
+    return await upstream.forward({ method: 'POST', path: targetPath(request.url), headers, body: bytes, signal: answer.abort.emitter });
+  } catch (error) {
+    // A send that failed holds no slot: the next server's send, or the next request of this slot's queue, may go.
+    slot.set(null);
+    throw error;
   } finally {
     record.upstreamMs = performance.now() - started;
   }

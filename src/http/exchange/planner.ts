@@ -135,6 +135,8 @@ export interface RequestFigures extends ReadFigures {
   readonly repairs: readonly PairProblem[];
   /** The llama-server slot the request went to, if pinned. */
   readonly slot: number | null;
+  /** The fleet server that answered (its label, upstream.servers); absent with one server. */
+  readonly upstream?: string;
   /** The digests the prefix-break ledger compares (prefix-print.ts): no text. */
   readonly prefix?: PrefixPrint;
 }

@@ -21,18 +21,24 @@ export function readFiguresOf(context: Pick<ChatContext, 'keyTenant' | 'headers'
 }
 
 /** Taken when the request is forwarded: from here on only these figures are kept. */
-export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined): RequestFigures {
-  return runNow(requestFiguresSteps(read, context, forwarded, clientTokens));
+export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined, upstream: string | null = null): RequestFigures {
+  return runNow(requestFiguresSteps(read, context, forwarded, clientTokens, upstream));
 }
 
 /** The same figures as steps: a large history's prefix print is taken a slice at a time (issue 34). */
-export function* requestFiguresSteps(read: ReadFigures, context: ChatContext, forwarded: Readonly<Record<string, unknown>>, clientTokens: number | undefined): Slices<RequestFigures> {
+export function* requestFiguresSteps(
+  read: ReadFigures,
+  context: ChatContext,
+  forwarded: Readonly<Record<string, unknown>>,
+  clientTokens: number | undefined,
+  upstream: string | null = null,
+): Slices<RequestFigures> {
   const changed = forwarded !== context.body;
   // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
   const estimated = changed && clientTokens === undefined;
   const forwardedMessages = forwarded['messages'];
   const prefix = yield* prefixPrintSteps(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
-  return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix };
+  return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix, ...(upstream === null ? {} : { upstream }) };
 }
 
 function estimatesOf(context: ChatContext, forwarded: Readonly<Record<string, unknown>>): RequestFigures['estimates'] {

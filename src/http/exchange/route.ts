@@ -1,10 +1,11 @@
 import type { Config } from '../../config/schema.js';
 import type { WireFormat } from '../../formats/registry.js';
-import type { UpstreamClient } from '../../upstream/client.js';
+import type { Upstream } from '../../upstream/client.js';
 import type { ForwardRequestHeadersOptions } from '../edge/headers.js';
 import type { BodyBudget } from '../edge/body-budget.js';
 import type { Shutdown } from '../ops/shutdown.js';
 import type { SlotRouter } from '../../slots/slot-router.js';
+import type { Fleet } from '../../fleet/fleet.js';
 import type { ChatHooks } from './planner.js';
 import type { ReadSettings } from './read-request.js';
 import type { NotesSeal } from './sealed-notes.js';
@@ -18,7 +19,7 @@ import type { NotesSeal } from './sealed-notes.js';
 
 export interface ChatRouteOptions {
   readonly config: Config;
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
   readonly hooks: ChatHooks;
   /** Ends the requests still in flight, with the error to answer (shutdown). */
   readonly shutdown?: Shutdown;
@@ -30,6 +31,8 @@ export interface ChatRouteOptions {
   readonly format: WireFormat;
   /** The llama-server slots, when scheduled (upstream.slots): a conversation's requests go to its home slot, one at a time. */
   readonly slots?: SlotRouter;
+  /** A fleet of servers (upstream.servers, two or more): each conversation on its home server, with that server's slots; absent for one server. */
+  readonly fleet?: Fleet;
   /** `limits.in_flight_bytes`: the places large bodies take while they are read, planned and forwarded. */
   readonly bodies?: BodyBudget;
   /** The key of compactor's sealed items (`/v1/responses/compact`'s compaction items), opened before the read. */

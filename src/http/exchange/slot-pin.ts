@@ -15,12 +15,11 @@ import type { ReadAhead } from './relay.js';
  * server route is not known to read `id_slot` (WireFormat.pinsSlots), a
  * server without slots.
  */
-export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
-  const slots = answer.route.options.slots;
+export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = answer.route.options.slots): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
   if (slots === undefined || !slots.enabled || !answer.route.format.pinsSlots || carriesIdSlot(planned.body)) return null;
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
-  const key = conversationKey({ tenant: tenantOfRequest({ keyTenant: answer.record.keyTenant, headers: answer.request.headers }), model: body.model }, body.messages);
+  const key = conversationKeyOf(answer, planned);
   // Its size, what reading it anew in another slot costs: the bound of its wait (from the bytes: no walk of the history).
   const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
   const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens }, answer.abort.signal);
@@ -28,6 +27,12 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise
   answer.record.slot = lease.slot;
   answer.record.slotWaitMs = lease.waitedMs;
   return { bytes: withIdSlot(planned.bytes, lease.slot), lease };
+}
+
+/** The conversation a request belongs to, keyed by the tenant the epochs are keyed by: its summaries then run on its own home slot and server. */
+export function conversationKeyOf(answer: AnswerWriter, planned: Planned): string {
+  const { body } = planned.context;
+  return conversationKey({ tenant: tenantOfRequest({ keyTenant: answer.record.keyTenant, headers: answer.request.headers }), model: body.model }, body.messages);
 }
 
 /**

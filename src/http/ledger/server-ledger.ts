@@ -46,18 +46,20 @@ export class ServerLedger {
   /** One answered chat request. */
   answered(observation: UsageObservation): AnswerCost {
     const { request } = observation;
+    // On a fleet, each server's speeds are its own (issue 39).
+    const upstream = request.upstream ?? this.#upstream;
     const measure = measureOf(observation, observation.streamed ? observation.wall : undefined);
     let seconds: ServerSeconds | null = null;
     if (measure !== null) {
-      this.#speeds.observe(this.#upstream, request.model, measure);
-      seconds = this.#speeds.secondsOf(this.#upstream, request.model, measure);
+      this.#speeds.observe(upstream, request.model, measure);
+      seconds = this.#speeds.secondsOf(upstream, request.model, measure);
       this.#listener.upstreamSeconds('main', seconds);
     }
     if (request.prefix === undefined) return { seconds, breaks: [], reprocessSeconds: 0 };
     const promptTokens = observation.usage?.prompt_tokens ?? (observation.timings?.prompt_n === undefined ? undefined : observation.timings.prompt_n + (observation.timings.cache_n ?? 0));
     const breaks = this.#breaks.observe(request.prefix, { slot: request.slot, promptTokens, cachedTokens: measure?.cachedTokens ?? null, repairs: request.repairs.length });
     if (breaks.length > 0) this.#listener.prefixBreaks(breaks);
-    const speed = this.#speeds.speedsOf(this.#upstream, request.model)?.prefill ?? prefillSpeedOf(measure);
+    const speed = this.#speeds.speedsOf(upstream, request.model)?.prefill ?? prefillSpeedOf(measure);
     let recomputed = 0;
     for (const broken of breaks) if (COMPACTOR_CAUSES.has(broken.cause)) recomputed += broken.recomputedTokens;
     return { seconds, breaks, reprocessSeconds: speed === null || speed <= 0 ? 0 : recomputed / speed };

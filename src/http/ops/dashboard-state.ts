@@ -103,8 +103,21 @@ export interface AnsweredRequest extends ReadRequest {
 }
 
 /** What the page reads of the server at request time: its learned speeds, and the summaries' seconds in all. */
+/** One server of a fleet as the servers table shows it (issue 39). */
+export interface FleetServerRow {
+  readonly server: string;
+  readonly up: boolean;
+  readonly conversations: number;
+  readonly queued: number;
+  readonly slotsInUse: number;
+  readonly requests: number;
+  readonly failures: number;
+}
+
 export interface ServerSources {
   readonly speeds: () => readonly LearnedSpeed[];
+  /** A fleet's servers (upstream.servers); absent with one server. */
+  readonly servers?: () => readonly FleetServerRow[];
   readonly summarySeconds: () => { readonly prefill: number; readonly decode: number; readonly calls: number };
 }
 
@@ -284,6 +297,8 @@ export class DashboardState implements CompactionObserver {
       compactions: this.#events.filter((event) => viewer.tenant === null || event.tenant === viewer.tenant).map(shown).reverse(),
       // Totals span every tenant: only an admin (or a proxy without keys) sees them.
       ...(viewer.tenant === null ? { totals: { ...this.totals, summarySeconds: this.#server?.summarySeconds() ?? { prefill: 0, decode: 0, calls: 0 } } } : {}),
+      // A fleet's servers: where the upstreams are is the operator's to see, like the totals.
+      ...(viewer.tenant === null && this.#server?.servers !== undefined ? { servers: this.#server.servers() } : {}),
     };
   }
 }

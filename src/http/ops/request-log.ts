@@ -48,6 +48,7 @@ export interface RequestLine {
   readonly repairs: number;
   readonly repairKinds?: Record<string, number>;
   readonly compaction?: string;
+  readonly upstream?: string;
   readonly slot?: number;
   readonly slotWaitMs?: number;
   readonly prefillMs?: number;
@@ -73,6 +74,7 @@ export function requestLineFields(request: FastifyRequest, reply: FastifyReply, 
     repairs: record.repairs,
     ...(record.pairRepairs.length === 0 ? {} : { repairKinds: repairKinds(record.pairRepairs) }),
     ...(record.report === null ? {} : { compaction: record.report }),
+    ...(record.upstreamServer === null ? {} : { upstream: record.upstreamServer }),
     ...(record.slot === null ? {} : { slot: record.slot, slotWaitMs: hundredths(record.slotWaitMs ?? 0) }),
     ...(record.server === null ? {} : { prefillMs: hundredths(record.server.prefillMs), decodeMs: hundredths(record.server.decodeMs) }),
     ...(record.errorCode === null ? {} : { error: record.errorCode }),
@@ -133,6 +135,7 @@ function lineText(logger: PinoInternals, levelText: string, request: FastifyRequ
     numberText(record.repairs);
   if (record.pairRepairs.length > 0) line += ',"repairKinds":' + JSON.stringify(repairKinds(record.pairRepairs));
   if (record.report !== null) line += ',"compaction":' + JSON.stringify(record.report);
+  if (record.upstreamServer !== null) line += ',"upstream":' + JSON.stringify(record.upstreamServer);
   if (record.slot !== null) line += ',"slot":' + numberText(record.slot) + ',"slotWaitMs":' + numberText(hundredths(record.slotWaitMs ?? 0));
   if (record.server !== null) line += ',"prefillMs":' + numberText(hundredths(record.server.prefillMs)) + ',"decodeMs":' + numberText(hundredths(record.server.decodeMs));
   if (record.errorCode !== null) line += ',"error":' + JSON.stringify(record.errorCode);

@@ -8,7 +8,8 @@ import type { SlotStats } from '../../slots/scheduler.js';
  * `model_path`) and, for the per-slot ones, the slot id.
  */
 
-export type SlotStatsSource = () => ReadonlyArray<{ readonly served: string; readonly stats: SlotStats }>;
+/** `server`: the fleet server the slots are on (upstream.servers, issue 39); absent with one server, whose metrics carry no server label. */
+export type SlotStatsSource = () => ReadonlyArray<{ readonly served: string; readonly stats: SlotStats; readonly server?: string }>;
 
 /** `/models/qwen-7b.gguf` → `qwen-7b.gguf`: the label a person recognizes, without the server's folders. */
 function servedLabel(served: string): string {
@@ -18,23 +19,25 @@ function servedLabel(served: string): string {
 type PerSlot = 'queued' | 'waits' | 'waitMsTotal' | 'waitMsMax';
 type PerServer = 'saves' | 'restores' | 'evictions' | 'moves' | 'saveFailures' | 'filesBytes';
 
-export function registerSlotMetrics(registry: Registry, source: SlotStatsSource): void {
+export function registerSlotMetrics(registry: Registry, source: SlotStatsSource, options: { readonly byServer?: boolean } = {}): void {
+  const server = (entry: { readonly server?: string }): { server?: string } => (options.byServer === true ? { server: entry.server ?? '' } : {});
   const perSlot = (Kind: typeof Gauge | typeof Counter, name: string, help: string, read: PerSlot, scale = 1): void => {
     new Kind({
       name,
       help,
-      labelNames: ['model', 'slot'] as const,
+      labelNames: options.byServer === true ? ['model', 'slot', 'server'] : ['model', 'slot'],
       registers: [registry],
       collect() {
         this.reset();
-        for (const { served, stats } of source()) {
+        for (const entry of source()) {
+          const { served, stats } = entry;
           for (const slot of stats.slots) {
-            const labels = { model: servedLabel(served), slot: String(slot.slot) };
+            const labels = { model: servedLabel(served), slot: String(slot.slot), ...server(entry) };
             if (this instanceof Gauge) this.set(labels, slot[read] * scale);
             else this.inc(labels, slot[read] * scale);
           }
           // Who waits for whichever slot frees first is in no slot's queue, and is waiting all the same (issue 33 item 2).
-          if (read === 'queued' && this instanceof Gauge) this.set({ model: servedLabel(served), slot: 'any' }, stats.waitingForAny);
+          if (read === 'queued' && this instanceof Gauge) this.set({ model: servedLabel(served), slot: 'any', ...server(entry) }, stats.waitingForAny);
         }
       },
     });
@@ -43,12 +46,13 @@ export function registerSlotMetrics(registry: Registry, source: SlotStatsSource)
     new Kind({
       name,
       help,
-      labelNames: ['model'] as const,
+      labelNames: options.byServer === true ? ['model', 'server'] : ['model'],
       registers: [registry],
       collect() {
         this.reset();
-        for (const { served, stats } of source()) {
-          const labels = { model: servedLabel(served) };
+        for (const entry of source()) {
+          const { served, stats } = entry;
+          const labels = { model: servedLabel(served), ...server(entry) };
           if (this instanceof Gauge) this.set(labels, stats[read]);
           else this.inc(labels, stats[read]);
         }

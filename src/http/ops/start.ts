@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../../config/schema.js';
-import type { UpstreamClient } from '../../upstream/client.js';
+import type { Upstream } from '../../upstream/client.js';
 import { type UpstreamInspection, inspectUpstream } from '../../upstream/inspect.js';
 
 /**
@@ -65,7 +65,7 @@ export function logInspection(log: FastifyBaseLogger, upstream: string, found: U
  * until it is ready, then logs `upstream ready` once. The timers never keep
  * the process alive; `stop()` ends the probe (a shutdown).
  */
-export function probeUntilReady(upstream: UpstreamClient, log: FastifyBaseLogger, url: string): { stop(): void } {
+export function probeUntilReady(upstream: Upstream, log: FastifyBaseLogger, url: string): { stop(): void } {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const schedule = (waitMs: number): void => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { UpstreamClient } from '../../upstream/client.js';
+import type { Upstream } from '../../upstream/client.js';
 import type { Metrics } from '../ops/metrics.js';
 
 /**
@@ -9,7 +9,7 @@ import type { Metrics } from '../ops/metrics.js';
  */
 
 export interface OpsRouteOptions {
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
   readonly isDraining: () => boolean;
   /** Seconds a draining compactor asks clients to wait. */
   readonly retryAfterSeconds: number;
