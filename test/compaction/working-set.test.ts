@@ -220,3 +220,20 @@ describe('a file carried after the notes is taken out once a newer read of it st
     expect(steps.some((entry) => entry.forwarded.some((message) => /\[\"src\/(cart|price|order)\.ts\" as call read_\d+ read it \(\d+ chars\) was taken out: call read_\d+/.test(String(message.content))))).toBe(true);
   });
 });
+
+describe('a forced compaction keeps its files within their share of the history it shrinks (issue 38: Codex compacts at its own limit)', () => {
+  it('on a large window, the files carried after the notes take at most the working set share of the history, so what the client asked to shrink shrinks', async () => {
+    // Codex's run: a 131k window, compaction asked at 20k tokens. A share of the budget (half of 131k) carried every file read.
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 131_072 }) });
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are Codex.' }, { role: 'user', content: 'Read every file in parts/ and write result.txt.' }];
+    for (let part = 0; part < 5; part++) messages.push(...step(`c${part}`, 'read_file', { path: `parts/${part}.txt` }, fileText(`parts/${part}.txt`, 8_000)));
+    messages.push({ role: 'user', content: 'Go on.' });
+    const forced = await compactor.compact({ request: chatRequestView({ model: 'm', messages }), tenant: '', signal: new AbortController().signal, mode: 'force' });
+    expect(summarizer.calls).toBe(1);
+    const carried = forced.messages.flatMap((message) => carriedFiles(typeof message.content === 'string' ? message.content : ''));
+    expect(carried.length, 'the newest reads are still carried').toBeGreaterThan(0);
+    expect(carried.length, 'but not every one').toBeLessThan(5);
+    const chars = (list: readonly ChatMessage[]): number => JSON.stringify(list).length;
+    expect(chars(forced.messages)).toBeLessThan(chars(messages) * 0.7);
+  });
+});

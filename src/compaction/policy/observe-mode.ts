@@ -54,10 +54,13 @@ export function observedDecision(decision: Decision, options: { before: number; 
  * least the plan keeps: the last turn (or the task anchor and last steps of
  * one long turn), as an agent's `/compact` command expects. The working set's
  * files are carried after the notes, never kept in place by moving the cut
- * back (which, on a large window, left nothing old to summarize).
+ * back (which, on a large window, left nothing old to summarize), and take at
+ * most their share of the history itself, not of a large window's budget (a
+ * client that compacts at 20k tokens of a 128k window got back more than it
+ * sent, and compacted again).
  */
 export function forcedSettings(settings: DecisionSettings): DecisionSettings {
   // Not 0: a size of 0 tokens is no reason to compact. One millionth of a 32k budget is 0.03 tokens.
   const tiny = 1e-6;
-  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny, keepRecent: tiny, filesInPlace: false };
+  return { ...settings, threshold: tiny, softThreshold: tiny, target: tiny, keepRecent: tiny, filesInPlace: false, workingSetOfHistory: true };
 }

@@ -34,6 +34,12 @@ export interface CompactionSettings {
    * summarizes them and carries the files after its notes (false: a forced compaction keeps the least it can).
    */
   readonly filesInPlace?: boolean;
+  /**
+   * Whether the working set's share is of the history's own size when that is below the budget (true: a forced
+   * compaction, which a client asks for at its own limit, often far below a large window: what it asked to shrink
+   * must shrink), or of the budget (false or absent).
+   */
+  readonly workingSetOfHistory?: boolean;
 }
 
 /**

@@ -53,8 +53,11 @@ export function planTiers<T extends TierList>(
   sizeOf: (message: ChatMessage) => number,
 ): PlanOf<T[number]> | NoPlan {
   const cut = chooseCut(candidate, sizes, budget, settings);
+  const total = totalSize(sizes);
   // The working set stays raw through every tier: no pruning or compression touches it, a summary carries what its cut takes.
-  const workingSet = workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, budget, settings, sizeOf);
+  // A forced compaction's files take their share of the history it shrinks when that is smaller than the budget.
+  const filesBasis = settings.workingSetOfHistory === true && budget !== null ? Math.min(budget, total) : budget;
+  const workingSet = workingSetOf({ messages: candidate.messages, trusted: trustedMarks(candidate) }, filesBasis, settings, sizeOf);
   const context = {
     candidate,
     sizes,
@@ -62,7 +65,7 @@ export function planTiers<T extends TierList>(
     trigger,
     settings,
     sizeOf,
-    total: totalSize(sizes),
+    total,
     target: budget === null ? Number.POSITIVE_INFINITY : settings.target * budget,
     cut,
     somethingOld: cut !== null && hasSomethingToSummarize(candidate.messages, headLength(candidate.messages), cut, trustedMarks(candidate)),
