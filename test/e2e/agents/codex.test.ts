@@ -7,7 +7,7 @@ import { factOf } from '../../support/conversation.js';
 import { type FakeExchange, FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
 import { SimulatedLlama } from '../../support/simulated-llama.js';
-import { AGENT_TIMEOUT_MS, BIN, counterSum, makeSandbox, runAgentCli, type Sandbox } from './harness.js';
+import { AGENT_TIMEOUT_MS, BIN, breaksByCause, counterSum, makeSandbox, runAgentCli, type Sandbox } from './harness.js';
 
 /**
  * issue 16, item 3: Codex CLI (`@openai/codex` 0.171.0, a native binary),
@@ -43,7 +43,8 @@ class CodexScript {
     const body = exchange.request.json as Record<string, unknown> & { model: string };
     const view = responsesView(body);
     // The simulated llama-server reads the prompt as its chat route would (llama-server converts a Responses
-    // request to chat messages): its slot then holds what a summary's prompt can reuse. Its answer is not used.
+    // request to chat messages): its slot then holds what a summary's prompt can reuse, and the answer's usage
+    // reports what it took from that slot (`input_tokens_details.cached_tokens`). Its answer is not used.
     const sink = { writeHead: () => sink, end: () => sink };
     await this.llama.chat({ ...exchange, response: sink as never, request: { ...exchange.request, json: { ...view.chat, messages: view.chat.messages.map((message) => ({ ...message })) } } });
     const record = this.llama.records.at(-1)!;
@@ -56,7 +57,7 @@ class CodexScript {
         : step === STEPS
           ? { type: 'function_call', id: `fc_${step}`, status: 'completed', call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `echo '${RESULT_LINE}' > result.txt` }) }
           : { type: 'message', id: `msg_${step}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Done: every part read.', annotations: [] }] };
-    const response = { id: `resp_${step}`, object: 'response', created_at: 1795997435, status: 'completed', model: body.model, output: [item], usage: { input_tokens: tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: tokens + 20 } };
+    const response = { id: `resp_${step}`, object: 'response', created_at: 1795997435, status: 'completed', model: body.model, output: [item], usage: { input_tokens: tokens, input_tokens_details: { cached_tokens: record.cacheTokens }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: tokens + 20 } };
     const event = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     exchange.response.writeHead(200, { 'content-type': 'text/event-stream' });
     exchange.response.end(
@@ -137,8 +138,12 @@ describe('Codex CLI through compactor (issue 16, item 3)', () => {
       const mainReuse = after.reduce((sum, received) => sum + received.cacheTokens, 0) / Math.max(1, after.reduce((sum, received) => sum + received.tokens, 0));
       const summaryPrompt = summaries.reduce((sum, record) => sum + record.promptTokens, 0);
       const summaryCached = summaries.reduce((sum, record) => sum + record.cacheTokens, 0);
+      // Codex only appends to its history, and the slot holds its prefix between requests (a summary reads it in suffix mode).
+      const breaks = breaksByCause(metrics);
+      expect(breaks['client'] ?? 0, JSON.stringify(breaks)).toBe(0);
+      expect(breaks['server'] ?? 0, JSON.stringify(breaks)).toBe(0);
       console.log(
-        `codex: ${script.received.length} requests, ${epochs} epochs, ${summaries.length} summary calls, largest prompt ${Math.max(...script.received.map((received) => received.tokens))} of ${WINDOW}, KV reuse after the first epoch ${mainReuse.toFixed(3)}, summaries' ${(summaryCached / Math.max(1, summaryPrompt)).toFixed(3)}, ${(result.milliseconds / 1000).toFixed(1)} s`,
+        `codex: ${script.received.length} requests, ${epochs} epochs, ${summaries.length} summary calls, largest prompt ${Math.max(...script.received.map((received) => received.tokens))} of ${WINDOW}, KV reuse after the first epoch ${mainReuse.toFixed(3)}, summaries' ${(summaryCached / Math.max(1, summaryPrompt)).toFixed(3)}, prefix breaks ${JSON.stringify(breaks)}, ${(result.milliseconds / 1000).toFixed(1)} s`,
       );
     },
     AGENT_TIMEOUT_MS + 30_000,
