@@ -4,6 +4,7 @@ import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.j
 import { InvalidRequestError } from '../../src/errors.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { loadFixture } from '../support/fixtures.js';
+import { SERVER_COMMENT, SERVER_LINE } from '../support/sse.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
 
 const CHAT = '/v1/chat/completions';
@@ -40,6 +41,18 @@ describe('forwarding', () => {
     const [received] = upstream.requestsTo(CHAT);
     expect(received?.body.toString()).toBe(raw);
     expect(received?.headers['content-length']).toBe(String(Buffer.byteLength(raw)));
+    // Nothing changed, so x-compactor says only what the server spent (issue 36): the fixture's timings, prompt_ms 2.198 and predicted_ms 9.03.
+    expect(response.headers['x-compactor']).toBe(SERVER_LINE);
+    expect(response.headers['content-length']).toBe(String(response.rawPayload.length));
+  });
+
+  it('issue 36: a JSON answer without timings (a server that reports none) gets no x-compactor when nothing changed', async () => {
+    const { app } = await start();
+    const answer = { id: 'chatcmpl-1', object: 'chat.completion', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi' } }], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } };
+    upstream.script(CHAT, replies.json(200, answer));
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual(answer);
     expect(response.headers['x-compactor']).toBeUndefined();
   });
 
@@ -104,7 +117,7 @@ describe('tool-call pairs', () => {
     const { app, logs } = await start();
     const response = await app.inject({ method: 'POST', url: CHAT, payload: broken });
     expect(response.statusCode).toBe(200);
-    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    expect(response.headers['x-compactor']).toBe(`repaired 1 tool pair; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.json).toEqual({ model: 'm', messages: [broken.messages[0], broken.messages[2]] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -119,7 +132,7 @@ describe('tool-call pairs', () => {
       `"messages":[{"role":"user","content":"dropped: a duplicate"}], "metadata":{"messages":[{"role":"tool"}]},\n` +
       `  "messages" : ${messages} ,\t"model":"m"}`;
     const response = await app.inject({ method: 'POST', url: CHAT, payload: around(brokenMessages), headers: { 'content-type': 'application/json' } });
-    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    expect(response.headers['x-compactor']).toBe(`repaired 1 tool pair; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.body.toString()).toBe(around(JSON.stringify([broken.messages[0], broken.messages[2]])));
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -318,7 +331,7 @@ describe('the planner seam', () => {
     const { app } = await start({ deps: { planner } });
     const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody, headers: { authorization: 'Bearer k' } });
     expect(response.statusCode).toBe(200);
-    expect(response.headers['x-compactor']).toBe('summarized 2 messages -> 1 summary (10 -> 2 tokens, 0.1s) ?');
+    expect(response.headers['x-compactor']).toBe(`summarized 2 messages -> 1 summary (10 -> 2 tokens, 0.1s) ?; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.json).toEqual({ model: 'm', messages: [{ role: 'user', content: 'short' }] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -391,7 +404,10 @@ describe('the planner seam', () => {
     expect(response.headers['content-type']).toBe('text/event-stream');
     expect(response.headers['x-accel-buffering']).toBe('no');
     expect(response.body.startsWith(': compacting 84 messages (chunk 1/2)\n\n: compacting 84 messages (chunk 2/2)\n\n: summarized 84 messages\n\ndata: ')).toBe(true);
-    expect(response.body.endsWith('data: [DONE]\n\n')).toBe(true);
+    // At the end, what the server spent (issue 36): a last comment, and the whole line in the trailer the early head declared.
+    expect(response.body.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
+    expect(response.headers['trailer']).toBe('x-compactor');
+    expect(response.trailers['x-compactor']).toBe(`summarized 84 messages; ${SERVER_LINE}`);
   });
 
   it('after progress, an upstream error arrives as an SSE error event without [DONE]', async () => {
