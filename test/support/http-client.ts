@@ -6,7 +6,7 @@ export interface RawExchange {
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
   /** The trailer fields after a chunked body (empty when none came). */
-  readonly trailers: NodeJS.Dict<string>;
+  readonly trailers?: NodeJS.Dict<string>;
   /** `ended`: a complete body; `broken`: the connection died mid-body. */
   readonly ending: 'ended' | 'broken';
 }
