@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.js';
@@ -408,6 +409,34 @@ describe('the planner seam', () => {
     expect(response.body.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
     expect(response.headers['trailer']).toBe('x-compactor');
     expect(response.trailers['x-compactor']).toBe(`summarized 84 messages; ${SERVER_LINE}`);
+  });
+
+  it('an HTTP/1.0 client of a stream that must wait gets the report and the server seconds as comments, and no trailer', async () => {
+    // Trailers need a chunked body (RFC 9112 § 7.1.2): HTTP/1.0 has none, and Node throws ERR_HTTP_TRAILER_INVALID on a head
+    // that declares one there. The early head used to declare it whatever the client's version.
+    const planner: ChatPlanner = async (context) => {
+      context.progress('compacting 84 messages');
+      return { body: context.body, report: 'summarized 84 messages' };
+    };
+    const { url } = await start({ listen: true, deps: { planner } });
+    const { hostname, port } = new URL(url);
+    const body = JSON.stringify({ ...simpleBody, stream: true });
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(`POST ${CHAT} HTTP/1.0\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      // HTTP/1.0 without keep-alive: the answer ends with the connection.
+      socket.once('close', () => resolve(text));
+      socket.once('error', reject);
+    });
+    const headEnd = raw.indexOf('\r\n\r\n');
+    expect(raw.slice(0, headEnd)).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(raw.slice(0, headEnd)).not.toMatch(/\r\ntrailer:/i);
+    expect(raw.slice(headEnd + 4)).toMatch(/^: compacting 84 messages\n\n: summarized 84 messages\n\ndata: /);
+    expect(raw.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
   });
 
   it('after progress, an upstream error arrives as an SSE error event without [DONE]', async () => {
