@@ -221,7 +221,8 @@ export class CompactionEngine {
     await yieldOnLongHistory(messages.length);
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders };
     if (mode === 'observe') {
-      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: this.#settings, tiers: this.#tiers, observer: this.#observer, logger: this.#logger };
+      // Observe says what compact would do: by cost too, once the speeds are learned.
+      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: this.#settingsFor(request.model, this.#settings), tiers: this.#tiers, observer: this.#observer, logger: this.#logger };
       return told(await observeOnce(pass, input, request));
     }
     const waits = { milliseconds: 0, count: 0 };
@@ -232,12 +233,16 @@ export class CompactionEngine {
     }
   }
 
+  /** By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens. */
+  #settingsFor(model: string, configured: DecisionSettings): DecisionSettings {
+    const speeds = this.#speeds?.(model) ?? null;
+    return speeds === null ? configured : { ...configured, cost: speeds };
+  }
+
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
   async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }): Promise<Compacted> {
     const configured = input.mode === 'force' ? forcedSettings(this.#settings) : this.#settings;
-    // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
-    const speeds = this.#speeds?.(request.model) ?? null;
-    const settings = speeds === null ? configured : { ...configured, cost: speeds };
+    const settings = this.#settingsFor(request.model, configured);
     let ratio = this.ratios.get(request.model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();
