@@ -81,6 +81,8 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
       outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
     }
     if (!streamed && status >= 200 && status < 300 && !encoded) {
+      // A client that then reads none of it is cut as before (the watch sees no pending bytes until the head goes out).
+      if (ahead !== undefined) watchClientReads(writer.response, writer.route.options.config.upstream.timeouts.idle_ms, () => writer.clientStalled());
       // Read whole before the head goes out, so x-compactor can say what the server spent on it (bounded: see relay-json.ts).
       await relayWholeJson(writer, answer, forwarded, outgoing, (line) => {
         outgoing['x-compactor'] = headerText(line);
