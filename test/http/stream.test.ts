@@ -208,6 +208,22 @@ describe('an upstream that fails mid-stream', () => {
     expect(lastEventData(answer.body)).toContain('"code":"upstream_stream_incomplete"');
   });
 
+  it('a JSON answer past what is read whole (8 MiB) is relayed as it comes, whole, its head without the server seconds', async () => {
+    const answer = { choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'x'.repeat(9 * 1024 * 1024) } }], timings: { prompt_ms: 420, predicted_ms: 1100 } };
+    const bytes = Buffer.from(JSON.stringify(answer));
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(bytes.length) });
+      // In pieces: the limit is crossed mid-body, the rest comes after the head.
+      for (let at = 0; at < bytes.length; at += 1024 * 1024) response.write(bytes.subarray(at, at + 1024 * 1024));
+      response.end();
+    });
+    const relayed = await postJson(proxy.url + CHAT, { ...streamBody, stream: false });
+    expect(relayed.status).toBe(200);
+    expect(relayed.ending).toBe('ended');
+    expect(relayed.body.equals(bytes)).toBe(true);
+    expect(relayed.headers['x-compactor']).toBeUndefined();
+  });
+
   it('a JSON answer cut short never passes for a whole one: read whole before its head, it becomes a 502 in the chat error shape', async () => {
     upstream.script(CHAT, async ({ response }) => {
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
