@@ -138,11 +138,12 @@ export async function relayWholeJson(writer: AnswerWriter, answer: UpstreamRespo
   }
   const bytes = read.chunks.length === 1 ? read.chunks[0]! : Buffer.concat(read.chunks, read.bytes);
   let found: UsageFound | undefined;
+  let unread: unknown;
   try {
     const text = bytes.toString('utf8');
     found = usageOfJsonText(text, writer.route.format.usage) ?? extractUsage(JSON.parse(text), writer.route.format.usage);
-  } catch {
-    found = undefined;
+  } catch (error) {
+    unread = error;
   }
   record.server = serverTimesOf(found?.timings);
   const line = compactorLine(forwarded.report, record.server);
@@ -153,7 +154,8 @@ export async function relayWholeJson(writer: AnswerWriter, answer: UpstreamRespo
   record.bytes += bytes.length;
   writer.response.end(bytes);
   if (!hasUsageHooks(forwarded, writer.route.options.hooks.onUsage)) return;
-  const source: UsageSource | undefined = found === undefined ? undefined : { usageFound: () => found };
+  // An answer that is not JSON fails the usage hooks (logged), as relayJson's copy does.
+  const source: UsageSource = found === undefined ? { usageFound: () => { throw unread; } } : { usageFound: () => found };
   reportUsageLater({ forwarded, appUsage: writer.route.options.hooks.onUsage, status, streamed: false, source, log: writer.request.log });
 }
 
