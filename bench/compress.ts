@@ -64,10 +64,18 @@ function turnOf(shape: Shape, turn: number): ChatMessage[] {
   return shape === 'reread' ? reReadTurn(turn, { fileLines: FILE_LINES }) : turnMessages(turn, { turns: TURNS, stepsPerTurn: 2, resultBytes: 1500, largeResultEvery: 7, largeResultBytes: 12_000 });
 }
 
+/** Resolves once `done()` holds, looking again after each short pause (the bench's own pacing, not a measure). */
+async function until(done: () => boolean): Promise<void> {
+  while (!done()) await new Promise((resolve) => setTimeout(resolve, 2));
+}
+
 async function measure(shape: Shape, window: number, name: string, compaction: Extra): Promise<Row> {
   const upstream = await FakeUpstream.start();
   const llama = new SimulatedLlama(upstream, { window, summaryDelayMs: SUMMARY_MS });
-  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, ...compaction } } });
+  // The app's usage hook runs after the engine's own, which starts the background summary an answer calls for.
+  const answered = { count: 0 };
+  const proxy = await startProxy(upstream, { listen: true, config: { log: { level: 'warn' }, compaction: { enabled: true, ...compaction } }, deps: { onUsage: () => void answered.count++ } });
+  const engine = proxy.app.proxy.engine!;
   let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
   let requests = 0;
   let failed = 0;
@@ -82,6 +90,10 @@ async function measure(shape: Shape, window: number, name: string, compaction: E
     if (shape === 'reread' && newestReadTexts(history).some((text) => !prompt.includes(JSON.stringify(text).slice(1, -1)) && !prompt.includes(text))) blind++;
     if (process.env['TRACE'] !== undefined) console.error(`${name} ${requests}: ${llama.chatRecords.at(-1)?.promptTokens} tokens, ${llama.summaryRecords.length} summaries — ${response.headers.get('x-compactor') ?? ''}`);
     await new Promise((resolve) => setTimeout(resolve, THINK_MS));
+    // Deterministic order (issue 36): the answer's hooks ran, and the background summary they started (if any) is
+    // written, before the next request. Racing them against the agent's pause made the 4k figures differ run to run
+    // (a summary that lost the race was applied a request later, or waited for), more than the decisions compared.
+    await until(() => answered.count >= requests - failed && engine.runningSummaries === 0 && engine.queuedSummaries === 0);
   };
   try {
     for (let turn = 1; turn <= TURNS; turn++) {

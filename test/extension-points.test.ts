@@ -204,7 +204,8 @@ describe('a compaction tier added through the tier list alone', () => {
 
     const first = steps.findIndex((step) => step.report?.startsWith('elided') === true);
     expect(first, steps.map((step) => step.report).join('\n')).toBeGreaterThan(0);
-    expect(steps[first]!.report).toMatch(/^elided \d+ tool results \(\d+(\.\d)?k? -> \d+(\.\d)?k? tokens\)$/);
+    // Then what the server spent on the answer (issue 36).
+    expect(steps[first]!.report).toMatch(/^elided \d+ tool results \(\d+(\.\d)?k? -> \d+(\.\d)?k? tokens\); server \d+\.\d\d s prefill, \d+\.\d\d s decode$/);
     const compacted = steps[first]!.forwarded;
     expect(JSON.stringify(compacted)).toContain(ELIDED);
     // The next request forwards the elided prefix as it was, byte for byte (the epoch replayed, not planned again).

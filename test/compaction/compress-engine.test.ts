@@ -95,4 +95,17 @@ describe('the compression tier through the engine (issue 25)', () => {
     expect(summarizer.calls).toBe(0);
     for (const step of steps) expect(step.forwarded).toBe(step.history);
   });
+
+  it('issue 36: observe mode with the speeds learned says what compact mode does by cost, not what the token rules would', async () => {
+    // A 7B model on one GPU (prefill 5,000, decode 130 tokens a second), learned: the soft zone decides by cost.
+    const speeds = () => ({ prefill: 5000, decode: 130, summaryTokens: 400 });
+    const firstCompression = (steps: Array<{ report: string | null }>): number => steps.findIndex((step) => /^(would )?compress/.test(step.report ?? ''));
+    const byCost = await run(compactorWith({}, { speeds }).compactor, 30);
+    const observedByCost = await run(compactorWith({ compaction: { mode: 'observe' } }, { speeds }).compactor, 30, 'observe');
+    const observedByTokens = await run(compactorWith({ compaction: { mode: 'observe' } }).compactor, 30, 'observe');
+    expect(firstCompression(byCost)).toBeGreaterThan(0);
+    expect(firstCompression(observedByCost)).toBe(firstCompression(byCost));
+    // The token rules compress earlier in the soft zone: what observe said before it decided by cost.
+    expect(firstCompression(observedByTokens)).toBeLessThan(firstCompression(byCost));
+  });
 });

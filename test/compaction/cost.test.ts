@@ -5,7 +5,7 @@ import { candidateOf } from '../../src/compaction/policy/plan.js';
 import { sizesOf, totalSize } from '../../src/compaction/policy/sizing.js';
 import { compressNow, crossingCompression } from '../../src/compaction/policy/compress-ahead.js';
 import { compressForBudget } from '../../src/compaction/policy/compress-tier.js';
-import { MIN_FREED_SHARE, compressionCost, compressionIsCheaper, crossingCost, firstChange, perTokenFreed, summaryCost } from '../../src/compaction/policy/cost.js';
+import { MIN_FREED_SHARE, compressionCost, compressionIsCheaper, crossingCost, firstChange, lastStepTokens, perTokenFreed, summaryCost } from '../../src/compaction/policy/cost.js';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { configWith } from '../support/compaction.js';
 import { reReadConversation } from '../support/re-reads.js';
@@ -59,6 +59,22 @@ describe('decisions by cost (issue 36)', () => {
     expect(compressionIsCheaper({ seconds: 1, freed: 2000 }, { seconds: 1, freed: 3000 }, 10_000)).toBe(false);
     expect(compressionIsCheaper({ seconds: 0, freed: MIN_FREED_SHARE * 10_000 - 1 }, null, 10_000)).toBe(false);
     expect(compressionIsCheaper({ seconds: 9, freed: MIN_FREED_SHARE * 10_000 }, null, 10_000)).toBe(true);
+  });
+
+  it('never takes a compression that frees less than one step adds: on a 4k window the next request undoes it (bench/compress.ts, 4k)', () => {
+    // The step the client just added: the assistant's call and its result.
+    const messages = reReadConversation(3);
+    const toolEnd = messages.map((message) => message.role).lastIndexOf('tool') + 1;
+    const history = messages.slice(0, toolEnd);
+    const stepSizes = sizes(history);
+    const step = lastStepTokens(candidateOf(history, null), stepSizes);
+    expect(step).toBe(stepSizes.perMessage.at(-2)! + stepSizes.perMessage.at(-1)!);
+    expect(step).toBeGreaterThan(MIN_FREED_SHARE * 3072);
+    // Cheaper per token freed than the summary, and past the budget's share, yet less than the step: not taken.
+    const small = { seconds: 0.01, freed: step - 1 };
+    expect(compressionIsCheaper(small, { seconds: 10, freed: 2000 }, 3072)).toBe(true);
+    expect(compressionIsCheaper(small, { seconds: 10, freed: 2000 }, 3072, step)).toBe(false);
+    expect(compressionIsCheaper({ seconds: 0.01, freed: step }, { seconds: 10, freed: 2000 }, 3072, step)).toBe(true);
   });
 
   it('leaves the soft zone’s compression to the crossing when that frees more for the same re-reading (today: compressed at once)', () => {

@@ -121,7 +121,8 @@ describe('a slow summarizer', () => {
     const comments = text.slice(0, firstData);
     expect(comments).toMatch(/^: compacting \d+ messages/);
     expect(comments).toMatch(/: summarized \d+ messages -> 1 summary \+ \d+ kept \(.*\)\n\n$/);
-    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    // Then what the server spent on the answer (issue 36), after the stream's last event.
+    expect(text).toMatch(/data: \[DONE\]\n\n: server \d+\.\d\d s prefill, \d+\.\d\d s decode\n\n$/);
   });
 
   it('issue 37: a stream that waited for its summary carries its x-compactor report as a trailer, declared at its start', async () => {
@@ -140,7 +141,7 @@ describe('a slow summarizer', () => {
     });
     expect(answer.headers['trailer']).toBe('x-compactor');
     expect(answer.headers['x-compactor']).toMatch(/the report follows in the x-compactor trailer/);
-    expect(answer.trailers['x-compactor']).toMatch(/^summarized \d+ messages -> 1 summary \+ \d+ kept/);
+    expect(answer.trailers['x-compactor']).toMatch(/^summarized \d+ messages -> 1 summary \+ \d+ kept.*; server \d+\.\d\d s prefill, \d+\.\d\d s decode$/);
   });
 
   it('ends a streamed answer that fails after progress comments with an SSE error event and no [DONE]', async () => {

@@ -48,7 +48,8 @@ describe('issue 17 item 1: observe mode', () => {
     expect(data.choices[0]?.message).toBeDefined();
 
     const header = response.headers.get('x-compactor') ?? '';
-    expect(header).toMatch(/^observe: would repair 1 tool pair; would summarize \d+ messages -> 1 summary \+ \d+ kept \([\d.]+k -> [\d.]+k? tokens\)$/);
+    // Then what the server spent on the answer (issue 36).
+    expect(header).toMatch(/^observe: would repair 1 tool pair; would summarize \d+ messages -> 1 summary \+ \d+ kept \([\d.]+k -> [\d.]+k? tokens\); server \d+\.\d\d s prefill, \d+\.\d\d s decode$/);
     // Exactly what the client sent: the same bytes, the dangling call unanswered, nothing summarized.
     const forwarded = upstream.requestsTo(CHAT);
     expect(forwarded).toHaveLength(1);
@@ -56,7 +57,9 @@ describe('issue 17 item 1: observe mode', () => {
     expect(llama.summaryRecords).toHaveLength(0);
 
     const line = await proxy.logs.request();
-    expect(line['compaction']).toBe(header);
+    // The log line has the same words; the server's seconds are its prefillMs / decodeMs.
+    expect(line['compaction']).toBe(header.replace(/; server [^;]*$/, ''));
+    expect(line['prefillMs']).toEqual(expect.any(Number));
     expect(line['repairs']).toBe(0);
     const metrics = await (await fetch(`${proxy.url}/metrics`)).text();
     expect(metrics).toMatch(/compactor_compactions_total\{model="sim",tier="summary",outcome="observed"\} 1/);
@@ -71,16 +74,18 @@ describe('issue 17 item 1: observe mode', () => {
     const body = JSON.stringify({ model: 'sim', messages: [{ role: 'user', content: 'hi' }, { role: 'tool', tool_call_id: 'c9', content: 'orphan' }] });
     const { stdout } = await run('curl', ['-sS', '-D', '-', '-o', '/dev/null', '-H', 'content-type: application/json', '--data-binary', body, `${proxy.url}${CHAT}`], { timeout: 15_000 });
     expect(stdout).toMatch(/^HTTP\/1\.1 200/);
-    expect(stdout).toMatch(/\r\nx-compactor: observe: would reject: messages\[1\]: tool result "c9" answers no call\r\n/i);
+    expect(stdout).toMatch(/\r\nx-compactor: observe: would reject: messages\[1\]: tool result "c9" answers no call; server \d+\.\d\d s prefill, \d+\.\d\d s decode\r\n/i);
     expect(upstream.requestsTo(CHAT)[0]?.body.toString('utf8')).toBe(body);
   });
 
-  it('observe mode on a short history says nothing and forwards it untouched (curl)', async () => {
+  it('observe mode on a short history says nothing of compaction and forwards it untouched (curl)', async () => {
     const { upstream, proxy } = await observing();
     const body = JSON.stringify({ model: 'sim', messages: [{ role: 'user', content: 'hi' }] });
     const { stdout } = await run('curl', ['-sS', '-D', '-', '-o', '/dev/null', '-H', 'content-type: application/json', '--data-binary', body, `${proxy.url}${CHAT}`], { timeout: 15_000 });
     expect(stdout).toMatch(/^HTTP\/1\.1 200/);
-    expect(stdout.toLowerCase()).not.toContain('x-compactor');
+    // Nothing to say of compaction: the header carries only what the server spent (issue 36).
+    expect(stdout).toMatch(/\r\nx-compactor: server \d+\.\d\d s prefill, \d+\.\d\d s decode\r\n/i);
+    expect(stdout.toLowerCase()).not.toContain('observe');
     expect(upstream.requestsTo(CHAT)[0]?.body.toString('utf8')).toBe(body);
   });
 });

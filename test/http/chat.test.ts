@@ -1,9 +1,11 @@
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatContext, ChatPlanner, UsageObservation } from '../../src/app.js';
 import { InvalidRequestError } from '../../src/errors.js';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { loadFixture } from '../support/fixtures.js';
+import { SERVER_COMMENT, SERVER_LINE } from '../support/sse.js';
 import { type Proxy, startProxy } from '../support/proxy.js';
 
 const CHAT = '/v1/chat/completions';
@@ -40,6 +42,18 @@ describe('forwarding', () => {
     const [received] = upstream.requestsTo(CHAT);
     expect(received?.body.toString()).toBe(raw);
     expect(received?.headers['content-length']).toBe(String(Buffer.byteLength(raw)));
+    // Nothing changed, so x-compactor says only what the server spent (issue 36): the fixture's timings, prompt_ms 2.198 and predicted_ms 9.03.
+    expect(response.headers['x-compactor']).toBe(SERVER_LINE);
+    expect(response.headers['content-length']).toBe(String(response.rawPayload.length));
+  });
+
+  it('issue 36: a JSON answer without timings (a server that reports none) gets no x-compactor when nothing changed', async () => {
+    const { app } = await start();
+    const answer = { id: 'chatcmpl-1', object: 'chat.completion', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi' } }], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } };
+    upstream.script(CHAT, replies.json(200, answer));
+    const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual(answer);
     expect(response.headers['x-compactor']).toBeUndefined();
   });
 
@@ -104,7 +118,7 @@ describe('tool-call pairs', () => {
     const { app, logs } = await start();
     const response = await app.inject({ method: 'POST', url: CHAT, payload: broken });
     expect(response.statusCode).toBe(200);
-    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    expect(response.headers['x-compactor']).toBe(`repaired 1 tool pair; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.json).toEqual({ model: 'm', messages: [broken.messages[0], broken.messages[2]] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -119,7 +133,7 @@ describe('tool-call pairs', () => {
       `"messages":[{"role":"user","content":"dropped: a duplicate"}], "metadata":{"messages":[{"role":"tool"}]},\n` +
       `  "messages" : ${messages} ,\t"model":"m"}`;
     const response = await app.inject({ method: 'POST', url: CHAT, payload: around(brokenMessages), headers: { 'content-type': 'application/json' } });
-    expect(response.headers['x-compactor']).toBe('repaired 1 tool pair');
+    expect(response.headers['x-compactor']).toBe(`repaired 1 tool pair; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.body.toString()).toBe(around(JSON.stringify([broken.messages[0], broken.messages[2]])));
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -318,7 +332,7 @@ describe('the planner seam', () => {
     const { app } = await start({ deps: { planner } });
     const response = await app.inject({ method: 'POST', url: CHAT, payload: simpleBody, headers: { authorization: 'Bearer k' } });
     expect(response.statusCode).toBe(200);
-    expect(response.headers['x-compactor']).toBe('summarized 2 messages -> 1 summary (10 -> 2 tokens, 0.1s) ?');
+    expect(response.headers['x-compactor']).toBe(`summarized 2 messages -> 1 summary (10 -> 2 tokens, 0.1s) ?; ${SERVER_LINE}`);
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.json).toEqual({ model: 'm', messages: [{ role: 'user', content: 'short' }] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
@@ -391,7 +405,38 @@ describe('the planner seam', () => {
     expect(response.headers['content-type']).toBe('text/event-stream');
     expect(response.headers['x-accel-buffering']).toBe('no');
     expect(response.body.startsWith(': compacting 84 messages (chunk 1/2)\n\n: compacting 84 messages (chunk 2/2)\n\n: summarized 84 messages\n\ndata: ')).toBe(true);
-    expect(response.body.endsWith('data: [DONE]\n\n')).toBe(true);
+    // At the end, what the server spent (issue 36): a last comment, and the whole line in the trailer the early head declared.
+    expect(response.body.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
+    expect(response.headers['trailer']).toBe('x-compactor');
+    expect(response.trailers['x-compactor']).toBe(`summarized 84 messages; ${SERVER_LINE}`);
+  });
+
+  it('an HTTP/1.0 client of a stream that must wait gets the report and the server seconds as comments, and no trailer', async () => {
+    // Trailers need a chunked body (RFC 9112 § 7.1.2): HTTP/1.0 has none, and Node throws ERR_HTTP_TRAILER_INVALID on a head
+    // that declares one there. The early head used to declare it whatever the client's version.
+    const planner: ChatPlanner = async (context) => {
+      context.progress('compacting 84 messages');
+      return { body: context.body, report: 'summarized 84 messages' };
+    };
+    const { url } = await start({ listen: true, deps: { planner } });
+    const { hostname, port } = new URL(url);
+    const body = JSON.stringify({ ...simpleBody, stream: true });
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(`POST ${CHAT} HTTP/1.0\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      // HTTP/1.0 without keep-alive: the answer ends with the connection.
+      socket.once('close', () => resolve(text));
+      socket.once('error', reject);
+    });
+    const headEnd = raw.indexOf('\r\n\r\n');
+    expect(raw.slice(0, headEnd)).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(raw.slice(0, headEnd)).not.toMatch(/\r\ntrailer:/i);
+    expect(raw.slice(headEnd + 4)).toMatch(/^: compacting 84 messages\n\n: summarized 84 messages\n\ndata: /);
+    expect(raw.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
   });
 
   it('after progress, an upstream error arrives as an SSE error event without [DONE]', async () => {

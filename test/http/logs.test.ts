@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FakeUpstream, replies } from '../support/fake-upstream.js';
 import { send, postJson } from '../support/http-client.js';
 import { type Proxy, closedAfterEachTest, sharedForSuite, startProxy } from '../support/proxy.js';
+import { SERVER_LINE } from '../support/sse.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
 import { AGENT_TOOLS, runAgent } from '../e2e/agent-run.js';
 
@@ -75,7 +76,7 @@ describe('logs', () => {
       },
       { headers: { authorization: `Bearer ${CANARY_KEY}` } },
     );
-    expect(answer.headers['x-compactor']).toBe('repaired 2 tool pairs');
+    expect(answer.headers['x-compactor']).toBe(`repaired 2 tool pairs; ${SERVER_LINE}`);
     const line = await proxy.logs.request((entry) => entry['compaction'] !== undefined);
     expect(line).toMatchObject({ compaction: 'repaired 2 tool pairs', repairs: 2, repairKinds: { orphan: 1, missing: 1 } });
     expect(proxy.logs.text).not.toContain(CANARY_PROMPT);
@@ -113,9 +114,13 @@ describe('logs of compacted requests', () => {
     new SimulatedLlama(upstream, { window: 8192 });
     const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true } } }));
     const exchanges = await runAgent({ baseUrl: proxy.url, turns: 12, stepsPerTurn: 2, resultBytes: 1500, tools: AGENT_TOOLS });
-    const reports = exchanges.map((exchange) => exchange.report);
+    // The header ends with what the server spent (issue 36), which the log line carries as prefillMs / decodeMs.
+    const serverPart = /(?:; )?server \d+\.\d\d s prefill, \d+\.\d\d s decode$/;
+    expect(exchanges.every((exchange) => exchange.report !== null && serverPart.test(exchange.report))).toBe(true);
+    const reports = exchanges.map((exchange) => exchange.report!.replace(serverPart, '') || null);
     expect(reports.some((report) => report?.startsWith('epoch reused'))).toBe(true);
     await proxy.logs.requestLines(exchanges.length);
     expect(proxy.logs.requests().map((line) => line['compaction'] ?? null)).toEqual(reports);
+    expect(proxy.logs.requests().every((line) => typeof line['prefillMs'] === 'number' && typeof line['decodeMs'] === 'number')).toBe(true);
   });
 });

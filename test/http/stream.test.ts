@@ -6,7 +6,7 @@ import { type FakeUpstream, chatStreamEvents, floodingStream, replies } from '..
 import { loadFixture } from '../support/fixtures.js';
 import { postJson } from '../support/http-client.js';
 import { type Proxy, sharedForSuite } from '../support/proxy.js';
-import { parseSse } from '../support/sse.js';
+import { SERVER_COMMENT, SERVER_LINE, parseSse } from '../support/sse.js';
 
 const CHAT = '/v1/chat/completions';
 const streamBody = { model: 'm', messages: [{ role: 'user', content: 'Say hi.' }], stream: true, stream_options: { include_usage: true } };
@@ -27,11 +27,14 @@ function lastEventData(body: Buffer): string {
 }
 
 describe('streaming', () => {
-  it('relays the recorded SSE stream byte for byte, with no-buffering headers', async () => {
+  it('relays the recorded SSE stream byte for byte, with no-buffering headers, then what the server spent (issue 36)', async () => {
     const answer = await postJson(proxy.url + CHAT, streamBody);
     expect(answer.status).toBe(200);
     expect(answer.ending).toBe('ended');
-    expect(answer.body.equals(loadFixture('chat_stream').body)).toBe(true);
+    expect(answer.body.toString()).toBe(loadFixture('chat_stream').body.toString() + SERVER_COMMENT);
+    // Declared in the head, sent after the last chunk (the server's timings are known only then).
+    expect(answer.headers['trailer']).toBe('x-compactor');
+    expect(answer.trailers?.['x-compactor']).toBe(SERVER_LINE);
     expect(answer.headers['content-type']).toBe('text/event-stream');
     expect(answer.headers['cache-control']).toBe('no-cache');
     expect(answer.headers['x-accel-buffering']).toBe('no');
@@ -44,7 +47,7 @@ describe('streaming', () => {
     upstream.script(CHAT, replies.sse(recorded, { chunkBytes: 1 }));
     const answer = await postJson(proxy.url + CHAT, streamBody);
     expect(answer.ending).toBe('ended');
-    expect(answer.body.equals(recorded)).toBe(true);
+    expect(answer.body.toString()).toBe(recorded.toString() + SERVER_COMMENT);
   });
 
   it('hands each event to the client before the upstream sends the next (no buffering)', async () => {
@@ -67,7 +70,7 @@ describe('streaming', () => {
         });
       },
     });
-    expect((await answer).body.toString()).toBe(events.join(''));
+    expect((await answer).body.toString()).toBe(events.join('') + SERVER_COMMENT);
   });
 
   it('respects backpressure: a client that does not read holds the upstream back', async () => {
@@ -142,7 +145,7 @@ describe('a stream with one line of several MB', () => {
     upstream.script(CHAT, replies.sse(body, { chunkBytes: 64 * 1024 }));
     const answer = await postJson(proxy.url + CHAT, streamBody);
     expect(answer.ending).toBe('ended');
-    expect(answer.body.equals(body)).toBe(true);
+    expect(answer.body.toString()).toBe(body.toString() + SERVER_COMMENT);
   });
 
   it('still says so when the stream stops after it without [DONE]', async () => {
@@ -205,7 +208,23 @@ describe('an upstream that fails mid-stream', () => {
     expect(lastEventData(answer.body)).toContain('"code":"upstream_stream_incomplete"');
   });
 
-  it('a JSON answer cut short breaks the client connection instead of ending cleanly', async () => {
+  it('a JSON answer past what is read whole (8 MiB) is relayed as it comes, whole, its head without the server seconds', async () => {
+    const answer = { choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'x'.repeat(9 * 1024 * 1024) } }], timings: { prompt_ms: 420, predicted_ms: 1100 } };
+    const bytes = Buffer.from(JSON.stringify(answer));
+    upstream.script(CHAT, async ({ response }) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(bytes.length) });
+      // In pieces: the limit is crossed mid-body, the rest comes after the head.
+      for (let at = 0; at < bytes.length; at += 1024 * 1024) response.write(bytes.subarray(at, at + 1024 * 1024));
+      response.end();
+    });
+    const relayed = await postJson(proxy.url + CHAT, { ...streamBody, stream: false });
+    expect(relayed.status).toBe(200);
+    expect(relayed.ending).toBe('ended');
+    expect(relayed.body.equals(bytes)).toBe(true);
+    expect(relayed.headers['x-compactor']).toBeUndefined();
+  });
+
+  it('a JSON answer cut short never passes for a whole one: read whole before its head, it becomes a 502 in the chat error shape', async () => {
     upstream.script(CHAT, async ({ response }) => {
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
       response.write('{"choices":[');
@@ -213,7 +232,9 @@ describe('an upstream that fails mid-stream', () => {
       response.socket?.resetAndDestroy();
     });
     const answer = await postJson(proxy.url + CHAT, { ...streamBody, stream: false });
-    expect(answer.ending).toBe('broken');
+    expect(answer.ending).toBe('ended');
+    expect(answer.status).toBe(502);
+    expect(JSON.parse(answer.body.toString())).toMatchObject({ error: { type: 'server_error', code: 'upstream_stream_failed' } });
   });
 });
 

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeUpstream, chatStreamEvents, replies } from '../support/fake-upstream.js';
 import { postJson, send } from '../support/http-client.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
-import { parseSse } from '../support/sse.js';
+import { SERVER_COMMENT, parseSse } from '../support/sse.js';
 import { rawRequest } from './raw-http.js';
 
 /**
@@ -251,7 +251,9 @@ describe('text of every kind', () => {
     upstream.script(CHAT, replies.sse(chatStreamEvents({ content: [evil, evil] })));
     const answer = await postJson(proxy.url + CHAT, { ...simple, messages: [{ role: 'user', content: evil }], stream: true });
     const text = answer.body.toString();
-    const events = parseSse(text, { dispatchAtEnd: true });
+    // Then compactor's last comment, with what the server spent (issue 36), standing alone after [DONE].
+    expect(text.endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
+    const events = parseSse(text.slice(0, -SERVER_COMMENT.length), { dispatchAtEnd: true });
     // Every event is one data line of JSON ended by LF LF, and [DONE] comes once, last.
     expect(events.at(-1)?.raw).toBe('data: [DONE]\n\n');
     for (const event of events.slice(0, -1)) {

@@ -10,7 +10,7 @@ import { postJson, send } from '../support/http-client.js';
 import { manualClock } from '../support/manual-clock.js';
 import { type Proxy, sharedForSuite, startProxy } from '../support/proxy.js';
 import { SimulatedLlama } from '../support/simulated-llama.js';
-import { sseData } from '../support/sse.js';
+import { SERVER_COMMENT, sseData } from '../support/sse.js';
 import { chatRequestView } from '../../src/formats/chat/read.js';
 
 /**
@@ -114,7 +114,7 @@ describe('a slow upstream', () => {
       const [json, stream] = await Promise.all([postJson(slow.url + CHAT, simple), postJson(slow.url + CHAT, streamed)]);
       expect(json.status).toBe(200);
       expect(stream.status).toBe(200);
-      expect(stream.body.toString().endsWith('data: [DONE]\n\n')).toBe(true);
+      expect(stream.body.toString().endsWith(`data: [DONE]\n\n${SERVER_COMMENT}`)).toBe(true);
     } finally {
       await slow.close();
     }
@@ -253,13 +253,14 @@ describe('an upstream that sends 100 Continue unasked', () => {
       splitContinue = split;
       const stream = await postJson(continuing.url + CHAT, streamed);
       expect(stream.status).toBe(200);
-      expect(stream.body.toString()).toBe(events.join(''));
+      // The stream whole, then compactor's last comment with what the server spent (issue 36).
+      expect(stream.body.toString()).toBe(events.join('') + SERVER_COMMENT);
       const json = await postJson(continuing.url + CHAT, simple);
       expect(json.status).toBe(200);
       expect(json.body.toString()).toBe(completion);
       // Again: the 100 of a request on a reused connection is skipped too.
       const again = await postJson(continuing.url + CHAT, streamed);
-      expect(again.body.toString()).toBe(events.join(''));
+      expect(again.body.toString()).toBe(events.join('') + SERVER_COMMENT);
       expect(sockets.size).toBe(1);
     });
 
@@ -278,20 +279,25 @@ describe('an upstream that sends 100 Continue unasked', () => {
 
 describe('SSE as any server may frame it', () => {
   const payloads = chatStreamEvents({ content: ['Hel', 'lo 😀', ' 陈'] }).map((event) => event.slice('data: '.length, -2));
-  const framings: Array<[string, string]> = [
-    ['LF', payloads.map((data) => `data: ${data}\n\n`).join('')],
-    ['CRLF', payloads.map((data) => `data: ${data}\r\n\r\n`).join('')],
-    ['CR', payloads.map((data) => `data: ${data}\r\r`).join('')],
-    ['mixed endings, comments, no space after the colon', payloads.map((data, index) => `: keep-alive ${index}\r\ndata:${data}\n\r\n`).join('')],
-    ['no blank line after the last event', payloads.map((data) => `data: ${data}`).join('\n\n') + '\n'],
-    ['no line end at all after [DONE]', payloads.map((data) => `data: ${data}`).join('\n\n')],
+  // What compactor appends to a whole stream that ended at an event boundary (issue 36): the server's seconds of
+  // chatStreamEvents' timings (prompt_ms 1.2, predicted_ms 8.2) as an SSE comment. Anywhere else it would join the
+  // last event, so nothing is appended there (the x-compactor trailer carries them alone).
+  const SERVER_COMMENT = ': server 0.00 s prefill, 0.01 s decode\n\n';
+  const framings: Array<[string, string, string]> = [
+    ['LF', payloads.map((data) => `data: ${data}\n\n`).join(''), SERVER_COMMENT],
+    ['CRLF', payloads.map((data) => `data: ${data}\r\n\r\n`).join(''), SERVER_COMMENT],
+    // After a CR a client may take a following LF into the same line end: nothing is appended.
+    ['CR', payloads.map((data) => `data: ${data}\r\r`).join(''), ''],
+    ['mixed endings, comments, no space after the colon', payloads.map((data, index) => `: keep-alive ${index}\r\ndata:${data}\n\r\n`).join(''), SERVER_COMMENT],
+    ['no blank line after the last event', payloads.map((data) => `data: ${data}`).join('\n\n') + '\n', ''],
+    ['no line end at all after [DONE]', payloads.map((data) => `data: ${data}`).join('\n\n'), ''],
   ];
-  for (const [name, body] of framings) {
-    it(`${name}, sent one byte at a time: the client gets the same bytes, nothing appended`, async () => {
+  for (const [name, body, appended] of framings) {
+    it(`${name}, sent one byte at a time: the client gets the same bytes, then at most compactor's closing comment`, async () => {
       upstream.script(CHAT, replies.sse(Buffer.from(body), { chunkBytes: 1 }));
       const answer = await postJson(proxy.url + CHAT, streamed);
       expect(answer.ending).toBe('ended');
-      expect(answer.body.toString()).toBe(body);
+      expect(answer.body.toString()).toBe(body + appended);
       // Strict clients and lenient ones (which dispatch an event the stream did not end) alike.
       for (const dispatchAtEnd of [false, true]) {
         expect(sseData(answer.body.toString(), { dispatchAtEnd })).toEqual(sseData(body, { dispatchAtEnd }));

@@ -443,6 +443,12 @@ function verdictFor(cause: Cause, tracked: Tracked): Verdict {
       : fail(`expected the stream to end with an error event ${code}`);
   const answered = (status: number, code: string): Verdict =>
     client.status === status && errorCodeOf(text) === code ? pass : fail(`expected ${status} ${code}, got ${client.status} ${text.slice(0, 80)}`);
+  // A JSON answer is read whole before its head goes out (issue 36: x-compactor carries the server's seconds), so
+  // one that fails after the upstream's headers still gets an error answer of its own, never a cut connection.
+  const jsonFailed = (status: number, codes: readonly string[]): Verdict =>
+    client.status === status && codes.includes(errorCodeOf(text) ?? '') ? pass : fail(`expected ${status} ${codes.join(' or ')}, got ${client.status} ${text.slice(0, 80)}`);
+  // A whole stream may end with compactor's comment of what the server spent (issue 36) after the upstream's bytes.
+  const wholeAnswer = body.equals(sent) || (tracked.stream && body.subarray(0, sent.length).equals(sent) && /^: server [^\n]*\n\n$/.test(body.subarray(sent.length).toString()));
   switch (cause) {
     case 'client':
       return client.ending === 'aborted' ? pass : fail('expected the client to have left');
@@ -450,20 +456,21 @@ function verdictFor(cause: Cause, tracked: Tracked): Verdict {
       // The upstream finished, but the client left before any of the relayed answer reached it (on a loaded
       // machine relaying takes longer than RACE_MS): from the client's side, it left first.
       if (client.leftAt !== null && client.status === null && client.ending === 'aborted') return pass;
-      if (client.status !== 200 || client.ending !== 'ended' || !body.equals(sent)) return fail('expected the whole answer, byte for byte');
+      if (client.status !== 200 || client.ending !== 'ended' || !wholeAnswer) return fail('expected the whole answer, byte for byte');
       if (tracked.stream && events.at(-1) !== '[DONE]') return fail('expected [DONE] last');
       return pass;
     case 'status':
       return client.status === side.ended?.status && body.equals(sent) ? pass : fail('expected the upstream status passed through');
     case 'reset':
+      if (!tracked.stream) return jsonFailed(502, side.headersAt === null ? ['upstream_unreachable'] : ['upstream_unreachable', 'upstream_stream_failed']);
       if (!headersFirst) return answered(502, 'upstream_unreachable');
-      return tracked.stream ? streamFailed('upstream_stream_failed') : client.ending === 'broken' ? pass : fail('expected a broken JSON answer');
+      return streamFailed('upstream_stream_failed');
     case 'timeout':
-      if (!headersFirst) return answered(504, 'upstream_timeout');
-      return tracked.stream ? streamFailed('upstream_timeout') : client.ending === 'broken' ? pass : fail('expected a broken JSON answer');
+      if (!tracked.stream || !headersFirst) return answered(504, 'upstream_timeout');
+      return streamFailed('upstream_timeout');
     case 'shutdown':
-      if (!headersFirst) return answered(503, 'shutting_down');
-      return tracked.stream ? streamFailed('shutting_down') : client.ending === 'broken' ? pass : fail('expected a broken JSON answer');
+      if (!tracked.stream || !headersFirst) return answered(503, 'shutting_down');
+      return streamFailed('shutting_down');
   }
 }
 

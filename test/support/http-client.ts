@@ -5,6 +5,8 @@ export interface RawExchange {
   readonly status: number;
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
+  /** The trailer fields after a chunked body (empty when none came). */
+  readonly trailers?: NodeJS.Dict<string>;
   /** `ended`: a complete body; `broken`: the connection died mid-body. */
   readonly ending: 'ended' | 'broken';
 }
@@ -29,7 +31,7 @@ export function send(url: string, options: SendOptions = {}): Promise<RawExchang
       response.once('end', () => (ending = 'ended'));
       response.once('error', () => (ending = 'broken'));
       response.once('close', () => {
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks), ending: ending === 'ended' && response.complete ? 'ended' : 'broken' });
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks), trailers: response.trailers, ending: ending === 'ended' && response.complete ? 'ended' : 'broken' });
       });
     });
     outgoing.once('error', reject);

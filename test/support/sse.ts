@@ -94,3 +94,15 @@ function eventOf(raw: string, lines: readonly string[]): SseEvent {
   const data = dataFields.length === 0 ? undefined : dataFields.join('\n');
   return { raw, lines, comments, dataFields, data, done: data === '[DONE]' };
 }
+
+/**
+ * What compactor appends to a whole stream that ended at an event boundary
+ * (issue 36): the server's seconds as a last comment. These are the seconds
+ * of the recorded stream's timings (test/fixtures/llama-server/chat_stream.txt:
+ * prompt_ms 1.215, predicted_ms 8.211) and of `chatStreamEvents`' defaults
+ * (1.2, 8.2), both `server 0.00 s prefill, 0.01 s decode`.
+ */
+export const SERVER_COMMENT = ': server 0.00 s prefill, 0.01 s decode\n\n';
+
+/** What the x-compactor trailer of such a stream says when compactor changed nothing; also the header of the recorded JSON answer (chat_nonstream.txt: prompt_ms 2.198, predicted_ms 9.03). */
+export const SERVER_LINE = 'server 0.00 s prefill, 0.01 s decode';

@@ -225,7 +225,8 @@ export class CompactionEngine {
     const instructions = policy.summaryInstructions === undefined ? {} : { summaryInstructions: policy.summaryInstructions };
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders, ...instructions };
     if (mode === 'observe') {
-      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: policy.settings, tiers: policy.tiers, observer: this.#observer, logger: this.#logger };
+      // Observe says what compact would do: by cost too, once the speeds are learned.
+      const pass = { epochs: this.#epochs, ratios: this.ratios, settings: this.#settingsFor(request.model, policy.settings), tiers: policy.tiers, observer: this.#observer, logger: this.#logger };
       return told(await observeOnce(pass, input, request));
     }
     const waits = { milliseconds: 0, count: 0 };
@@ -236,13 +237,17 @@ export class CompactionEngine {
     }
   }
 
+  /** By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens. */
+  #settingsFor(model: string, configured: DecisionSettings): DecisionSettings {
+    const speeds = this.#speeds?.(model) ?? null;
+    return speeds === null ? configured : { ...configured, cost: speeds };
+  }
+
   /** The loop of {@link compact} past the fast path: look up, decide, perform, until something can be forwarded. */
   async #decideAndApply(input: CompactionInput, request: CompactionRequest, waits: { milliseconds: number; count: number }, policy: EditedPolicy): Promise<Compacted> {
     const configured = input.mode === 'force' ? forcedSettings(policy.settings) : policy.settings;
     const { tiers } = policy;
-    // By cost once the model's speeds are learned (policy/cost.ts); until then, and when off, by tokens.
-    const speeds = this.#speeds?.(request.model) ?? null;
-    const settings = speeds === null ? configured : { ...configured, cost: speeds };
+    const settings = this.#settingsFor(request.model, configured);
     let ratio = this.ratios.get(request.model, request.tenant);
     const waited = async <T>(work: Promise<T>): Promise<T> => {
       const started = this.#now();

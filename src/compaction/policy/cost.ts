@@ -103,6 +103,18 @@ export function crossingCost(sizes: Sizes, crossing: { readonly freed: number; r
   return { seconds: Math.max(0, threshold - crossing.freed - before) / speeds.prefill, freed: crossing.freed };
 }
 
+/**
+ * What the newest step added: the tokens from the last assistant message on
+ * (its tool calls and their results, or the user's new turn after it). The
+ * conversation grows about this much a request, so a compression that frees
+ * less is undone by the next one: it moves the prefix and postpones nothing.
+ */
+export function lastStepTokens(candidate: Candidate, sizes: Sizes): number {
+  let from = candidate.messages.length;
+  while (from > 0 && candidate.messages[from - 1]!.role !== 'assistant') from--;
+  return from === 0 ? 0 : tokensFrom(sizes, from - 1);
+}
+
 /** Seconds per token freed; infinite for an option that frees nothing. */
 export function perTokenFreed(option: Costed): number {
   return option.freed <= 0 ? Number.POSITIVE_INFINITY : option.seconds / option.freed;
@@ -110,12 +122,15 @@ export function perTokenFreed(option: Costed): number {
 
 /**
  * Whether compressing now is the cheaper way to make room: it frees at
- * least {@link MIN_FREED_SHARE} of the budget, and costs no more per token
- * freed than the other way (the compression the crossing would make, or
- * the summary the soft zone would prepare; none: any compression that
- * frees enough is cheaper than a summary that cannot be made).
+ * least {@link MIN_FREED_SHARE} of the budget and at least what a step adds
+ * (`stepTokens`, {@link lastStepTokens}: on a small window a compression
+ * freeing less buys not one request, so the way it stood against is still
+ * paid in full, a request later), and costs no more per token freed than the
+ * other way (the compression the crossing would make, or the summary the
+ * soft zone would prepare; none: any compression that frees enough is
+ * cheaper than a summary that cannot be made).
  */
-export function compressionIsCheaper(compression: Costed, other: Costed | null, budget: number): boolean {
-  if (compression.freed < MIN_FREED_SHARE * budget) return false;
+export function compressionIsCheaper(compression: Costed, other: Costed | null, budget: number, stepTokens = 0): boolean {
+  if (compression.freed < Math.max(MIN_FREED_SHARE * budget, stepTokens)) return false;
   return other === null || perTokenFreed(compression) <= perTokenFreed(other);
 }

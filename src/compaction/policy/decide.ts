@@ -7,7 +7,7 @@ import { type Candidate, type CompactionSettings, type Trigger, summaryPairToken
 import { type Sizes, totalSize } from './sizing.js';
 import { compressForBudget, compressSettingsOf } from './compress-tier.js';
 import { compressesAtCrossing, compressNow, crossingCompression } from './compress-ahead.js';
-import { type CostSpeeds, compressionCost, compressionIsCheaper, crossingCost, summaryCost } from './cost.js';
+import { type CostSpeeds, compressionCost, compressionIsCheaper, crossingCost, lastStepTokens, summaryCost } from './cost.js';
 import { BUILT_IN_TIERS, planTiers, tierNamed } from './tiers/list.js';
 import { type ModelDecision, type ModelFreeDecision, type ModelFreeTier, type ModelTier, type Planned, type TierList, type TierPlan, isTierPlan } from './tiers/tier.js';
 
@@ -167,14 +167,15 @@ function softZoneByCost(candidate: Candidate, sizes: CandidateSizes, budget: Bud
   const compressed = compressNow(candidate, sizes, tokens, settings, { atLeast: 0 });
   const now = compressed === null ? null : compressionCost(candidate, sizes, compressed.plan, speeds);
   const crossing = crossingCompression(candidate, sizes, tokens, settings);
+  const step = lastStepTokens(candidate, sizes);
   if (crossing !== null) {
-    if (now !== null && compressionIsCheaper(now, crossingCost(sizes, crossing, threshold, speeds), tokens)) return compressed!;
+    if (now !== null && compressionIsCheaper(now, crossingCost(sizes, crossing, threshold, speeds), tokens, step)) return compressed!;
     return { kind: 'forward', size, prepareNext: false };
   }
   if (now !== null) {
     const ahead = decideAhead(candidate, sizes, budget, settings, tiers);
     const summary = ahead === null ? null : summaryCost(candidate, sizes, ahead.plan.size, threshold, budget.summaryTokens, speeds);
-    if (compressionIsCheaper(now, summary, tokens)) return compressed!;
+    if (compressionIsCheaper(now, summary, tokens, step)) return compressed!;
   }
   return { kind: 'forward', size, prepareNext: true };
 }

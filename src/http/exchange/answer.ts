@@ -4,10 +4,11 @@ import { ClientStalledError, InternalError, ProxyError } from '../../errors.js';
 import { ExchangeAbort } from '../../upstream/exchange-abort.js';
 import { discardBody } from '../../upstream/body.js';
 import type { UpstreamResponse } from '../../upstream/client.js';
-import { SSE_RESPONSE_HEADERS } from '../edge/headers.js';
+import { SSE_RESPONSE_HEADERS, headerText } from '../edge/headers.js';
 import { type RequestRecord, type ResponseCloseListener, sendError } from '../edge/request-record.js';
 import type { Ending } from '../ops/shutdown.js';
 import { sseComment } from './sse-comment.js';
+import { type ServerTimes, compactorLine, serverSecondsText } from './server-line.js';
 import type { ChatRoute } from './route.js';
 
 /**
@@ -36,6 +37,23 @@ const EARLY_HEADERS: Readonly<Record<string, string>> = {
   'access-control-expose-headers': 'x-compactor',
 };
 
+/** The early head for a client that cannot take trailers (HTTP/1.0): the report comes as an SSE comment only. */
+const EARLY_HEADERS_NO_TRAILER: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream',
+  ...SSE_RESPONSE_HEADERS,
+  'x-compactor': 'compacting; the report follows in a ": summarized ..." SSE comment',
+};
+
+/**
+ * Whether the answer can end with trailers: only a chunked HTTP/1.1 body
+ * has them (RFC 9112 § 7.1.2), so an HTTP/1.0 client gets none; Node throws
+ * `ERR_HTTP_TRAILER_INVALID` on a head that declares them there.
+ */
+export function trailersAllowed(response: ServerResponse): boolean {
+  const request = response.req;
+  return request.httpVersionMajor > 1 || (request.httpVersionMajor === 1 && request.httpVersionMinor >= 1);
+}
+
 export class AnswerWriter implements Ending, ResponseCloseListener {
   readonly request: FastifyRequest;
   readonly reply: FastifyReply;
@@ -51,6 +69,8 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
   #streaming = false;
   /** The client read nothing of the answer for `upstream.timeouts.idle_ms` and was cut. */
   #stalled = false;
+  /** The head declared the `x-compactor` trailer (`Trailer: x-compactor`): a stream's end may carry it. */
+  #trailing = false;
 
   constructor(request: FastifyRequest, reply: FastifyReply, route: ChatRoute) {
     this.request = request;
@@ -101,7 +121,8 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
     if (!this.early) {
       this.early = true;
       this.reply.hijack();
-      this.response.writeHead(200, EARLY_HEADERS);
+      this.#trailing = trailersAllowed(this.response);
+      this.response.writeHead(200, this.#trailing ? EARLY_HEADERS : EARLY_HEADERS_NO_TRAILER);
       this.response.flushHeaders();
       this.#streamStarted();
     }
@@ -109,13 +130,37 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
     return true;
   }
 
-  /** The upstream's head, passed on; a streamed answer's goes out at once (clients see it start before the first token). */
+  /**
+   * The upstream's head, passed on; a streamed answer's goes out at once
+   * (clients see it start before the first token). A head whose headers
+   * declare a `trailer` lets the stream's end carry it ({@link finishStream}).
+   */
   head(status: number, headers: OutgoingHttpHeaders, streamed: boolean): void {
     this.reply.hijack();
+    this.#trailing = headers['trailer'] !== undefined;
     this.response.writeHead(status, headers);
     if (!streamed) return;
     this.response.flushHeaders();
     this.#streamStarted();
+  }
+
+  /**
+   * Ends a stream that came whole: the server's seconds as a last SSE comment
+   * when `comment` (the stream ended at an event boundary; after the format's
+   * final event, where every SSE parser ignores a comment), and the whole
+   * `x-compactor` line (`report`, then the server's seconds) in the trailer
+   * when the head declared one.
+   */
+  finishStream(report: string | undefined, server: ServerTimes | null, comment: boolean): void {
+    if (server !== null && comment) this.write(sseComment(serverSecondsText(server)));
+    this.#addTrailer(report, server);
+    this.response.end();
+  }
+
+  /** The `x-compactor` trailer, when the head declared it and there is something to say. */
+  #addTrailer(report: string | undefined, server: ServerTimes | null): void {
+    const line = compactorLine(report, server);
+    if (this.#trailing && line !== undefined) this.response.addTrailers({ 'x-compactor': headerText(line) });
   }
 
   /** Writes compactor's own bytes into the answer (progress and report comments), counted in the log line's `bytes`. */
@@ -144,12 +189,14 @@ export class AnswerWriter implements Ending, ResponseCloseListener {
    * bytes that close a pending event): the request is logged and counted with
    * the error's status, not the 200 the stream began with.
    */
-  endWithError(error: ProxyError, before = ''): void {
+  endWithError(error: ProxyError, before = '', report?: string): void {
     const record = this.record;
     record.errorCode = error.code;
     record.errorStatus = error.status;
     const text = before + this.route.format.errorEvent(error);
     record.bytes += Buffer.byteLength(text);
+    // An early stream's trailer still carries what compactor did (its head promised it).
+    this.#addTrailer(report, null);
     this.response.end(text);
   }
 

@@ -6,10 +6,10 @@ import { isContextExceeded } from '../../upstream/refusal.js';
 import { sseComment } from './sse-comment.js';
 import { UpstreamBadResponseError, UpstreamStatusError } from '../../errors.js';
 import { SSE_RESPONSE_HEADERS, forwardResponseHeaders, headerText, isContentEncoded } from '../edge/headers.js';
-import type { AnswerWriter } from './answer.js';
+import { type AnswerWriter, trailersAllowed } from './answer.js';
 import { relayStream } from './relay-stream.js';
 import { MAX_ERROR_BODY_BYTES, parsedOrUndefined, readLimited } from './bounded-body.js';
-import { relayJson } from './relay-json.js';
+import { relayJson, relayWholeJson } from './relay-json.js';
 import type { Forwarded } from './ask-planner.js';
 import type { ReadAhead } from './relay.js';
 import { watchClientReads } from './client-reads.js';
@@ -17,9 +17,12 @@ import { watchClientReads } from './client-reads.js';
 /**
  * The second half of a chat exchange: the upstream's answer head, passed on
  * (status and headers, `x-compactor` with the report), then the body relayed
- * by relay-stream.ts (SSE) or relay-json.ts (JSON). After progress
- * comments the head is gone: an upstream error can then only reach the
- * client as an SSE error event, and the report as a last comment.
+ * by relay-stream.ts (SSE) or relay-json.ts (JSON). A 2xx JSON answer is
+ * read whole first, so its head's `x-compactor` also carries the server's
+ * seconds; a stream's come at its end, in the `x-compactor` trailer its head
+ * declares and a last SSE comment. After progress comments the head is gone:
+ * an upstream error can then only reach the client as an SSE error event,
+ * and the report as a comment.
  */
 
 /** An `Access-Control-Expose-Headers` value with `name` added (once). */
@@ -58,7 +61,7 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
       const upstreamBody = parsedOrUndefined(text);
       if (isContextExceeded(upstreamBody)) writer.route.options.onContextExceeded?.(forwarded.figures.model);
       const error = status >= 300 ? new UpstreamStatusError({ status, body: upstreamBody }) : new UpstreamBadResponseError({ message: 'the upstream answered a streamed request with JSON' });
-      writer.endWithError(error);
+      writer.endWithError(error, '', forwarded.report);
       return;
     }
     if (encoded) {
@@ -68,18 +71,34 @@ export async function respond(writer: AnswerWriter, answer: UpstreamResponse, fo
         message: 'the upstream compressed its stream (Content-Encoding) though compactor did not ask it to, after progress comments went out uncompressed',
       });
     }
-    if (forwarded.report !== undefined) {
-      writer.write(sseComment(forwarded.report));
-      // Declared in the early head: sent after the last chunk, where a client that reads trailers finds the report.
-      writer.response.addTrailers({ 'x-compactor': headerText(forwarded.report) });
-    }
+    // The report now; the trailer declared in the early head carries it with the server's seconds at the end.
+    if (forwarded.report !== undefined) writer.write(sseComment(forwarded.report));
   } else {
     const outgoing: OutgoingHttpHeaders = forwardResponseHeaders(answer.headers);
-    if (streamed) Object.assign(outgoing, SSE_RESPONSE_HEADERS);
     if (forwarded.report !== undefined) {
       outgoing['x-compactor'] = headerText(forwarded.report);
       // A browser client may read it (the upstream's own CORS headers pass through; this one is added to theirs).
       outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
+    }
+    if (!streamed && status >= 200 && status < 300 && !encoded) {
+      // A client that then reads none of it is cut as before (the watch sees no pending bytes until the head goes out).
+      if (ahead !== undefined) watchClientReads(writer.response, writer.route.options.config.upstream.timeouts.idle_ms, () => writer.clientStalled());
+      // Read whole before the head goes out, so x-compactor can say what the server spent on it (bounded: see relay-json.ts).
+      await relayWholeJson(writer, answer, forwarded, outgoing, (line) => {
+        outgoing['x-compactor'] = headerText(line);
+        outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
+      });
+      return;
+    }
+    if (streamed) {
+      Object.assign(outgoing, SSE_RESPONSE_HEADERS);
+      if (status >= 200 && status < 300 && !encoded && trailersAllowed(writer.response)) {
+        // The server's seconds are known only at the stream's end: they come in this trailer (and a last SSE comment).
+        // compactor appends to the stream, so the upstream's length (if it sent one) no longer holds, and a trailer needs chunks.
+        delete outgoing['content-length'];
+        outgoing['trailer'] = 'x-compactor';
+        outgoing['access-control-expose-headers'] = exposedWith(outgoing['access-control-expose-headers'], 'x-compactor');
+      }
     }
     writer.head(status, outgoing, streamed);
   }

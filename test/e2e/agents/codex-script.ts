@@ -37,7 +37,8 @@ export class CodexScript {
   readonly reply = async (exchange: FakeExchange): Promise<void> => {
     const body = exchange.request.json as Record<string, unknown> & { model: string };
     const view = responsesView(body);
-    // The simulated llama-server's answer is not used: only its count and its slot.
+    // The simulated llama-server's answer is not used: only its count and its slot, whose reuse the answer's usage
+    // reports as llama-server does (`input_tokens_details.cached_tokens`: what it took from the slot).
     const sink = { writeHead: () => sink, end: () => sink };
     await this.llama.chat({ ...exchange, response: sink as never, request: { ...exchange.request, json: { ...view.chat, messages: view.chat.messages.map((message) => ({ ...message })) } } });
     const record = this.llama.records.at(-1)!;
@@ -51,7 +52,7 @@ export class CodexScript {
         : step === this.steps
           ? { type: 'function_call', id: `fc_${step}`, status: 'completed', call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `echo '${RESULT_LINE}' > result.txt` }) }
           : { type: 'message', id: `msg_${step}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Done: every part read.', annotations: [] }] };
-    const response = { id: `resp_${step}`, object: 'response', created_at: 1795997435, status: 'completed', model: body.model, output: [item], usage: { input_tokens: tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: tokens + 20 } };
+    const response = { id: `resp_${step}`, object: 'response', created_at: 1795997435, status: 'completed', model: body.model, output: [item], usage: { input_tokens: tokens, input_tokens_details: { cached_tokens: record.cacheTokens }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: tokens + 20 } };
     const event = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     exchange.response.writeHead(200, { 'content-type': 'text/event-stream' });
     exchange.response.end(

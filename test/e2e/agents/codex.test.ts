@@ -6,7 +6,7 @@ import { FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
 import { SimulatedLlama } from '../../support/simulated-llama.js';
 import { CodexScript, RESULT_LINE } from './codex-script.js';
-import { AGENT_TIMEOUT_MS, BIN, counterSum, makeSandbox, runAgentCli, type Sandbox } from './harness.js';
+import { AGENT_TIMEOUT_MS, BIN, breaksByCause, counterSum, makeSandbox, runAgentCli, type Sandbox } from './harness.js';
 
 /**
  * issue 16, item 3: Codex CLI (`@openai/codex` 0.171.0, a native binary),
@@ -94,8 +94,12 @@ describe('Codex CLI through compactor (issue 16, item 3)', () => {
       const mainReuse = after.reduce((sum, received) => sum + received.cacheTokens, 0) / Math.max(1, after.reduce((sum, received) => sum + received.tokens, 0));
       const summaryPrompt = summaries.reduce((sum, record) => sum + record.promptTokens, 0);
       const summaryCached = summaries.reduce((sum, record) => sum + record.cacheTokens, 0);
+      // Codex only appends to its history, and the slot holds its prefix between requests (a summary reads it in suffix mode).
+      const breaks = breaksByCause(metrics);
+      expect(breaks['client'] ?? 0, JSON.stringify(breaks)).toBe(0);
+      expect(breaks['server'] ?? 0, JSON.stringify(breaks)).toBe(0);
       console.log(
-        `codex: ${script.received.length} requests, ${epochs} epochs, ${summaries.length} summary calls, largest prompt ${Math.max(...script.received.map((received) => received.tokens))} of ${WINDOW}, KV reuse after the first epoch ${mainReuse.toFixed(3)}, summaries' ${(summaryCached / Math.max(1, summaryPrompt)).toFixed(3)}, ${(result.milliseconds / 1000).toFixed(1)} s`,
+        `codex: ${script.received.length} requests, ${epochs} epochs, ${summaries.length} summary calls, largest prompt ${Math.max(...script.received.map((received) => received.tokens))} of ${WINDOW}, KV reuse after the first epoch ${mainReuse.toFixed(3)}, summaries' ${(summaryCached / Math.max(1, summaryPrompt)).toFixed(3)}, prefix breaks ${JSON.stringify(breaks)}, ${(result.milliseconds / 1000).toFixed(1)} s`,
       );
     },
     AGENT_TIMEOUT_MS + 30_000,

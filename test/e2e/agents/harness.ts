@@ -6,8 +6,9 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import { spawnOwned } from '../../support/child-processes.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
 import { type Proxy, startProxy } from '../../support/proxy.js';
-import { ScriptedLlama, contentText } from './scripted-llama.js';
+import { NOTES_OPENING, type ReceivedChat, ScriptedLlama, contentText } from './scripted-llama.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
+import { BREAK_CAUSES } from '../../../src/http/ledger/prefix-breaks.js';
 import { CATALOG_TESTS, CHANGELOG_LINE, FIXED_DISCOUNT, FIXED_FORMAT, SHOP_SCRIPT, TAX, TAX_TEST, writeProject } from './shop-project.js';
 
 /**
@@ -128,7 +129,35 @@ export interface RunFigures {
   readonly largestPrompt: number;
   /** Prompt tokens of every main request, as the double counted them: what was forwarded in all. */
   readonly forwarded: number;
+  /** The prefix-break ledger's count by cause (`compactor_prefix_breaks_total{cause}`), causes with none left out. */
+  readonly breaks: Readonly<Record<string, number>>;
+  /** Summaries the main requests showed the model: each new notes text is one summary applied. */
+  readonly appliedSummaries: number;
+  /** Tokens the double reported from its slot's cache (`cache_n`) over all it was sent (prompt tokens), main and summary requests. */
+  readonly cacheReuse: number;
   readonly seconds: number;
+}
+
+/** How many times the notes a main request carries changed from the request before (a first one counted too): the summaries applied. */
+export function appliedSummaries(main: readonly ReceivedChat[]): number {
+  let applied = 0;
+  let last: string | undefined;
+  for (const request of main) {
+    const notes = (request.body['messages'] as ChatMessage[]).map((message) => contentText(message.content)).find((text) => text.includes(NOTES_OPENING));
+    if (notes !== undefined && notes !== last) applied++;
+    last = notes;
+  }
+  return applied;
+}
+
+/** `compactor_prefix_breaks_total` by its `cause` label, causes counted zero left out. */
+export function breaksByCause(metrics: string): Record<string, number> {
+  const breaks: Record<string, number> = {};
+  for (const cause of BREAK_CAUSES) {
+    const count = counterSum(metrics, 'compactor_prefix_breaks_total', (labels) => labels.includes(`cause="${cause}"`));
+    if (count > 0) breaks[cause] = count;
+  }
+  return breaks;
 }
 
 /** The fixed part of the agent's main requests (its system messages and tools), by the double's tokenizer. */
@@ -189,6 +218,17 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
   if (compressOff()) expect(compressedPrompts).toBe(0);
   else expect(compressedPrompts, 'main requests showing compressed results').toBeGreaterThanOrEqual(1);
 
+  // The prefix-break ledger (issue 36) against what the double saw: these agents only append to their history, so
+  // no break is the client's; the one slot keeps the conversation's prefix between its requests (compactor's summary
+  // calls read it in suffix mode), so the server never reuses less than the unchanged prefix; each summary shown to
+  // the model breaks the prefix once, and each compression epoch at most once.
+  const breaks = breaksByCause(metrics);
+  const applied = appliedSummaries(main);
+  expect(breaks['client'] ?? 0, JSON.stringify(breaks)).toBe(0);
+  expect(breaks['server'] ?? 0, JSON.stringify(breaks)).toBe(0);
+  expect(breaks['summary'] ?? 0, JSON.stringify(breaks)).toBe(applied);
+  expect(breaks['compression'] ?? 0, JSON.stringify(breaks)).toBeLessThanOrEqual(compressions);
+
   return {
     fixedTokens: fixedPartTokens(main[0]!.body),
     window,
@@ -198,6 +238,9 @@ export async function expectScriptedRunPassed(harness: Harness, result: AgentRes
     compressedPrompts,
     largestPrompt: Math.max(...llama.received.map((request) => request.tokens)),
     forwarded: main.reduce((sum, request) => sum + request.tokens, 0),
+    breaks,
+    appliedSummaries: applied,
+    cacheReuse: Number((llama.received.reduce((sum, request) => sum + request.cached, 0) / llama.received.reduce((sum, request) => sum + request.tokens, 0)).toFixed(3)),
     seconds: result.milliseconds / 1000,
   };
 }

@@ -10,9 +10,21 @@ import type { FakeExchange, FakeUpstream } from '../../support/fake-upstream.js'
  * compactor's summary requests with notes; and every other request (a title,
  * a memory extractor) with a short text. It streams in llama-server's SSE
  * framing (role chunk, `reasoning_content` and content deltas, tool-call
- * deltas, finish chunk with `timings`, usage chunk, `[DONE]`) and serves
+ * deltas, finish chunk, usage chunk, `[DONE]`; `timings` on the usage chunk,
+ * or on the finish chunk when no usage was asked for, as
+ * test/fixtures/llama-server/chat_stream*.txt show) and serves
  * `/props` and `/v1/models` with the window it was given, and
  * `/v1/chat/completions/input_tokens` with its own count.
+ *
+ * Like llama-server with its one slot (`/props` `total_slots: 1`), it keeps
+ * the last prompt it read and reports in `timings` what it could reuse of
+ * it: `cache_n` the tokens of the prompt's common prefix with the previous
+ * one (whatever request that was: a title or summary request in between
+ * evicts the agent's prefix), `prompt_n` the rest, at least one token
+ * (llama-server always evaluates the last), and `prompt_tokens = cache_n +
+ * prompt_n` with `prompt_tokens_details.cached_tokens` in `usage`
+ * (test/fixtures/llama-server/cache_reuse_*.txt). Its times are those of a 7B
+ * model on one GPU ({@link SCRIPTED_SPEEDS}).
  *
  * The step comes from its own count of main-task requests, never from the
  * history: compaction shortens the history, and the script must go on
@@ -115,6 +127,46 @@ export function tokensOf(body: Record<string, unknown>): number {
 }
 
 /**
+ * The prompt as the slot holds it: the tools first (chat templates put them in
+ * the system turn), then each message in order, so a prompt that only grew
+ * shares all of the last one as its prefix and an edit shares what came before it.
+ */
+export function renderedPrompt(body: Record<string, unknown>): string {
+  const messages = Array.isArray(body['messages']) ? (body['messages'] as unknown[]) : [];
+  return JSON.stringify(body['tools'] ?? null) + messages.map((message) => JSON.stringify(message)).join('\n');
+}
+
+/** The speeds its `timings` report, tokens a second: a 7B model with llama.cpp on one GPU (issue 36). */
+export const SCRIPTED_SPEEDS = { prefill: 5000, decode: 130 } as const;
+
+/** What llama-server's `timings` say of one answer: the cached prefix, the tokens read, the tokens written, and their times. */
+export interface ScriptedTimings {
+  readonly cache_n: number;
+  readonly prompt_n: number;
+  readonly prompt_ms: number;
+  readonly predicted_n: number;
+  readonly predicted_ms: number;
+}
+
+function timingsOf(cached: number, promptTokens: number, completionTokens: number): ScriptedTimings {
+  const read = promptTokens - cached;
+  return {
+    cache_n: cached,
+    prompt_n: read,
+    prompt_ms: (read * 1000) / SCRIPTED_SPEEDS.prefill,
+    predicted_n: completionTokens,
+    predicted_ms: (completionTokens * 1000) / SCRIPTED_SPEEDS.decode,
+  };
+}
+
+function commonPrefixLength(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  let index = 0;
+  while (index < length && a.charCodeAt(index) === b.charCodeAt(index)) index++;
+  return index;
+}
+
+/**
  * What a thinking model writes before acting, echoed back by agents as
  * `reasoning_content`: about 700 characters a step, as a small local model's
  * thinking runs, so the history grows by its thinking as well as its results.
@@ -136,6 +188,8 @@ export interface ReceivedChat {
   readonly pairProblems: readonly PairProblem[];
   /** The main-task step this request was answered with (main requests only). */
   readonly step?: number;
+  /** The tokens it reported taken from its slot's cache (`timings.cache_n`). */
+  readonly cached: number;
 }
 
 /** compactor's summary requests: `tool_choice: "none"` and its instruction last (suffix mode), or its own system prompt (prepend mode). */
@@ -148,6 +202,9 @@ export function isSummaryRequest(body: Record<string, unknown>): boolean {
   return suffix || prepend;
 }
 
+/** How the double's notes begin (each summary's differ by the messages it read): a forwarded prompt shows the notes applied. */
+export const NOTES_OPENING = 'Notes: the agent is fixing the shop project;';
+
 const CHUNK_FRAME = { created: 1795997435, id: 'chatcmpl-scripted', model: '/models/scripted.gguf', system_fingerprint: 'b10587-3f545bec' };
 
 interface Answer {
@@ -157,7 +214,7 @@ interface Answer {
 }
 
 /** llama-server's SSE events for one answer (reasoning, content and tool calls in pieces, as `--jinja --reasoning-format deepseek` streams them). */
-function streamEvents(answer: Answer, promptTokens: number, includeUsage: boolean): string[] {
+function streamEvents(answer: Answer, promptTokens: number, cached: number, includeUsage: boolean): string[] {
   const event = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`;
   const delta = (value: unknown): string => event({ choices: [{ finish_reason: null, index: 0, delta: value }], ...CHUNK_FRAME, object: 'chat.completion.chunk' });
   const pieces = (text: string): string[] => text.match(/[\s\S]{1,24}/g) ?? [];
@@ -169,24 +226,26 @@ function streamEvents(answer: Answer, promptTokens: number, includeUsage: boolea
     for (const piece of pieces(call.arguments)) events.push(delta({ tool_calls: [{ index, function: { arguments: piece } }] }));
   });
   const completionTokens = Math.ceil(JSON.stringify(answer).length / 4);
-  const timings = { cache_n: 0, prompt_n: promptTokens, prompt_ms: 1, predicted_n: completionTokens, predicted_ms: 1 };
+  const timings = timingsOf(cached, promptTokens, completionTokens);
   const finish = (answer.toolCalls ?? []).length > 0 ? 'tool_calls' : 'stop';
-  events.push(event({ choices: [{ finish_reason: finish, index: 0, delta: {} }], ...CHUNK_FRAME, object: 'chat.completion.chunk', timings }));
+  // llama-server puts `timings` on the usage chunk when there is one, else on the finish chunk (chat_stream.txt, chat_stream_no_usage.txt).
+  events.push(event({ choices: [{ finish_reason: finish, index: 0, delta: {} }], ...CHUNK_FRAME, object: 'chat.completion.chunk', ...(includeUsage ? {} : { timings }) }));
   if (includeUsage) {
-    const usage = { completion_tokens: completionTokens, prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens };
+    const usage = { completion_tokens: completionTokens, prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, prompt_tokens_details: { cached_tokens: cached } };
     events.push(event({ choices: [], ...CHUNK_FRAME, object: 'chat.completion.chunk', usage, timings }));
   }
   events.push('data: [DONE]\n\n');
   return events;
 }
 
-function completion(content: string, promptTokens: number): unknown {
+function completion(content: string, promptTokens: number, cached: number): unknown {
   const completionTokens = Math.ceil(content.length / 4);
   return {
     choices: [{ finish_reason: 'stop', index: 0, message: { role: 'assistant', content } }],
     ...CHUNK_FRAME,
     object: 'chat.completion',
-    usage: { completion_tokens: completionTokens, prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens },
+    usage: { completion_tokens: completionTokens, prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, prompt_tokens_details: { cached_tokens: cached } },
+    timings: timingsOf(cached, promptTokens, completionTokens),
   };
 }
 
@@ -211,6 +270,8 @@ export class ScriptedLlama {
   /** The sorted tool names of the first request with tools: what marks a main-task request. */
   #mainTools: string | null = null;
   #mainCount = 0;
+  /** What its one slot holds: the last prompt it read, rendered. */
+  #slot = '';
 
   constructor(options: ScriptedLlamaOptions) {
     this.#options = options;
@@ -259,22 +320,25 @@ export class ScriptedLlama {
     const tokens = tokensOf(body);
     const messages = Array.isArray(body['messages']) ? (body['messages'] as ChatMessage[]) : [];
     const step = kind === 'main' ? this.#mainCount++ : undefined;
-    this.received.push({ kind, body, headers: exchange.request.headers, tokens, pairProblems: findPairProblems(messages), ...(step === undefined ? {} : { step }) });
+    const prompt = renderedPrompt(body);
+    const cached = Math.min(tokens - 1, Math.floor(Buffer.byteLength(prompt.slice(0, commonPrefixLength(this.#slot, prompt))) / 4));
+    this.#slot = prompt;
+    this.received.push({ kind, body, headers: exchange.request.headers, tokens, pairProblems: findPairProblems(messages), cached, ...(step === undefined ? {} : { step }) });
 
     let answer: Answer;
     if (kind === 'summary') {
-      answer = { content: `Notes: the agent is fixing the shop project; ${messages.length} messages so far; tests run with node --test.` };
+      answer = { content: `${NOTES_OPENING} ${messages.length} messages so far; tests run with node --test.` };
     } else if (kind === 'side') {
       answer = { content: 'Fix the shop project' };
     } else {
       answer = this.#stepAnswer(step!, body);
     }
     if (body['stream'] !== true) {
-      writeJson(exchange.response, 200, completion(answer.content ?? '', tokens));
+      writeJson(exchange.response, 200, completion(answer.content ?? '', tokens, cached));
       return;
     }
     const streamOptions = body['stream_options'] as { include_usage?: unknown } | undefined;
-    const events = streamEvents(answer, tokens, streamOptions?.include_usage === true);
+    const events = streamEvents(answer, tokens, cached, streamOptions?.include_usage === true);
     exchange.response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     exchange.response.end(events.join(''));
   }
