@@ -336,7 +336,7 @@ describe('the planner seam', () => {
     const received = upstream.requestsTo(CHAT)[0]!;
     expect(received.json).toEqual({ model: 'm', messages: [{ role: 'user', content: 'short' }] });
     expect(received.headers['content-length']).toBe(String(received.body.length));
-    expect(seen[0]).toMatchObject({ changed: false, tenant: '', pairRepairs: [] });
+    expect(seen[0]).toMatchObject({ changed: false, keyTenant: '', pairRepairs: [] });
     // The client's bytes while planning; let go of once forwarded (a long stream does not hold them).
     expect(rawSeen).toEqual([JSON.stringify(simpleBody)]);
     expect(seen[0]!.raw.length).toBe(0);
