@@ -153,7 +153,12 @@ export const ConfigSchema = z
         target: Fraction.default(0.5),
         keep_recent: Fraction.default(0.25),
         /** The working set (issue 32): the newest copy of each file read, newest first, kept raw through every tier up to this share of the budget; 0: off. */
-        working_set: Share.default(0.5),
+        working_set: Share.default(0.25),
+        /**
+         * The working set's room is never less than this many tokens, nor more than half the budget: a small window's
+         * quarter holds one file of three, a large window's half carries so much that every turn summarizes.
+         */
+        working_set_min_tokens: NonNegativeInteger.default(1536),
         max_messages: NonNegativeInteger.default(0),
         /** Soft-zone choices (compress now, at the crossing, or prepare a summary) by the server seconds each costs, once the upstream's speeds are learned (issue 36); false: by tokens alone. */
         decide_by_cost: z.boolean('expected true or false').default(true),

@@ -37,6 +37,7 @@ export function decisionSettingsOf(compaction: Config['compaction']): DecisionSe
     pruneMaxResultChars: compaction.prune.max_result_chars,
     compress: compressSettingsOf(compaction.compress),
     workingSet: compaction.working_set,
+    workingSetMinTokens: compaction.working_set_min_tokens,
   };
 }
 

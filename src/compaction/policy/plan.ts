@@ -29,6 +29,8 @@ export interface CompactionSettings {
   readonly compressKept?: CompressTierSettings | null;
   /** The share of the budget the working set (the newest copy of each file read) may take, kept raw through every tier; 0 or absent: off. */
   readonly workingSet?: number;
+  /** The working set's room in tokens is at least this (never more than half the budget); absent: the share alone. */
+  readonly workingSetMinTokens?: number;
   /**
    * Whether a summary may move its cut back to keep the working set's turns in place (true or absent), or
    * summarizes them and carries the files after its notes (false: a forced compaction keeps the least it can).

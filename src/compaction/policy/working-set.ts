@@ -24,17 +24,32 @@ interface Plannable {
 interface WorkingSetSettings {
   /** The share of the budget the working set may take; 0 or absent: off. */
   readonly workingSet?: number;
+  /** Its room is at least this many tokens, never more than half the budget. */
+  readonly workingSetMinTokens?: number;
   /** The compression tier's read tools, when it is on: what counts as a read. */
   readonly compress?: { readonly compress: { readonly readTools?: readonly string[] } } | null;
   readonly compressKept?: { readonly compress: { readonly readTools?: readonly string[] } } | null;
 }
 
+/**
+ * The tokens the working set may take of `budget`: its share, but never less
+ * than `workingSetMinTokens` nor more than half the budget. One share does not
+ * fit every window: on a 4k window a quarter (768 tokens) holds one of the
+ * three files an agent edits, while on a 24k one half (9k tokens) carried so
+ * much that Codex summarized 11 times in 16 requests (7 at a quarter).
+ */
+export function workingSetRoom(budget: number, settings: WorkingSetSettings): number {
+  const share = settings.workingSet ?? 0;
+  if (share <= 0) return 0;
+  return Math.min(budget / 2, Math.max(share * budget, settings.workingSetMinTokens ?? 0));
+}
+
 /** The working set of a candidate, newest first; none without a budget or with the share at 0. */
 export function workingSetOf(candidate: Plannable, budget: number | null, settings: WorkingSetSettings, sizeOf: (message: ChatMessage) => number): WorkingFile[] {
-  const share = settings.workingSet ?? 0;
-  if (budget === null || share <= 0) return [];
+  const room = budget === null ? 0 : workingSetRoom(budget, settings);
+  if (room <= 0) return [];
   const readTools = (settings.compress ?? settings.compressKept)?.compress.readTools ?? DEFAULT_READ_TOOLS;
-  return fitting(newestReads(candidate.messages, candidate.trusted, readTools), share * budget, (text) => sizeOf({ role: 'tool', content: text }));
+  return fitting(newestReads(candidate.messages, candidate.trusted, readTools), room, (text) => sizeOf({ role: 'tool', content: text }));
 }
 
 /** The indexes of the tool results of a working set (not the files carried by earlier notes): no tier prunes or compresses them. */

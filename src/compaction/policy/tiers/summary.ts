@@ -6,7 +6,7 @@ import { type Candidate, type CompactionSettings, chooseCut, epochBoundary, hasS
 import { keptMarks, summaryPair, truncationNotice, truncationText, withWorkingSetBlock } from '../replacement.js';
 import { summarizedLine, truncatedLine, withCompressed, wouldSummarizeLine } from '../report.js';
 import { type Sizes, totalSize } from '../sizing.js';
-import { cutKeepingFiles } from '../working-set.js';
+import { cutKeepingFiles, workingSetRoom } from '../working-set.js';
 import type { ModelTier } from './tier.js';
 
 /**
@@ -65,7 +65,7 @@ export const summaryTier: ModelTier<SummaryPlan> = {
     if (!hasSomethingToSummarize(messages, head, keptCut, trustedMarks(candidate))) keptCut = cut;
     // The working set stays in place where its turns fit its share: kept there, a later re-read supersedes it (compressed),
     // where a copy carried after the notes would stay beside the newer one until the next summary.
-    const inPlace = budget === null || settings.filesInPlace === false ? keptCut : cutKeepingFiles(messages, measured, workingSet, keptCut, (settings.workingSet ?? 0) * budget);
+    const inPlace = budget === null || settings.filesInPlace === false ? keptCut : cutKeepingFiles(messages, measured, workingSet, keptCut, workingSetRoom(budget, settings));
     if (inPlace !== keptCut && hasSomethingToSummarize(messages, head, inPlace, trustedMarks(candidate))) keptCut = inPlace;
     const throughTurn = cutThroughLastTurn(candidate, measured, budget, settings, keptCut);
     const summaryCut = throughTurn?.cut ?? keptCut;
