@@ -17,6 +17,7 @@ import { registerSlotMetrics } from './http/ops/slot-metrics.js';
 import { SlotRouter } from './slots/slot-router.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/exchange/prompt-tokens.js';
+import { KnownPrefixes } from './compaction/epochs/known-prefixes.js';
 import { PrefixLedger } from './http/ledger/prefix-breaks.js';
 import { ServerLedger, measuredChatCall } from './http/ledger/server-ledger.js';
 import { ServerSpeeds } from './upstream/server-speeds.js';
@@ -267,6 +268,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     formats: deps.formats ?? WIRE_FORMATS,
     ...(slots === undefined ? {} : { slots }),
     bodies: new BodyBudget(config.limits.in_flight_bytes, BODY_WAIT_MS),
+    // The engine's own records, so a request's bytes are proved once for its plan and its print.
+    prefixes: engine?.prefixes ?? new KnownPrefixes(),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {

@@ -73,7 +73,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold): Promise
   // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
   // nor the parsed body: the answer's end reads only the figures taken here.
   answer.forgetClientBytes();
-  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context));
+  const forwarded = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes));
   answer.record.chat = forwarded.figures;
   return { upstreamAnswer, forwarded };
 }
@@ -90,7 +90,7 @@ async function readAndPlan(answer: AnswerWriter): Promise<Planned | undefined> {
   const context = new ExchangeContext(answer, read.request);
   context.mode = choice.mode;
   // A refused or failed request is counted on its conversation (the dashboard), once it was read.
-  record.chat = readFiguresOf(context);
+  record.chat = readFiguresOf(context, route.options.prefixes);
   const planned = await planExchange(route.options.hooks, read, context, choice);
   if (answer.abort.aborted) {
     if (answer.endedBy !== null) throw answer.endedBy;

@@ -1,3 +1,4 @@
+import { type KnownPrefixes, conversationPrintOf } from '../../compaction/epochs/known-prefixes.js';
 import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
 import { estimateRequestTokens } from '../../transcript/tokens.js';
@@ -10,13 +11,17 @@ import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
  * (RequestFigures in planner.ts says why: no parsed body is kept past the forward).
  */
 
-/** Taken once the request was read: a refused or failed one is counted on its conversation from these. */
-export function readFiguresOf(context: Pick<ChatContext, 'tenant' | 'headers' | 'body'>): ReadFigures {
+/**
+ * Taken once the request was read: a refused or failed one is counted on its conversation from these.
+ * `prefixes`: the engine's known conversations, so only what an earlier request did not hold is digested.
+ */
+export function readFiguresOf(context: Pick<ChatContext, 'tenant' | 'headers' | 'body' | 'sourceBytes'>, prefixes?: KnownPrefixes): ReadFigures {
   const { messages, model } = context.body;
-  const firstUser = messages.findIndex((message) => isRealUserMessage(message));
   let turns = 0;
   for (const message of messages) if (isRealUserMessage(message)) turns++;
-  return { tenant: tenantOfRequest(context), model, head: messages.slice(0, firstUser === -1 ? messages.length : firstUser + 1), messages: messages.length, turns };
+  const tenant = tenantOfRequest(context);
+  const print = prefixes === undefined ? conversationPrintOf({ tenant, model }, messages) : prefixes.printOf({ tenant, model }, messages, context.sourceBytes);
+  return { tenant, model, print, messages: messages.length, turns };
 }
 
 /** Taken when the request is forwarded: from here on only these figures are kept. */
@@ -25,7 +30,7 @@ export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwar
   // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
   const estimated = changed && clientTokens === undefined;
   const forwardedMessages = forwarded['messages'];
-  const prefix = prefixPrintOf(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
+  const prefix = prefixPrintOf(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages, read.print);
   return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix };
 }
 

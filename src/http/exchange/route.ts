@@ -1,3 +1,4 @@
+import type { KnownPrefixes } from '../../compaction/epochs/known-prefixes.js';
 import type { Config } from '../../config/schema.js';
 import type { WireFormat } from '../../formats/registry.js';
 import type { UpstreamClient } from '../../upstream/client.js';
@@ -31,6 +32,8 @@ export interface ChatRouteOptions {
   readonly slots?: SlotRouter;
   /** `limits.in_flight_bytes`: the places large bodies take while they are read, planned and forwarded. */
   readonly bodies?: BodyBudget;
+  /** The engine's known conversations: each request's print (ledger digests, dashboard id) digests only what is new. */
+  readonly prefixes?: KnownPrefixes;
 }
 
 export class ChatRoute {
