@@ -20,7 +20,8 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned): Promise
   if (slots === undefined || !slots.enabled || !answer.route.format.pinsSlots || carriesIdSlot(planned.body)) return null;
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
-  const key = conversationKey({ tenant: tenantOfRequest({ tenant: answer.record.tenant, headers: answer.request.headers }), model: body.model }, body.messages);
+  // The chain of the request's read (its print) holds the link already.
+  const key = conversationKey({ tenant: tenantOfRequest({ tenant: answer.record.tenant, headers: answer.request.headers }), model: body.model }, body.messages, answer.record.chat?.print.hashes);
   // Its size, what reading it anew in another slot costs: the bound of its wait (from the bytes: no walk of the history).
   const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
   const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens }, answer.abort.signal);
