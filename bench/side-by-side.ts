@@ -13,9 +13,11 @@
  *
  * A git revision is checked out in a temporary worktree and compiled beside
  * the working tree's build (node_modules/.cache/compactor-REV). The request
- * is performance.ts's 2 KB chat body, or with `--body=200k` own-cost.ts's 200 KB agent body (the
- * upstream then serves a 262,144-token window, so it stays under the soft threshold); the upstream
- * is bench/servers/upstream.ts.
+ * is performance.ts's 2 KB chat body, or with `--body=36k` / `--body=200k` own-cost.ts's 36 KB / 200 KB
+ * agent body (the upstream then serves a 262,144-token window, so it stays under the soft threshold;
+ * `--config='{"compaction":{"max_messages":8}}'` gives it a cached epoch); the upstream
+ * is bench/servers/upstream.ts. `--swap` starts and lists the working tree first (the ratio is
+ * still working tree / base): run a change in both orders.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -30,8 +32,12 @@ const rate = Number(option('rate', '3000'));
 const rounds = Number(option('rounds', '4'));
 const seconds = Number(option('seconds', '5'));
 const config = option('config', '{"compaction":{"enabled":true},"log":{"level":"info"}}');
-const agentSized = option('body', '2k') === '200k';
-const body = agentSized ? agentBody('bench', false, 200_000) : chatBody('bench', false);
+const bodyName = option('body', '2k');
+const agentSized = bodyName !== '2k';
+const body = bodyName === '200k' ? agentBody('bench', false, 200_000) : bodyName === '36k' ? agentBody('bench', false, 36_000) : chatBody('bench', false);
+// Started, loaded and listed first: the working tree (`--swap`) or the base. The second process reads dearer on this
+// machine whatever it runs (bench/README.md), so a change is read in both orders.
+const swap = process.argv.includes('--swap');
 // The working tree's configuration, when it differs from the base's: a setting measured against the same code without it.
 const configB = option('config-b', config);
 const nodeFlagsB = option('node-flags-b', '').split(' ').filter((flag) => flag !== '');
@@ -97,17 +103,17 @@ function cpuMicros(pid: number): number {
 const baseBuild = build(base);
 const currentBuild = build(null);
 const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
-const sides = [
-  { name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) },
-  {
-    name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB].join(', '),
-    ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB)),
-  },
-];
+const startBase = async () => ({ name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) });
+const startWorking = async () => ({
+  name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB].join(', '),
+  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB)),
+});
+const sides = swap ? [await startWorking(), await startBase()] : [await startBase(), await startWorking()];
+const [baseIndex, workingIndex] = swap ? [1, 0] : [0, 1];
 await Promise.all(sides.map((side) => load(currentBuild, side.origin, 2)));
 await sleep(1000);
 
-console.log(`Side by side on CPU ${PROXY_CPU}, ${agentSized ? '200 KB agent' : '2 KB chat'} body, ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}${configB === config ? '' : ` (working tree: ${configB})`}, Node ${process.version}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}:`);
+console.log(`Side by side on CPU ${PROXY_CPU}, ${agentSized ? `${bodyName.replace('k', ' KB')} agent` : '2 KB chat'} body,${swap ? ' working tree first,' : ''} ${rate} req/s offered to each, ${rounds} rounds of ${seconds} s, config ${config}${configB === config ? '' : ` (working tree: ${configB})`}, Node ${process.version}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}:`);
 console.log('');
 console.log(`| round | ${sides.map((side) => `${side.name} µs CPU / request`).join(' | ')} | ratio |`);
 console.log('|---|---|---|---|');
@@ -120,7 +126,7 @@ for (let round = 1; round <= rounds; round++) {
   for (const [index, result] of results.entries()) {
     if (result.non2xx > 0 || result.errors > 0) throw new Error(`${sides[index]!.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   }
-  const ratio = perRequest[1]! / perRequest[0]!;
+  const ratio = perRequest[workingIndex]! / perRequest[baseIndex]!;
   ratios.push(ratio);
   console.log(`| ${round} | ${perRequest.map((micros) => micros.toFixed(1)).join(' | ')} | ${ratio.toFixed(3)} |`);
 }

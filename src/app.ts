@@ -18,6 +18,7 @@ import { SlotRouter } from './slots/slot-router.js';
 import { SlotFiles } from './slots/slot-files.js';
 import { slotAwareChat } from './slots/summary-call.js';
 import { withPromptTokens } from './http/exchange/prompt-tokens.js';
+import { KnownPrefixes } from './compaction/epochs/known-prefixes.js';
 import { PrefixLedger } from './http/ledger/prefix-breaks.js';
 import { ServerLedger, measuredChatCall } from './http/ledger/server-ledger.js';
 import { ServerSpeeds } from './upstream/server-speeds.js';
@@ -348,6 +349,8 @@ export function buildApp(config: Config, deps: AppDeps = {}): FastifyInstance {
     onCarried,
     answerCompaction: (request: FastifyRequest, reply: FastifyReply) => runResponsesCompaction(request, reply, compactOptions, 'trigger'),
     ...(fleet === undefined ? {} : { fleet }),
+    // The engine's own records, so a request's bytes are proved once for its plan and its print.
+    prefixes: engine?.prefixes ?? new KnownPrefixes(),
   };
   app.register(async (scope) =>
     opsRoutes(scope, {

@@ -13,7 +13,10 @@ import type { ChatMessage } from '../transcript/message.js';
  * @example
  * conversationKey({ tenant: '', model: 'm' }, [system, firstUser, ...rest]) === conversationKey({ tenant: '', model: 'm' }, [system, firstUser])
  */
-export function conversationKey(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[]): string {
+export function conversationKey(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[], known?: readonly string[]): string {
   const upTo = Math.min(headLength(messages) + 1, messages.length);
+  // `known`: the chain the request's read already made of the same seed and messages (it reaches the first real user
+  // message, never before this link): the link is read, not hashed again.
+  if (known !== undefined && known.length > upTo) return known[upTo]!;
   return prefixHashes(seed, messages, upTo)[upTo]!;
 }

@@ -91,8 +91,12 @@ export class CompactionEngine {
   readonly #sharing: RatioSharing;
   readonly #background: Background;
   readonly #sizes: ExactSizes;
-  /** A known conversation's chain of prefix hashes: a request is hashed only past what it held. */
-  readonly #prefixes = new KnownPrefixes();
+  /**
+   * A known conversation's chain of prefix hashes: a request is hashed only past what it held. Public: the
+   * chat route takes each request's print from the same records (the prefix-break ledger's digests, the
+   * dashboard's id), so a request's bytes are proved once for both.
+   */
+  readonly prefixes = new KnownPrefixes();
   /** The upstream's learned speeds, when the soft zone decides by cost. */
   readonly #speeds: ((model: string) => CostSpeeds | null) | undefined;
 
@@ -220,7 +224,7 @@ export class CompactionEngine {
 
     // Hashed before pruning: the prefix names what the client sent, whatever the budget of this request.
     await yieldOnLongHistory(messages.length);
-    const hashes = this.#prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
+    const hashes = this.prefixes.hashesOf({ tenant: input.tenant, model }, input.request.messages, input.sourceBytes);
     await yieldOnLongHistory(messages.length);
     const instructions = policy.summaryInstructions === undefined ? {} : { summaryInstructions: policy.summaryInstructions };
     const request: CompactionRequest = { hashes, tenant: input.tenant, messages, body, model, budget, toolsEstimate, originalSize: clientSize, headers: input.upstreamHeaders, ...instructions };

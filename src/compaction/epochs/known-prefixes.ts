@@ -1,9 +1,10 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { findMessagesSpan } from '../../formats/registry.js';
 import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
-import { extendPrefixHashes, prefixHashes } from './prefix-hash.js';
+import { type Slices, runNow, sliceEndsAt } from '../../transcript/slices.js';
+import { canonicalText, extendPrefixHashes, prefixHashes } from './prefix-hash.js';
 
 /**
  * A request of a known conversation is hashed only past what an earlier
@@ -29,32 +30,118 @@ import { extendPrefixHashes, prefixHashes } from './prefix-hash.js';
  * forgotten first.
  */
 
-/** What the records may hold in all: a 200-message conversation's record is about 10 KB, so some 800 conversations. */
+/** What the records may hold in all: a 200-message conversation's record is about 12 KB, so some 700 conversations. */
 export const KNOWN_PREFIXES_MAX_BYTES = 8 * 1024 * 1024;
 
-/** About what one record costs: the chain's strings (22 characters and a V8 header) and their slots, plus the record. */
+/**
+ * Bytes of each message's own digest (the prefix-break ledger's, http/ledger/prefix-print.ts): 2^64 messages
+ * before two collide by chance, far beyond one conversation.
+ */
+export const MESSAGE_DIGEST_BYTES = 8;
+
+/** About what one record costs: the chain's strings (22 characters and a V8 header) and their slots, the messages' digests, plus the record. */
 function recordBytes(record: KnownPrefix): number {
-  return 200 + record.hashes.length * 56;
+  return 200 + record.hashes.length * 56 + record.digests.length;
 }
 
 interface KnownPrefix {
-  /** How many messages the chain names (`hashes.length - 1`). */
+  /** How many messages the bytes below hold. */
   readonly count: number;
   /** How many bytes of the `messages` list, from its `[`, hold those messages. */
   readonly bytes: number;
   /** SHA-256 (base64url) of those bytes. */
   readonly digest: string;
+  /** The chain of the first `hashes.length - 1` of them (at least the head's, at most all). */
   readonly hashes: readonly string[];
+  /** Each message's own digest, for the first `digests.length / MESSAGE_DIGEST_BYTES` of them (none, some or all). */
+  readonly digests: Buffer;
+  /** The body these bytes were last read from: the same body asked again (the ledger after the engine, a plan made again) is not hashed again. */
+  readonly source: WeakRef<Buffer>;
 }
+
+/**
+ * What one request's history is named by: its chain up to the head at least
+ * (`hashes[0]` names the tenant and model, `hashes[head]` the conversation,
+ * as the epochs and the dashboard name it), and each message's own digest.
+ */
+export interface ConversationPrint {
+  readonly hashes: readonly string[];
+  /** The head: the messages up to and including the first real user message (all, when there is none). */
+  readonly head: number;
+  /** Each message's digest, {@link MESSAGE_DIGEST_BYTES} each: SHA-256 of its canonical text, cut short. */
+  readonly digests: Buffer;
+}
+
+/** What the bytes proved of a request: the chain and digests an earlier request made of the same first messages. */
+interface Proof {
+  readonly head: number;
+  readonly key: string;
+  /** The head's chain, or the longer one the record held. */
+  readonly hashes: string[];
+  /** The record's digests of the same first messages (empty when none are known). */
+  readonly digests: Buffer;
+  readonly digest: string;
+  readonly listBytes: number;
+}
+
+const NO_DIGESTS = Buffer.alloc(0);
 
 function isWhitespace(byte: number | undefined): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 }
 
+function headOf(messages: readonly ChatMessage[]): number {
+  const firstUser = messages.findIndex((message) => isRealUserMessage(message));
+  return firstUser === -1 ? messages.length : firstUser + 1;
+}
+
+/** `digests` (of the first `digests.length / MESSAGE_DIGEST_BYTES` messages) completed to all of `messages`. */
+/**
+ * Characters of canonical text digested between two places a pause may come:
+ * the print of a 32 MiB history held the loop 200–460 ms in one piece on a
+ * busy machine (issue 34, planning's stalls).
+ */
+const SLICE_TEXT = 1024 * 1024;
+
+/** `digests` completed for every message of `messages`, as steps: a pause after every MiB of text or SLICE_ITEMS messages. */
+export function* completedDigestsSteps(digests: Buffer, messages: readonly ChatMessage[]): Slices<Buffer> {
+  const known = Math.min(digests.length / MESSAGE_DIGEST_BYTES, messages.length);
+  if (known === messages.length && digests.length === known * MESSAGE_DIGEST_BYTES) return digests;
+  const all = Buffer.allocUnsafe(messages.length * MESSAGE_DIGEST_BYTES);
+  digests.copy(all, 0, 0, known * MESSAGE_DIGEST_BYTES);
+  let sincePause = 0;
+  for (let index = known; index < messages.length; index++) {
+    // The epochs' canonical text, not JSON: no escaping pass over a large result, and key order does not matter.
+    const text = canonicalText(messages[index]);
+    hash('sha256', text, 'buffer').copy(all, index * MESSAGE_DIGEST_BYTES, 0, MESSAGE_DIGEST_BYTES);
+    sincePause += text.length;
+    if (sincePause >= SLICE_TEXT || sliceEndsAt(index)) {
+      sincePause = 0;
+      yield;
+    }
+  }
+  return all;
+}
+
+/** The print of `messages` made whole, with nothing remembered (a body whose messages are not its bytes'). */
+export function conversationPrintOf(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[]): ConversationPrint {
+  return runNow(conversationPrintSteps(seed, messages));
+}
+
+/** The same print as steps: a large history's digests are taken a slice at a time. */
+export function* conversationPrintSteps(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[]): Slices<ConversationPrint> {
+  const head = headOf(messages);
+  return { hashes: prefixHashes(seed, messages, head), head, digests: yield* completedDigestsSteps(NO_DIGESTS, messages) };
+}
+
 export class KnownPrefixes {
   readonly #records: LRUCache<string, KnownPrefix>;
-  /** Messages whose canonical text was hashed (the chain's own work), for tests and benches. */
+  /** Messages whose canonical text was hashed into the chain (the chain's own work), for tests and benches. */
   hashedMessages = 0;
+  /** Messages whose own digest was taken (the ledger's), for tests and benches. */
+  digestedMessages = 0;
+  /** The body read last and its conversation's key: the plan after the print finds its record without hashing the head again. */
+  #last: { readonly source: WeakRef<Buffer>; readonly seed: { readonly tenant: string; readonly model: string }; readonly key: string } | undefined;
 
   constructor(maxBytes: number = KNOWN_PREFIXES_MAX_BYTES) {
     this.#records = new LRUCache<string, KnownPrefix>({ maxSize: maxBytes, sizeCalculation: recordBytes });
@@ -71,35 +158,84 @@ export class KnownPrefixes {
    * what its top-level `messages` parses to; without it the chain is made whole.
    */
   hashesOf(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[], source?: Buffer): string[] {
+    const proof = this.#prove(seed, messages, source);
+    if (proof === undefined) {
+      this.hashedMessages += messages.length;
+      return prefixHashes(seed, messages);
+    }
+    const { hashes } = proof;
+    this.hashedMessages += messages.length - (hashes.length - 1);
+    extendPrefixHashes(hashes, messages, messages.length);
+    this.#remember(proof, messages.length, hashes, proof.digests, source!);
+    return hashes;
+  }
+
+  /**
+   * The request's {@link ConversationPrint}: the head's chain and each
+   * message's digest, taken only for the messages an earlier request of the
+   * conversation did not hold (proved as {@link hashesOf} proves them), so an
+   * agent's next step digests its new messages alone.
+   */
+  printOf(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[], source?: Buffer): ConversationPrint {
+    return runNow(this.printSteps(seed, messages, source));
+  }
+
+  /** {@link printOf} as steps: what is digested anew (a whole first-seen history) is taken a slice at a time. */
+  *printSteps(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[], source?: Buffer): Slices<ConversationPrint> {
+    const proof = this.#prove(seed, messages, source);
+    if (proof === undefined) {
+      this.hashedMessages += headOf(messages);
+      this.digestedMessages += messages.length;
+      return yield* conversationPrintSteps(seed, messages);
+    }
+    this.digestedMessages += Math.max(0, messages.length - proof.digests.length / MESSAGE_DIGEST_BYTES);
+    const digests = yield* completedDigestsSteps(proof.digests, messages);
+    this.#remember(proof, messages.length, proof.hashes, digests, source!);
+    return { hashes: proof.hashes, head: proof.head, digests };
+  }
+
+  /**
+   * The head's chain and what the record of its conversation proves of the
+   * rest: undefined when `source` cannot prove anything (none, no `messages`
+   * list in it, no messages).
+   */
+  #prove(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[], source: Buffer | undefined): Proof | undefined {
     const span = source === undefined ? undefined : findMessagesSpan(source);
-    if (source === undefined || span === undefined || messages.length === 0) return this.#whole(seed, messages);
-    const firstUser = messages.findIndex((message) => isRealUserMessage(message));
-    const head = firstUser === -1 ? messages.length : firstUser + 1;
-    let hashes = prefixHashes(seed, messages, head);
-    this.hashedMessages += head;
-    const key = hashes[head]!;
+    if (source === undefined || span === undefined || messages.length === 0) return undefined;
+    const head = headOf(messages);
     // The last message's closing brace: the list's `]`, then white space, back from the span's end.
     let end = span.end - 2;
     while (isWhitespace(source[end])) end--;
     const listBytes = end + 1 - span.start;
-    const hasher = createHash('sha256');
+    // These very bytes were read last (the plan after the print, a plan made again after a refusal): proved then,
+    // and the record holds at least the head's chain. The same body parses to the same messages.
+    const last = this.#last;
+    const again = last !== undefined && last.source.deref() === source && last.seed.tenant === seed.tenant && last.seed.model === seed.model ? this.#records.get(last.key) : undefined;
+    if (again !== undefined && again.source.deref() === source && again.count === messages.length && again.bytes === listBytes && again.hashes.length > head) {
+      return { head, key: last!.key, hashes: again.hashes.slice(), digests: again.digests, digest: again.digest, listBytes };
+    }
+    const headHashes = prefixHashes(seed, messages, head);
+    this.hashedMessages += head;
+    const key = headHashes[head]!;
+    this.#last = { source: new WeakRef(source), seed: { tenant: seed.tenant, model: seed.model }, key };
     const known = this.#records.get(key);
+    const longer = (record: KnownPrefix): string[] => (record.hashes.length > headHashes.length ? record.hashes.slice() : headHashes);
+    const hasher = createHash('sha256');
     let from = 0;
+    let proved: KnownPrefix | undefined;
     if (known !== undefined && known.count > head && known.count <= messages.length && known.bytes <= listBytes) {
       hasher.update(source.subarray(span.start, span.start + known.bytes));
-      // Same bytes, same messages: their chain is the one already made. Else made again from the messages below.
-      if (hasher.copy().digest('base64url') === known.digest) hashes = known.hashes.slice();
+      // Same bytes, same messages: their chain and digests are the ones already made. Else made again from the messages.
+      if (hasher.copy().digest('base64url') === known.digest) proved = known;
       from = known.bytes;
     }
     hasher.update(source.subarray(span.start + from, span.start + listBytes));
-    this.hashedMessages += messages.length - (hashes.length - 1);
-    extendPrefixHashes(hashes, messages, messages.length);
-    this.#records.set(key, { count: messages.length, bytes: listBytes, digest: hasher.digest('base64url'), hashes });
-    return hashes;
+    const digest = hasher.digest('base64url');
+    if (proved === undefined) return { head, key, hashes: headHashes, digests: NO_DIGESTS, digest, listBytes };
+    return { head, key, hashes: longer(proved), digests: proved.digests.subarray(0, Math.min(proved.digests.length, proved.count * MESSAGE_DIGEST_BYTES)), digest, listBytes };
   }
 
-  #whole(seed: { readonly tenant: string; readonly model: string }, messages: readonly ChatMessage[]): string[] {
-    this.hashedMessages += messages.length;
-    return prefixHashes(seed, messages);
+  #remember(proof: Proof, count: number, hashes: readonly string[], digests: Buffer, source: Buffer): void {
+    this.#records.set(proof.key, { count, bytes: proof.listBytes, digest: proof.digest, hashes, digests, source: new WeakRef(source) });
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { PARSE_AHEAD_BYTES } from '../../formats/registry.js';
 import type { HeaderRecord, UpstreamClient, UpstreamResponse } from '../../upstream/client.js';
@@ -10,7 +11,7 @@ import { AnswerWriter } from './answer.js';
 import { ExchangeContext } from './exchange-context.js';
 import { type Forwarded, type Planned, forwardedOf, planExchange } from './ask-planner.js';
 import { readSettingsFor, readExchange } from './read-request.js';
-import { readFiguresOf } from './request-figures.js';
+import { readFiguresOf, readFiguresSteps } from './request-figures.js';
 import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
@@ -18,6 +19,7 @@ import { readRefusal } from './window-refusal.js';
 import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
 import { openCarriedItems, openedLine } from './carried-items.js';
 import { editedAnswer, localAnswer } from './edited-answer.js';
+import { runInSlices, runNow } from '../../transcript/slices.js';
 
 /**
  * One chat request, from the client's bytes to the end of the answer, as a
@@ -71,7 +73,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   if (paused !== undefined) {
     const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
     answer.forgetClientBytes();
-    const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large);
+    const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large);
     answer.record.chat = forwarded.figures;
     return { upstreamAnswer: paused, forwarded };
   }
@@ -90,7 +92,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   // nor the parsed body: the answer's end reads only the figures taken here.
   const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
   answer.forgetClientBytes();
-  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context), large, answer.record.upstreamServer);
+  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large, answer.record.upstreamServer);
   answer.record.chat = forwarded.figures;
   // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
   const { format } = answer.route;
@@ -120,8 +122,10 @@ async function readAndPlan(answer: AnswerWriter, opened: string | undefined): Pr
   record.pairRepairs = pairs.repairs;
   const context = new ExchangeContext(answer, read.request);
   context.mode = choice.mode;
-  // A refused or failed request is counted on its conversation (the dashboard), once it was read.
-  record.chat = readFiguresOf(context);
+  // A refused or failed request is counted on its conversation (the dashboard), once it was read; a large first-seen
+  // history's digests are taken a slice per turn of the loop (issue 34).
+  const figures = readFiguresSteps(context, route.options.prefixes);
+  record.chat = answer.clientBytes.length >= PARSE_AHEAD_BYTES ? await runInSlices(figures, nextTurnOfTheEventLoop) : runNow(figures);
   const planned = await planExchange(route.options.hooks, read, context, choice);
   if (answer.abort.aborted) {
     if (answer.endedBy !== null) throw answer.endedBy;

@@ -1,3 +1,4 @@
+import type { ConversationPrint } from '../../compaction/epochs/known-prefixes.js';
 import type { PrefixPrint } from '../ledger/prefix-print.js';
 import type { WallTimes } from '../../upstream/server-speeds.js';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -113,11 +114,12 @@ export interface ReadFigures {
   readonly tenant: string;
   readonly model: string;
   /**
-   * The client's messages up to and including its first real user message
-   * (the dashboard's conversation id hashes those); all of them when there is
-   * none. A new array: the client's own is not held.
+   * The client's history named and digested (KnownPrefixes.printOf): the
+   * chain up to its first real user message (the dashboard's conversation
+   * id, the ledger's key) and each message's digest (the ledger's). No
+   * message: the client's own are not held.
    */
-  readonly head: readonly ChatMessage[];
+  readonly print: ConversationPrint;
   /** How many messages the client sent, and how many of them were real user turns. */
   readonly messages: number;
   readonly turns: number;

@@ -1,7 +1,8 @@
+import { type KnownPrefixes, conversationPrintSteps } from '../../compaction/epochs/known-prefixes.js';
 import { isRealUserMessage } from '../../transcript/groups.js';
 import type { ChatMessage } from '../../transcript/message.js';
-import { estimateRequestTokens } from '../../transcript/tokens.js';
 import { type Slices, runNow } from '../../transcript/slices.js';
+import { estimateRequestTokens } from '../../transcript/tokens.js';
 import { prefixPrintSteps } from '../ledger/prefix-print.js';
 import { tenantOfRequest } from '../edge/tenant.js';
 import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
@@ -11,13 +12,22 @@ import type { ChatContext, ReadFigures, RequestFigures } from './planner.js';
  * (RequestFigures in planner.ts says why: no parsed body is kept past the forward).
  */
 
-/** Taken once the request was read: a refused or failed one is counted on its conversation from these. */
-export function readFiguresOf(context: Pick<ChatContext, 'keyTenant' | 'headers' | 'body'>): ReadFigures {
+/**
+ * Taken once the request was read: a refused or failed one is counted on its conversation from these.
+ * `prefixes`: the engine's known conversations, so only what an earlier request did not hold is digested.
+ */
+export function readFiguresOf(context: Pick<ChatContext, 'keyTenant' | 'headers' | 'body' | 'sourceBytes'>, prefixes?: KnownPrefixes): ReadFigures {
+  return runNow(readFiguresSteps(context, prefixes));
+}
+
+/** The same figures as steps: what a large first-seen history needs digested is taken a slice at a time (issue 34). */
+export function* readFiguresSteps(context: Pick<ChatContext, 'keyTenant' | 'headers' | 'body' | 'sourceBytes'>, prefixes?: KnownPrefixes): Slices<ReadFigures> {
   const { messages, model } = context.body;
-  const firstUser = messages.findIndex((message) => isRealUserMessage(message));
   let turns = 0;
   for (const message of messages) if (isRealUserMessage(message)) turns++;
-  return { tenant: tenantOfRequest(context), model, head: messages.slice(0, firstUser === -1 ? messages.length : firstUser + 1), messages: messages.length, turns };
+  const tenant = tenantOfRequest(context);
+  const print = prefixes === undefined ? yield* conversationPrintSteps({ tenant, model }, messages) : yield* prefixes.printSteps({ tenant, model }, messages, context.sourceBytes);
+  return { tenant, model, print, messages: messages.length, turns };
 }
 
 /** Taken when the request is forwarded: from here on only these figures are kept. */
@@ -25,7 +35,7 @@ export function requestFiguresOf(read: ReadFigures, context: ChatContext, forwar
   return runNow(requestFiguresSteps(read, context, forwarded, clientTokens, upstream));
 }
 
-/** The same figures as steps: a large history's prefix print is taken a slice at a time (issue 34). */
+/** The same figures as steps: what a large history's print still needs is taken a slice at a time (issue 34). */
 export function* requestFiguresSteps(
   read: ReadFigures,
   context: ChatContext,
@@ -37,7 +47,7 @@ export function* requestFiguresSteps(
   // With the planner's own count of the client's history, no estimate is needed (promptTokensOf).
   const estimated = changed && clientTokens === undefined;
   const forwardedMessages = forwarded['messages'];
-  const prefix = yield* prefixPrintSteps(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages);
+  const prefix = yield* prefixPrintSteps(read.tenant, read.model, context.body.messages, Array.isArray(forwardedMessages) ? (forwardedMessages as ChatMessage[]) : context.body.messages, read.print);
   return { ...read, changed, estimates: estimated ? estimatesOf(context, forwarded) : undefined, repairs: context.pairRepairs, slot: context.slot ?? null, prefix, ...(upstream === null ? {} : { upstream }) };
 }
 

@@ -1,3 +1,4 @@
+import type { KnownPrefixes } from '../../compaction/epochs/known-prefixes.js';
 import type { Config } from '../../config/schema.js';
 import type { WireFormat } from '../../formats/registry.js';
 import type { Upstream } from '../../upstream/client.js';
@@ -39,6 +40,8 @@ export interface ChatRouteOptions {
   readonly seal?: NotesSeal;
   /** Told of the carried items opened, or of one refused (the metrics). */
   readonly onCarried?: (outcome: 'opened' | 'refused', count: number) => void;
+  /** The engine's known conversations: each request's print (ledger digests, dashboard id) digests only what is new. */
+  readonly prefixes?: KnownPrefixes;
 }
 
 export class ChatRoute {

@@ -19,6 +19,7 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = 
   if (slots === undefined || !slots.enabled || !answer.route.format.pinsSlots || carriesIdSlot(planned.body)) return null;
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
+  // The chain of the request's read (its print) holds the link already.
   const key = conversationKeyOf(answer, planned);
   // Its size, what reading it anew in another slot costs: the bound of its wait (from the bytes: no walk of the history).
   const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
@@ -32,7 +33,7 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = 
 /** The conversation a request belongs to, keyed by the tenant the epochs are keyed by: its summaries then run on its own home slot and server. */
 export function conversationKeyOf(answer: AnswerWriter, planned: Planned): string {
   const { body } = planned.context;
-  return conversationKey({ tenant: tenantOfRequest({ keyTenant: answer.record.keyTenant, headers: answer.request.headers }), model: body.model }, body.messages);
+  return conversationKey({ tenant: tenantOfRequest({ keyTenant: answer.record.keyTenant, headers: answer.request.headers }), model: body.model }, body.messages, answer.record.chat?.print.hashes);
 }
 
 /**

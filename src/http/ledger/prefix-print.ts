@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
+import { type ConversationPrint, MESSAGE_DIGEST_BYTES, conversationPrintSteps } from '../../compaction/epochs/known-prefixes.js';
 import { canonicalText } from '../../compaction/epochs/prefix-hash.js';
-import { isRealUserMessage } from '../../transcript/groups.js';
 import { isMarked } from '../../transcript/marks.js';
 import { contentText, type ChatMessage } from '../../transcript/message.js';
 import { MARKER_PREFIX } from '../../transcript/compress/markers.js';
@@ -17,7 +17,7 @@ import { estimateMessageTokens } from '../../transcript/tokens.js';
  */
 
 /** Bytes of each message's digest: 2^64 messages before two collide by chance, far beyond one conversation. */
-export const DIGEST_BYTES = 8;
+export const DIGEST_BYTES = MESSAGE_DIGEST_BYTES;
 
 /** What compactor wrote at a forwarded index (0: the client's message as it sent it). */
 export const WRITTEN = { none: 0, summary: 1, truncation: 2, compression: 3, prune: 4, repair: 5 } as const;
@@ -40,25 +40,16 @@ export interface PrefixPrint {
 const ELIDED = ' bytes elided …]';
 
 /**
- * Characters of canonical text hashed between two places a pause may come:
- * the print of a 32 MiB history held the loop 200–460 ms in one piece on a
- * busy machine (issue 34, planning's stalls), the largest single stall left
- * after the parse in slices.
+ * The forwarded messages' digests: a message forwarded as the client sent it (the same object) has the
+ * client's digest already; only what compactor wrote is digested here.
  */
-const SLICE_TEXT = 1024 * 1024;
-
-function* digestSteps(messages: readonly ChatMessage[]): Slices<Buffer> {
-  const digests = Buffer.allocUnsafe(messages.length * DIGEST_BYTES);
-  let sincePause = 0;
-  for (const [index, message] of messages.entries()) {
-    // The epochs' canonical text, not JSON: no escaping pass over a large result, and key order does not matter.
-    const text = canonicalText(message);
-    createHash('sha256').update(text).digest().copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
-    sincePause += text.length;
-    if (sincePause >= SLICE_TEXT || sliceEndsAt(index)) {
-      sincePause = 0;
-      yield;
-    }
+function* forwardedDigestsSteps(indexOf: ReadonlyMap<ChatMessage, number>, clientDigests: Buffer, forwarded: readonly ChatMessage[]): Slices<Buffer> {
+  const digests = Buffer.allocUnsafe(forwarded.length * DIGEST_BYTES);
+  for (const [index, message] of forwarded.entries()) {
+    const at = indexOf.get(message);
+    if (at !== undefined) clientDigests.copy(digests, index * DIGEST_BYTES, at * DIGEST_BYTES, (at + 1) * DIGEST_BYTES);
+    else hash('sha256', canonicalText(message), 'buffer').copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
+    if (sliceEndsAt(index)) yield;
   }
   return digests;
 }
@@ -74,28 +65,39 @@ function writtenOf(message: ChatMessage): Written {
   return WRITTEN.none;
 }
 
-/** The print of a request whose `forwarded` messages went upstream in place of the client's `client` ones. */
-export function prefixPrintOf(tenant: string, model: string, client: readonly ChatMessage[], forwarded: readonly ChatMessage[]): PrefixPrint {
-  return runNow(prefixPrintSteps(tenant, model, client, forwarded));
+/**
+ * The print of a request whose `forwarded` messages went upstream in place of the client's `client` ones.
+ * `conversation`: the client history's print as the request's read took it (KnownPrefixes.printOf: only
+ * what an earlier request did not hold was digested); made whole here when not given.
+ */
+export function prefixPrintOf(tenant: string, model: string, client: readonly ChatMessage[], forwarded: readonly ChatMessage[], conversation?: ConversationPrint): PrefixPrint {
+  return runNow(prefixPrintSteps(tenant, model, client, forwarded, conversation));
 }
 
-/** The same print as steps (transcript/slices.ts): a large history's is taken a slice at a time, the loop turning between. */
-export function* prefixPrintSteps(tenant: string, model: string, client: readonly ChatMessage[], forwarded: readonly ChatMessage[]): Slices<PrefixPrint> {
-  const clientDigests = yield* digestSteps(client);
-  const same = forwarded === client;
-  const forwardedDigests = same ? clientDigests : yield* digestSteps(forwarded);
+/**
+ * The same print as steps (transcript/slices.ts): what a large history still needs digested and estimated is
+ * taken a slice at a time, the loop turning between (issue 34: the print of a 32 MiB history held it 200–460 ms).
+ */
+export function* prefixPrintSteps(
+  tenant: string,
+  model: string,
+  client: readonly ChatMessage[],
+  forwarded: readonly ChatMessage[],
+  given?: ConversationPrint,
+): Slices<PrefixPrint> {
+  const conversation = given ?? (yield* conversationPrintSteps({ tenant, model }, client));
+  const clientDigests = conversation.digests;
+  // Each client message's index, when compactor changed the history: what it forwarded as sent is the same object.
+  const theClients = forwarded === client ? null : new Map(client.map((message, index) => [message, index]));
+  const forwardedDigests = theClients === null ? clientDigests : yield* forwardedDigestsSteps(theClients, clientDigests, forwarded);
   const written = new Uint8Array(forwarded.length);
   const tokens = new Uint32Array(forwarded.length);
-  const theClients = same ? null : new Set(client);
   for (const [index, message] of forwarded.entries()) {
     tokens[index] = Math.round(estimateMessageTokens(message));
     // A mark is genuine only where compactor wrote it: in what it changed, never in what the client sent as it was.
     if (theClients !== null && !theClients.has(message)) written[index] = writtenOf(message);
     if (sliceEndsAt(index)) yield;
   }
-  const firstUser = client.findIndex((message) => isRealUserMessage(message));
-  const headEnd = (firstUser === -1 ? client.length : firstUser + 1) * DIGEST_BYTES;
-  const owner = createHash('sha256').update(`${tenant}\n${model}\n`).digest('hex').slice(0, 16);
-  const key = createHash('sha256').update(owner).update(clientDigests.subarray(0, headEnd)).digest('hex').slice(0, 16);
-  return { key, owner, client: clientDigests, forwarded: forwardedDigests, written, tokens };
+  // The chain names them as the epochs and the dashboard do: `hashes[0]` the tenant and model, `hashes[head]` the conversation.
+  return { key: conversation.hashes[conversation.head]!, owner: conversation.hashes[0]!, client: clientDigests, forwarded: forwardedDigests, written, tokens };
 }

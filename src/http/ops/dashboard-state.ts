@@ -3,6 +3,7 @@ import { BUILT_IN_TIERS, TRUNCATED, tierNamed } from '../../compaction/policy/ti
 import { type Config, modelSettingsOf } from '../../config/schema.js';
 import type { CompactionEvent, CompactionObserver, SummaryEvent, WrittenEpoch } from '../../compaction/ports.js';
 import { prefixHashes } from '../../compaction/epochs/prefix-hash.js';
+import type { ConversationPrint } from '../../compaction/epochs/known-prefixes.js';
 import { isMarked } from '../../transcript/marks.js';
 import { isRealUserMessage } from '../../transcript/groups.js';
 import { contentText, type ChatMessage } from '../../transcript/message.js';
@@ -89,7 +90,7 @@ export interface CompactionItem {
 }
 
 /** A chat request as the dashboard counts it: figures taken when it was read, never its whole history. */
-export type ReadRequest = Pick<ReadFigures, 'tenant' | 'model' | 'head' | 'messages' | 'turns'>;
+export type ReadRequest = Pick<ReadFigures, 'tenant' | 'model' | 'print' | 'messages' | 'turns'>;
 
 export interface AnsweredRequest extends ReadRequest {
   /** Whether the forwarded history differs from the client's (nothing was saved when it does not). */
@@ -137,6 +138,11 @@ function conversationId(tenant: string, model: string, messages: readonly ChatMe
   return hash.slice(0, ID_LENGTH);
 }
 
+/** The same id, from the chain the request's read made (its head's link): not hashed again. */
+function printedId(print: ConversationPrint): string {
+  return print.hashes[print.head]!.slice(0, ID_LENGTH);
+}
+
 export class DashboardState implements CompactionObserver {
   // A Map keeps insertion order: deleting and setting again moves a conversation to the end, so the first is the one seen longest ago.
   readonly #conversations = new Map<string, Conversation>();
@@ -164,9 +170,8 @@ export class DashboardState implements CompactionObserver {
     return this.#events.length;
   }
 
-  /** The conversation of a history, made when first seen, and moved to the end (seen last). */
-  #conversation(tenant: string, model: string, messages: readonly ChatMessage[], at: number, hashes?: readonly string[]): Conversation {
-    const id = conversationId(tenant, model, messages, hashes);
+  /** The conversation of that id, made when first seen, and moved to the end (seen last). */
+  #conversation(tenant: string, model: string, id: string, at: number): Conversation {
     const key = `${tenant}\n${id}`;
     let conversation = this.#conversations.get(key);
     if (conversation === undefined) {
@@ -182,7 +187,7 @@ export class DashboardState implements CompactionObserver {
   /** One chat request answered (2xx, streamed whole). */
   answered(request: AnsweredRequest): void {
     const at = this.#now();
-    const conversation = this.#conversation(request.tenant, request.model, request.head, at);
+    const conversation = this.#conversation(request.tenant, request.model, printedId(request.print), at);
     this.totals.requests++;
     conversation.requests++;
     conversation.lastAt = at;
@@ -223,7 +228,7 @@ export class DashboardState implements CompactionObserver {
 
   /** A chat request read and then refused (4xx) or failed (5xx): counted on its conversation, never dropped from the page. */
   ended(request: ReadRequest, status: number): void {
-    const conversation = this.#conversation(request.tenant, request.model, request.head, this.#now());
+    const conversation = this.#conversation(request.tenant, request.model, printedId(request.print), this.#now());
     const kind = status < 500 ? 'refused' : 'failed';
     this.totals.requests++;
     this.totals[kind]++;
@@ -245,7 +250,7 @@ export class DashboardState implements CompactionObserver {
     // Each tier as it names itself on the page (a summary of old turns or of old steps is a summary); one the built-in list
     // does not hold (an engine given its own list) by its name.
     const tier = event.outcome === 'truncated' ? TRUNCATED : (tierNamed(BUILT_IN_TIERS, made)?.shownAs ?? made);
-    const conversation = this.#conversation(written.tenant, event.model, written.messages, at, written.hashes);
+    const conversation = this.#conversation(written.tenant, event.model, conversationId(written.tenant, event.model, written.messages, written.hashes), at);
     conversation.epochs++;
     conversation.tiers[tier] = (conversation.tiers[tier] ?? 0) + 1;
     const notes = this.#options.showText && written.notes !== null ? written.notes.slice(0, MAX_NOTES_CHARS) : undefined;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KnownPrefixes } from '../../../src/compaction/epochs/known-prefixes.js';
+import { type ConversationPrint, KnownPrefixes, conversationPrintOf } from '../../../src/compaction/epochs/known-prefixes.js';
 import { prefixHashes } from '../../../src/compaction/epochs/prefix-hash.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 
@@ -41,8 +41,38 @@ describe('KnownPrefixes', () => {
     const next = request(history(12));
     // The head (system, first user message) names the conversation; then only the 4 messages past the 22 known.
     expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 + 4 });
-    // The same request again: nothing past the head.
-    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 });
+    // The same bytes again (a plan made again after a refusal): proved when they were read, not even the head is hashed.
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 0 });
+    // The same request in another body (another client sent the very same bytes): the head, nothing past it.
+    expect(hashed(prefixes, next.messages, Buffer.from(next.raw))).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 });
+  });
+
+  it('digests only the new messages of a history that grew (the ledger), the same digests as made whole (issue 40)', () => {
+    const prefixes = new KnownPrefixes();
+    const digested = (messages: ChatMessage[], raw?: Buffer): { print: ConversationPrint; count: number } => {
+      const before = prefixes.digestedMessages;
+      const print = prefixes.printOf(seed, messages, raw);
+      return { print, count: prefixes.digestedMessages - before };
+    };
+    const first = request(history(10));
+    expect(digested(first.messages, first.raw)).toEqual({ print: conversationPrintOf(seed, first.messages), count: 22 });
+    const next = request(history(12));
+    const grown = digested(next.messages, next.raw);
+    expect(grown).toEqual({ print: conversationPrintOf(seed, next.messages), count: 4 });
+    expect(grown.print.hashes[grown.print.head]).toBe(prefixHashes(seed, next.messages)[2]);
+    // One byte of the known prefix changed: every message digested again.
+    const changed = request(history(12, (index) => (index === 3 ? 'result 4' : `result ${index}`)));
+    expect(digested(changed.messages, changed.raw)).toEqual({ print: conversationPrintOf(seed, changed.messages), count: 26 });
+  });
+
+  it('proves a request once for its print and its plan: the plan hashes only the chain past what it knew, not the head again', () => {
+    const prefixes = new KnownPrefixes();
+    const first = request(history(10));
+    prefixes.printOf(seed, first.messages, first.raw);
+    expect(hashed(prefixes, first.messages, first.raw)).toEqual({ hashes: prefixHashes(seed, first.messages), count: 20 });
+    const next = request(history(12));
+    prefixes.printOf(seed, next.messages, next.raw);
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 4 });
   });
 
   it('hashes the whole history again when one byte of the known prefix changed, at the same length', () => {

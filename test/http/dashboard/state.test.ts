@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { conversationPrintOf } from '../../../src/compaction/epochs/known-prefixes.js';
 import { DashboardState } from '../../../src/http/ops/dashboard-state.js';
 import type { ChatMessage } from '../../../src/transcript/message.js';
 import { conversation } from '../../support/conversation.js';
@@ -116,7 +117,7 @@ describe('issue 17 item 3: the dashboard state, its keys and its bound', () => {
       state.answered({
         tenant: 't',
         model: 'm',
-        head: messages,
+        print: conversationPrintOf({ tenant: 't', model: 'm' }, messages),
         messages: messages.length,
         turns: 1,
         changed: true,
