@@ -7,6 +7,7 @@ import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } 
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 import { workingSetIndexes } from './working-set.js';
+import { MIN_FREED_SHARE, lastStepTokens } from './cost.js';
 
 /**
  * The compression tier in the soft zone (DESIGN.md § Compression): compress
@@ -40,6 +41,25 @@ export function compressNow(
   const keep = workingSetIndexes(candidate, budget, settings, sizeOf);
   const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, keep, trusted: trustedMarks(candidate), ...(atLeast === undefined ? {} : { atLeast }) });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
+}
+
+/**
+ * At a crossing with a summary pending, the compression that alone gets the
+ * candidate back under the threshold, freeing at least what the newest step
+ * added and {@link MIN_FREED_SHARE} of the budget (less buys no request:
+ * cost.ts); else null, and the pending summary applies. The working set stays
+ * raw, as in {@link compressNow}. Where the working set fills half the budget
+ * (a 4k window's 1,536 tokens), a summary applied at each crossing freed about
+ * a step's worth, left the history in the soft zone, and the next summary was
+ * prepared at once: the re-read loop made 57 summary calls, and a summary cut
+ * that then had no room for a carried file left the model without one of the
+ * three files it edits. The summary stays pending for a later crossing.
+ */
+export function compressesInstead(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings): ReturnType<typeof compressNow> {
+  if (budget === null) return null;
+  const compressed = compressNow(candidate, sizes, budget, settings, { atLeast: 0 });
+  if (compressed === null || compressed.plan.size >= settings.threshold * budget) return null;
+  return compressed.plan.freed >= Math.max(MIN_FREED_SHARE * budget, lastStepTokens(candidate, sizes)) ? compressed : null;
 }
 
 /**
