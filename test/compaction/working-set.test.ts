@@ -249,7 +249,7 @@ describe('a file carried after the notes is taken out once a newer read of it st
     for (const request of requests) expect(newestCopies(request.forwarded, request.reads + 1), request.at).toBe(3);
   });
 
-  it('at a crossing with a summary pending, a compression that alone gets back under the threshold is made and the summary stays pending', () => {
+  it('at a crossing with a summary pending that would leave the history in the soft zone, a compression that alone gets back under the threshold is made instead', () => {
     // The re-read loop's history, its budget set so that it has just crossed (a 4k window applied a pending summary at
     // each crossing: it freed about a step, the history stayed in the soft zone and the next summary was prepared at once).
     const sizes = (messages: readonly ChatMessage[]): CandidateSizes => ({ ...sizesOf(messages, 0, 1), ratio: 1 });
@@ -266,6 +266,9 @@ describe('a file carried after the notes is taken out once a newer read of it st
     // Where no compression gets under the threshold (a user message alone as large as the history), the pending summary applies.
     const crossing: ChatMessage[] = [...messages.slice(0, -1), { role: 'user', content: 'Fix it. '.repeat(size) }];
     expect(decide(candidateOf(crossing, null), sizes(crossing), budget, { ...idle, pending }, settings)).toEqual({ kind: 'apply-pending', epoch: pending });
+    // A pending summary that gets the history out of the soft zone (it covers all but the last message) applies.
+    const whole: Epoch = { ...pending, sourceLength: messages.length - 1, seenLength: messages.length - 1 };
+    expect(decide(candidateOf(messages, null), sizes(messages), budget, { ...idle, pending: whole }, settings)).toEqual({ kind: 'apply-pending', epoch: whole });
   });
 });
 

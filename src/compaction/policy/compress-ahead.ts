@@ -1,4 +1,5 @@
 import type { ChatMessage } from '../../transcript/message.js';
+import type { Epoch } from '../types.js';
 import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
@@ -44,22 +45,37 @@ export function compressNow(
 }
 
 /**
- * At a crossing with a summary pending, the compression that alone gets the
- * candidate back under the threshold, freeing at least what the newest step
- * added and {@link MIN_FREED_SHARE} of the budget (less buys no request:
- * cost.ts); else null, and the pending summary applies. The working set stays
- * raw, as in {@link compressNow}. Where the working set fills half the budget
- * (a 4k window's 1,536 tokens), a summary applied at each crossing freed about
- * a step's worth, left the history in the soft zone, and the next summary was
- * prepared at once: the re-read loop made 57 summary calls, and a summary cut
- * that then had no room for a carried file left the model without one of the
- * three files it edits. The summary stays pending for a later crossing.
+ * At a crossing with a summary pending that would leave the history in the
+ * soft zone, the compression that alone gets it back under the threshold,
+ * freeing at least what the newest step added and {@link MIN_FREED_SHARE} of
+ * the budget (less buys no request: cost.ts); else null, and the pending
+ * summary applies. The working set stays raw, as in {@link compressNow}.
+ * Where the working set fills half the budget (a 4k window's 1,536 tokens),
+ * a summary applied at each crossing freed about a step, left the history in
+ * the soft zone, and the next summary was prepared at once: the re-read loop
+ * made 57 summary calls. The compression covers more of the history than the
+ * pending summary, which the lookup then drops as stale: a summary that gets
+ * out of the soft zone is not given up for it.
  */
-export function compressesInstead(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings): ReturnType<typeof compressNow> {
+export function compressesInstead(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings, pending: Epoch): ReturnType<typeof compressNow> {
   if (budget === null) return null;
+  // A summary that gets the history out of the soft zone applies: a compression instead leaves it behind, unused.
+  const applied = appliedSize(candidate, sizes, pending);
+  if (applied === null || applied < settings.softThreshold * budget) return null;
   const compressed = compressNow(candidate, sizes, budget, settings, { atLeast: 0 });
   if (compressed === null || compressed.plan.size >= settings.threshold * budget) return null;
   return compressed.plan.freed >= Math.max(MIN_FREED_SHARE * budget, lastStepTokens(candidate, sizes)) ? compressed : null;
+}
+
+/**
+ * The size of the candidate with `pending` applied: its replacement (sized with the candidate's ratio) and what
+ * follows it; null when the pending epoch does not start within the candidate's raw part.
+ */
+function appliedSize(candidate: Candidate, sizes: RatioSizes, pending: Epoch): number | null {
+  const from = pending.sourceLength - candidate.sourceStart + candidate.replacementLength;
+  if (from < candidate.replacementLength || from > candidate.messages.length) return null;
+  const replacement = pending.replacement.reduce((sum, message) => sum + estimateMessageTokens(message) * sizes.ratio, 0);
+  return sizes.fixed + replacement + totalSize(sizes, from);
 }
 
 /**

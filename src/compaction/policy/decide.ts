@@ -114,10 +114,10 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     }
     return { kind: 'forward', size, prepareNext: soft };
   }
-  // Crossed: an epoch prepared in the background applies now, with no waiting; but not when a compression alone gets back
-  // under the threshold (compress-ahead.ts `compressesInstead`): on a 4k window the working set is half the budget, a
-  // summary applied there freed ~500 tokens, left the history in the soft zone and the next one was prepared at once.
-  if (epochs.pending !== null) return compressesInstead(candidate, sizes, budget.tokens, settings) ?? { kind: 'apply-pending', epoch: epochs.pending };
+  // Crossed: an epoch prepared in the background applies now, with no waiting; but not when it would leave the history in
+  // the soft zone and a compression alone gets back under the threshold (compress-ahead.ts `compressesInstead`): on a 4k
+  // window the working set is half the budget, a summary applied there freed ~500 tokens and the next was prepared at once.
+  if (epochs.pending !== null) return compressesInstead(candidate, sizes, budget.tokens, settings, epochs.pending) ?? { kind: 'apply-pending', epoch: epochs.pending };
   // Another request of this conversation is compacting it: wait for that epoch rather than start a second summary.
   if (epochs.running && epochs.attempt < MAX_WAITS) return { kind: 'wait' };
 
