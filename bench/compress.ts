@@ -17,6 +17,7 @@
  *   TURNS=60 WINDOWS=8192 npm run bench:compress
  *   VARIANTS=working-set SHAPES=reread npm run bench:compress   (the tier off, then `compaction.working_set` 0, 0.25 and 0.5, by cost)
  *   SHAPES=reread VARIANTS=cost npm run bench:compress   (the re-read loop only; today's rules against decisions by cost)
+ *   SHAPES=reread VARIANTS=by-cost WINDOWS=4096 TRACE=1 npm run bench:compress   (the default rules alone; TRACE marks a request that lacks a newest copy)
  */
 import type { ChatMessage } from '../src/transcript/message.js';
 import { turnMessages } from '../test/support/conversation.js';
@@ -87,8 +88,9 @@ async function measure(shape: Shape, window: number, name: string, compaction: E
     await response.text();
     // A request whose prompt lacks the newest copy of a file read so far: the model edits a file it cannot see.
     const prompt = llama.chatRecords.at(-1)?.prompt ?? '';
-    if (shape === 'reread' && newestReadTexts(history).some((text) => !prompt.includes(JSON.stringify(text).slice(1, -1)) && !prompt.includes(text))) blind++;
-    if (process.env['TRACE'] !== undefined) console.error(`${name} ${requests}: ${llama.chatRecords.at(-1)?.promptTokens} tokens, ${llama.summaryRecords.length} summaries — ${response.headers.get('x-compactor') ?? ''}`);
+    const lacks = shape === 'reread' && newestReadTexts(history).some((text) => !prompt.includes(JSON.stringify(text).slice(1, -1)) && !prompt.includes(text));
+    if (lacks) blind++;
+    if (process.env['TRACE'] !== undefined) console.error(`${name} ${requests}: ${llama.chatRecords.at(-1)?.promptTokens} tokens, ${llama.summaryRecords.length} summaries — ${response.headers.get('x-compactor') ?? ''}${lacks ? ' [lacks a newest copy]' : ''}`);
     await new Promise((resolve) => setTimeout(resolve, THINK_MS));
     // Deterministic order (issue 36): the answer's hooks ran, and the background summary they started (if any) is
     // written, before the next request. Racing them against the agent's pause made the 4k figures differ run to run
@@ -168,6 +170,8 @@ const VARIANTS: ReadonlyArray<[string, Extra]> =
         ['on, working_set 0.25', { working_set: 0.25 }],
         ['on, working_set 0.5', { working_set: 0.5 }],
       ]
+    : process.env['VARIANTS'] === 'by-cost'
+    ? [['on, by cost', {}]]
     : process.env['VARIANTS'] === 'cost'
     ? [
         ['on', { ...TODAY }],

@@ -219,6 +219,57 @@ describe('a file carried after the notes is taken out once a newer read of it st
     // Carried copies that a later re-read superseded were taken out of their block, not left beside the newer read.
     expect(steps.some((entry) => entry.forwarded.some((message) => /\[\"src\/(cart|price|order)\.ts\" as call read_\d+ read it \(\d+ chars\) was taken out: call read_\d+/.test(String(message.content))))).toBe(true);
   });
+
+  it('on a 4k window with the speeds learned (by cost), every request of the loop, one after each tool result, holds the newest copy of each of the three files', async () => {
+    // The bench's loop (bench/compress.ts): a request after each tool result, by cost. At each list_issues result a steps
+    // summary counted its notes at their largest (512 tokens) and was 9 tokens short of room for the third file, so it
+    // left it out (turn 8: 2 of 3); the notes came back at a fifth of that. Speeds as in cost.test.ts: a 7B model on one GPU.
+    const speeds = () => ({ prefill: 5000, decode: 130, summaryTokens: 400 });
+    const { compactor, summarizer } = compactorWith({}, { upstream: JsonUpstreamDouble.llamaServer({ window: 4096 }), speeds });
+    let history: ChatMessage[] = [{ role: 'system', content: 'You are a careful coding agent.' }];
+    const requests: Array<{ forwarded: readonly ChatMessage[]; reads: number; at: string }> = [];
+    const send = async (reads: number, at: string): Promise<void> => {
+      const compacted = await compact(compactor, history);
+      compacted.afterResponse?.();
+      requests.push({ forwarded: compacted.messages, reads, at });
+    };
+    const turns = 40;
+    for (let turn = 1; turn <= turns; turn++) {
+      const messages = reReadTurn(turn);
+      history = [...history, messages[0]!];
+      await send(turn - 1, `turn ${turn}`);
+      for (let index = 1; index < messages.length - 1; index++) {
+        history = [...history, messages[index]!];
+        if (messages[index]!.role === 'tool') await send(turn, `turn ${turn}, message ${index}`);
+      }
+      history = [...history, messages.at(-1)!];
+    }
+    expect(summarizer.calls).toBeGreaterThan(0);
+    // newestCopies counts the reads before the turn it is given.
+    for (const request of requests) expect(newestCopies(request.forwarded, request.reads + 1), request.at).toBe(3);
+  });
+
+  it('at a crossing with a summary pending that would leave the history in the soft zone, a compression that alone gets back under the threshold is made instead', () => {
+    // The re-read loop's history, its budget set so that it has just crossed (a 4k window applied a pending summary at
+    // each crossing: it freed about a step, the history stayed in the soft zone and the next summary was prepared at once).
+    const sizes = (messages: readonly ChatMessage[]): CandidateSizes => ({ ...sizesOf(messages, 0, 1), ratio: 1 });
+    const idle = { pending: null, running: false, attempt: 0 };
+    const messages = reReadConversation(9);
+    const size = totalSize(sizes(messages));
+    const budget = budgetOf(Math.ceil(size / 0.86) + 1024, undefined, 1024, 1024);
+    const settings = decisionSettingsOf(configWith().compaction);
+    expect(size).toBeGreaterThan(settings.threshold * budget.tokens!);
+    const pending: Epoch = { key: 'k', sourceLength: 5, seenLength: 5, replacement: messages.slice(0, 3), notes: 'n', strategy: 'summary', report: '', pending: true };
+    const decision = decide(candidateOf(messages, null), sizes(messages), budget, { ...idle, pending }, settings);
+    expect(decision.kind).toBe('compress');
+    expect((decision as { plan: { size: number } }).plan.size).toBeLessThan(settings.threshold * budget.tokens!);
+    // Where no compression gets under the threshold (a user message alone as large as the history), the pending summary applies.
+    const crossing: ChatMessage[] = [...messages.slice(0, -1), { role: 'user', content: 'Fix it. '.repeat(size) }];
+    expect(decide(candidateOf(crossing, null), sizes(crossing), budget, { ...idle, pending }, settings)).toEqual({ kind: 'apply-pending', epoch: pending });
+    // A pending summary that gets the history out of the soft zone (it covers all but the last message) applies.
+    const whole: Epoch = { ...pending, sourceLength: messages.length - 1, seenLength: messages.length - 1 };
+    expect(decide(candidateOf(messages, null), sizes(messages), budget, { ...idle, pending: whole }, settings)).toEqual({ kind: 'apply-pending', epoch: whole });
+  });
 });
 
 describe('a forced compaction keeps its files within their share of the history it shrinks (issue 38: Codex compacts at its own limit)', () => {

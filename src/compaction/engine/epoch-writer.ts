@@ -7,6 +7,7 @@ import type { Epoch } from '../types.js';
 import { conversationOf, type EpochRepository } from '../epochs/repository.js';
 import type { ChatCall, CompactionLogger, CompactionObserver } from '../ports.js';
 import { type Candidate, trustedMarks } from '../policy/plan.js';
+import { withFilesThatFit } from '../policy/working-set.js';
 import { TRUNCATED, tierNamed } from '../policy/tiers/list.js';
 import type { ModelDecision, ModelTier, TierList } from '../policy/tiers/tier.js';
 import { type CompactionRequest, seenWhole } from './request.js';
@@ -237,9 +238,13 @@ export class EpochWriter {
   async #record(job: WriteJob, result: SummaryResult, callStarted: number): Promise<Epoch> {
     const { now, logger, observer } = this.#options;
     const { request, candidate, decision, tier, started } = job;
-    const { plan, boundary } = decision;
+    const { boundary } = decision;
     const { pending } = job.options;
-    const replacement = tier.replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'notes');
+    const budget = request.budget.tokens;
+    const replacementOf = (plan: typeof decision.plan): ChatMessage[] => tier.replacementOf(candidate.messages, plan, boundary.candidateEnd, result.notes, 'notes');
+    // The notes are written now: files of the working set left out for notes at their largest go in if these leave room.
+    const plan = budget === null ? decision.plan : withFilesThatFit(decision.plan, (wider) => job.sizeOfMessages([...replacementOf(wider), ...job.rest], true) <= budget);
+    const replacement = replacementOf(plan);
     const after = job.sizeOfMessages([...replacement, ...job.rest], true);
     const report = tier.summarizedLine(decision, { before: request.originalSize, after, milliseconds: now() - started });
     logger?.info({ model: request.model, tier: plan.tier, mode: result.mode, calls: result.calls, pending }, report);

@@ -1,4 +1,5 @@
 import type { ChatMessage } from '../../transcript/message.js';
+import type { Epoch } from '../types.js';
 import { headLength } from '../../transcript/groups.js';
 import { estimateMessageTokens } from '../../transcript/tokens.js';
 import { repeatedNewestResults } from '../../transcript/compress/compress.js';
@@ -7,6 +8,7 @@ import { type Candidate, type CompactionSettings, epochBoundary, trustedMarks } 
 import { type Sizes, totalSize } from './sizing.js';
 import { protectedTailStart, stepsCut } from './plan-steps.js';
 import { workingSetIndexes } from './working-set.js';
+import { MIN_FREED_SHARE, lastStepTokens } from './cost.js';
 
 /**
  * The compression tier in the soft zone (DESIGN.md § Compression): compress
@@ -40,6 +42,40 @@ export function compressNow(
   const keep = workingSetIndexes(candidate, budget, settings, sizeOf);
   const plan = planCompress(candidate, sizes, protectedTailStart(candidate, sizes, budget, settings), settings, sizeOf, { prune: false, keep, trusted: trustedMarks(candidate), ...(atLeast === undefined ? {} : { atLeast }) });
   return plan === null ? null : { kind: 'compress', plan, boundary: epochBoundary(candidate, plan.cut) };
+}
+
+/**
+ * At a crossing with a summary pending that would leave the history in the
+ * soft zone, the compression that alone gets it back under the threshold,
+ * freeing at least what the newest step added and {@link MIN_FREED_SHARE} of
+ * the budget (less buys no request: cost.ts); else null, and the pending
+ * summary applies. The working set stays raw, as in {@link compressNow}.
+ * Where the working set fills half the budget (a 4k window's 1,536 tokens),
+ * a summary applied at each crossing freed about a step, left the history in
+ * the soft zone, and the next summary was prepared at once: the re-read loop
+ * made 57 summary calls. The compression covers more of the history than the
+ * pending summary, which the lookup then drops as stale: a summary that gets
+ * out of the soft zone is not given up for it.
+ */
+export function compressesInstead(candidate: Candidate, sizes: RatioSizes, budget: number | null, settings: SoftZoneSettings, pending: Epoch): ReturnType<typeof compressNow> {
+  if (budget === null) return null;
+  // A summary that gets the history out of the soft zone applies: a compression instead leaves it behind, unused.
+  const applied = appliedSize(candidate, sizes, pending);
+  if (applied === null || applied < settings.softThreshold * budget) return null;
+  const compressed = compressNow(candidate, sizes, budget, settings, { atLeast: 0 });
+  if (compressed === null || compressed.plan.size >= settings.threshold * budget) return null;
+  return compressed.plan.freed >= Math.max(MIN_FREED_SHARE * budget, lastStepTokens(candidate, sizes)) ? compressed : null;
+}
+
+/**
+ * The size of the candidate with `pending` applied: its replacement (sized with the candidate's ratio) and what
+ * follows it; null when the pending epoch does not start within the candidate's raw part.
+ */
+function appliedSize(candidate: Candidate, sizes: RatioSizes, pending: Epoch): number | null {
+  const from = pending.sourceLength - candidate.sourceStart + candidate.replacementLength;
+  if (from < candidate.replacementLength || from > candidate.messages.length) return null;
+  const replacement = pending.replacement.reduce((sum, message) => sum + estimateMessageTokens(message) * sizes.ratio, 0);
+  return sizes.fixed + replacement + totalSize(sizes, from);
 }
 
 /**

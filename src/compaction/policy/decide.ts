@@ -6,7 +6,7 @@ import type { Epoch } from '../types.js';
 import { type Candidate, type CompactionSettings, type Trigger, summaryPairTokens, triggerOf } from './plan.js';
 import { type Sizes, totalSize } from './sizing.js';
 import { compressForBudget, compressSettingsOf } from './compress-tier.js';
-import { compressesAtCrossing, compressNow, crossingCompression } from './compress-ahead.js';
+import { compressesAtCrossing, compressesInstead, compressNow, crossingCompression } from './compress-ahead.js';
 import { type CostSpeeds, compressionCost, compressionIsCheaper, crossingCost, lastStepTokens, summaryCost } from './cost.js';
 import { BUILT_IN_TIERS, planTiers, tierNamed } from './tiers/list.js';
 import { type ModelDecision, type ModelFreeDecision, type ModelFreeTier, type ModelTier, type Planned, type TierList, type TierPlan, isTierPlan } from './tiers/tier.js';
@@ -114,8 +114,10 @@ export function decide(candidate: Candidate, sizes: CandidateSizes, budget: Budg
     }
     return { kind: 'forward', size, prepareNext: soft };
   }
-  // Crossed: an epoch prepared in the background applies now, with no waiting.
-  if (epochs.pending !== null) return { kind: 'apply-pending', epoch: epochs.pending };
+  // Crossed: an epoch prepared in the background applies now, with no waiting; but not when it would leave the history in
+  // the soft zone and a compression alone gets back under the threshold (compress-ahead.ts `compressesInstead`): on a 4k
+  // window the working set is half the budget, a summary applied there freed ~500 tokens and the next was prepared at once.
+  if (epochs.pending !== null) return compressesInstead(candidate, sizes, budget.tokens, settings, epochs.pending) ?? { kind: 'apply-pending', epoch: epochs.pending };
   // Another request of this conversation is compacting it: wait for that epoch rather than start a second summary.
   if (epochs.running && epochs.attempt < MAX_WAITS) return { kind: 'wait' };
 

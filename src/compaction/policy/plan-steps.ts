@@ -24,6 +24,8 @@ export interface StepsPlan {
   readonly size: number;
   /** The files of the working set the cut would take, carried after the notes (policy/working-set.ts). */
   readonly workingSet?: readonly WorkingFile[];
+  /** The files of the working set its cut takes that did not fit beside notes at their largest: carried when the notes written leave room (policy/working-set.ts `withFilesThatFit`). */
+  readonly workingSetLeft?: readonly WorkingFile[];
 }
 
 /**

@@ -71,6 +71,7 @@ interface CutPlan {
   readonly cut: number;
   readonly size: number;
   readonly workingSet?: readonly WorkingFile[];
+  readonly workingSetLeft?: readonly WorkingFile[];
 }
 
 /**
@@ -82,9 +83,27 @@ interface CutPlan {
 export function withWorkingSet<P extends CutPlan>(plan: P, files: readonly WorkingFile[], budget: number | null, sizeOf: (message: ChatMessage) => number): P {
   const carried = files.filter((file) => file.carried || file.index < plan.cut);
   const cost = (kept: readonly WorkingFile[]): number => (kept.length === 0 ? 0 : sizeOf({ role: 'user', content: workingSetBlock(kept) }));
-  while (carried.length > 0 && budget !== null && plan.size + cost(carried) > budget) carried.pop();
-  if (carried.length === 0) return plan;
-  return { ...plan, size: plan.size + cost(carried), workingSet: carried };
+  const left: WorkingFile[] = [];
+  while (carried.length > 0 && budget !== null && plan.size + cost(carried) > budget) left.unshift(carried.pop()!);
+  // Those left out may still fit once the notes are written: their size counts them at their largest (`withFilesThatFit`).
+  const leftOut = left.length === 0 ? {} : { workingSetLeft: left };
+  if (carried.length === 0) return { ...plan, ...leftOut };
+  return { ...plan, size: plan.size + cost(carried), workingSet: carried, ...leftOut };
+}
+
+/**
+ * The plan with the files {@link withWorkingSet} left out for room carried too, as many as `fits` (the epoch
+ * with the notes as written, within the budget) allows, newest first. The plan counts the notes at their
+ * largest (512 tokens on a 4k window) where they come back at about 100: on the 4k re-read loop a summary
+ * 9 tokens over the budget by that count left out one of the three files the agent edits (issue 32).
+ */
+export function withFilesThatFit<P extends CutPlan>(plan: P, fits: (plan: P) => boolean): P {
+  const left = plan.workingSetLeft ?? [];
+  for (let count = left.length; count > 0; count--) {
+    const wider = { ...plan, workingSet: [...(plan.workingSet ?? []), ...left.slice(0, count)], workingSetLeft: left.slice(count) };
+    if (fits(wider)) return wider;
+  }
+  return plan;
 }
 
 /**

@@ -26,6 +26,8 @@ export interface SummaryPlan {
   readonly prunedKept?: PrunedKept;
   /** The files of the working set the cut takes, carried after the notes (policy/working-set.ts; set by tiers/list.ts). */
   readonly workingSet?: readonly WorkingFile[];
+  /** The files of the working set its cut takes that did not fit beside notes at their largest: carried when the notes written leave room (policy/working-set.ts `withFilesThatFit`). */
+  readonly workingSetLeft?: readonly WorkingFile[];
 }
 
 /**
