@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { createLogger } from '../../src/http/ops/logger.js';
-import type { RequestRecord } from '../../src/http/edge/request-record.js';
+import { type RequestRecord, blankRecord } from '../../src/http/edge/request-record.js';
 import { logRequest, requestLineFields } from '../../src/http/ops/request-log.js';
 
 /** Collects lines, without the time (two writes never share a millisecond). */
@@ -14,25 +14,7 @@ class Lines {
 }
 
 function record(fields: Partial<RequestRecord>): RequestRecord {
-  return {
-    kind: 'chat',
-    startedAt: 0,
-    upstreamMs: 12.3456,
-    bytes: 0,
-    repairs: 0,
-    pairRepairs: [],
-    errorCode: null,
-    errorStatus: null,
-    report: null,
-    keyTenant: '',
-    chat: null,
-    closeListener: null,
-    slot: null,
-    slotWaitMs: null,
-    upstreamServer: null,
-    server: null,
-    ...fields,
-  };
+  return { ...blankRecord('chat', 0), upstreamMs: 12.3456, ...fields };
 }
 
 function exchange(log: Logger, url: string, fields: Partial<RequestRecord>, statusCode = 200, contentLength?: string) {

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ReadFigures } from '../exchange/planner.js';
 import type { Metrics } from '../ops/metrics.js';
-import type { RequestRecord } from './request-record.js';
+import { type RequestRecord, blankRecord } from './request-record.js';
 import { logRequest } from '../ops/request-log.js';
 
 /**
@@ -18,7 +18,6 @@ import { logRequest } from '../ops/request-log.js';
  * is written a turn later with `setImmediate`'s arguments, not a closure.
  */
 
-const NO_REPAIRS: readonly never[] = [];
 
 export class InFlight {
   #draining = false;
@@ -51,24 +50,7 @@ export class InFlight {
 
   /** Makes the request's record and follows it to the close of its response. */
   track(request: FastifyRequest, reply: FastifyReply): RequestRecord {
-    const record: RequestRecord = {
-      kind: request.routeOptions.config.kind ?? 'passthrough',
-      startedAt: performance.now(),
-      upstreamMs: null,
-      bytes: 0,
-      repairs: 0,
-      pairRepairs: NO_REPAIRS,
-      errorCode: null,
-      errorStatus: null,
-      report: null,
-      keyTenant: '',
-      chat: null,
-      closeListener: null,
-      slot: null,
-      slotWaitMs: null,
-      upstreamServer: null,
-      server: null,
-    };
+    const record = blankRecord(request.routeOptions.config.kind ?? 'passthrough', performance.now());
     request.record = record;
     this.#count++;
     this.#started++;

@@ -61,6 +61,30 @@ declare module 'fastify' {
   }
 }
 
+const NO_REPAIRS: readonly never[] = [];
+
+/** A request's record as it starts: nothing read, sent or answered yet (in-flight.ts makes one per request). */
+export function blankRecord(kind: RouteKind, startedAt: number): RequestRecord {
+  return {
+    kind,
+    startedAt,
+    upstreamMs: null,
+    bytes: 0,
+    repairs: 0,
+    pairRepairs: NO_REPAIRS,
+    errorCode: null,
+    errorStatus: null,
+    report: null,
+    keyTenant: '',
+    chat: null,
+    closeListener: null,
+    slot: null,
+    slotWaitMs: null,
+    upstreamServer: null,
+    server: null,
+  };
+}
+
 /** Sends compactor's own error in OpenAI's shape (before anything else was sent). */
 export function sendError(reply: FastifyReply, error: ProxyError, errorBody: unknown = error.toBody()): FastifyReply {
   const body = JSON.stringify(errorBody);
