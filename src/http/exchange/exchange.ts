@@ -70,13 +70,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   if (planned === undefined) return undefined;
   // A compaction the client asked to pause after (Anthropic's pause_after_compaction) is the answer: the model is not asked.
   const paused = pausedAnswer(answer, planned);
-  if (paused !== undefined) {
-    const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
-    answer.forgetClientBytes();
-    const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large);
-    answer.record.chat = forwarded.figures;
-    return { upstreamAnswer: paused, forwarded };
-  }
+  if (paused !== undefined) return { upstreamAnswer: paused, forwarded: await figuresTaken(answer, planned, null) };
   let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
   const refused = hooks.onRefusal === undefined ? null : await readRefusal(upstreamAnswer);
@@ -88,17 +82,25 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
     if (again === null) return undefined;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
-  // Not read again from here on (only planning again after a refusal reads them): a long stream does not hold them,
-  // nor the parsed body: the answer's end reads only the figures taken here.
-  const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
-  answer.forgetClientBytes();
-  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large, answer.record.upstreamServer);
-  answer.record.chat = forwarded.figures;
+  const forwarded = await figuresTaken(answer, planned, answer.record.upstreamServer);
   // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
   const { format } = answer.route;
   const edits = forwarded.answerEdits;
   if (edits !== undefined && format.answerEditor !== undefined) upstreamAnswer = editedAnswer(upstreamAnswer, format.answerEditor(edits));
   return { upstreamAnswer, forwarded };
+}
+
+/**
+ * The figures kept of a request once it is answered (by the upstream on `upstream`, or by compactor itself: null).
+ * The client's bytes and the parsed body are not read again from here on (only planning again after a refusal reads
+ * them): a long stream does not hold them; the answer's end reads only these figures.
+ */
+async function figuresTaken(answer: AnswerWriter, planned: Planned, upstream: string | null): Promise<Forwarded> {
+  const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
+  answer.forgetClientBytes();
+  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large, upstream);
+  answer.record.chat = forwarded.figures;
+  return forwarded;
 }
 
 /** The answer compactor gives itself for a paused compaction, or undefined when the request goes upstream. */
