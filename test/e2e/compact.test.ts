@@ -4,9 +4,8 @@ import OpenAI, { APIError } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { contentText, type ChatMessage } from '../../src/transcript/message.js';
 import { conversation } from '../support/conversation.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
-import { closedAfterEachTest, startProxy } from '../support/proxy.js';
-import { SimulatedLlama } from '../support/simulated-llama.js';
+import { closedAfterEachTest } from '../support/proxy.js';
+import { throughCompactor } from '../support/openai-through-proxy.js';
 
 /**
  * Issue 17, explicit compaction: `POST /v1/compact` answers the compacted
@@ -27,13 +26,7 @@ interface CompactionAnswer {
   epoch: 'new' | 'reused' | 'none';
 }
 
-async function started(config: Record<string, unknown> = {}) {
-  const upstream = opened(await FakeUpstream.start());
-  const llama = new SimulatedLlama(upstream, { window: WINDOW });
-  const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, ...config } }));
-  const client = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
-  return { upstream, llama, proxy, client };
-}
+const started = (config: Record<string, unknown> = {}) => throughCompactor(opened, WINDOW, config);
 
 const compact = (client: OpenAI, body: Record<string, unknown>): Promise<CompactionAnswer> => client.post('/compact', { body });
 

@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/transcript/message.js';
 import { contentText } from '../../src/transcript/message.js';
 import { conversation, factsIn } from '../support/conversation.js';
-import { FakeUpstream, replies } from '../support/fake-upstream.js';
-import { closedAfterEachTest, startProxy } from '../support/proxy.js';
-import { SimulatedLlama } from '../support/simulated-llama.js';
+import { replies } from '../support/fake-upstream.js';
+import { closedAfterEachTest } from '../support/proxy.js';
+import { throughCompactor } from '../support/openai-through-proxy.js';
 import { RESPONSE, STREAM_EVENTS } from '../support/responses-answer.js';
 
 /**
@@ -44,13 +44,7 @@ function itemsOf(messages: readonly ChatMessage[]): Item[] {
   return items;
 }
 
-async function started(config: Record<string, unknown> = {}) {
-  const upstream = opened(await FakeUpstream.start());
-  const llama = new SimulatedLlama(upstream, { window: WINDOW });
-  const proxy = opened(await startProxy(upstream, { listen: true, config: { compaction: { enabled: true }, ...config } }));
-  const client = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
-  return { upstream, llama, proxy, client };
-}
+const started = (config: Record<string, unknown> = {}) => throughCompactor(opened, WINDOW, config);
 
 /** A long history: 12 turns of two tool steps each, every turn planting a fact (`FACT-<turn>`). */
 function history(): Item[] {
