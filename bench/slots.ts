@@ -133,6 +133,9 @@ function diagnose(llama: SlotLlama, conversations: number, label: string): void 
     }
   }
   console.log(`${label}: lost vs ideal ${lost.busy} in a busy slot, ${lost.idle} in another idle slot, ${lost.nowhere} nowhere (turns ${byKind.turn}, summaries ${byKind.summary}); gained ${lost.gained}`);
+  const processed = (tasks: SlotLlama['tasks']): number => tasks.reduce((sum, task) => sum + task.promptN, 0);
+  const summaries = llama.tasks.filter((task) => task.summary);
+  console.log(`  ${llama.tasks.length - summaries.length} turns read ${processed(llama.tasks.filter((task) => !task.summary))} tokens, ${summaries.length} summaries ${processed(summaries)}`);
   for (const line of lines) console.log(line);
 }
 

@@ -161,7 +161,7 @@ function fleetOf(config: Config, deps: AppDeps, logger: FastifyBaseLogger, metri
     const client = new UpstreamClient(clientOptions(config, server.url, server.api_key ?? config.upstream.api_key));
     const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(server.url)! } };
     // Speeds are learned under the server's label (the ledger reads the answering server's from the request's figures).
-    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, maskUrl(server.url)!), ...leases, ...files }) : undefined;
+    const slots = config.upstream.slots === 'auto' ? new SlotRouter({ upstream: client, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, maskUrl(server.url)!), backgroundInLine: config.compaction.summary.concurrency, ...leases, ...files }) : undefined;
     return new FleetServer(index, server, client, slots);
   });
   const fleet = new Fleet({ servers: members, intervalMs: config.upstream.health_interval_ms, log: logger, maxHomes: config.cache.max_entries, ...(routing === undefined ? {} : { shared: routing }) });
@@ -266,7 +266,7 @@ function slotsOf(config: Config, upstream: Upstream, logger: FastifyBaseLogger, 
   // A fleet's servers have their own slots (fleetOf).
   if (config.upstream.slots !== 'auto' || fleet !== undefined) return undefined;
   const leases = routing === undefined ? {} : { leases: { store: routing, name: maskUrl(config.upstream.url)! } };
-  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, config.upstream.url), ...leases });
+  const slots = new SlotRouter({ upstream, config: config.upstream, log: logger, msToRead: msToReadOn(speeds, config.upstream.url), backgroundInLine: config.compaction.summary.concurrency, ...leases });
   registerSlotMetrics(metrics.registry, () => slots.stats());
   return slots;
 }

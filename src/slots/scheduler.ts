@@ -1,6 +1,6 @@
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
-import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
+import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -30,6 +30,13 @@ import { emptySlot, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type S
  *   waits for); a turn whose summary has not started goes before it, the
  *   summary right after it in its slot. A prepend summary is a guest: a slot nobody calls home, or
  *   the least recently used owner's.
+ * - At most `backgroundInLine` background summaries (`summary.concurrency`)
+ *   hold a place in line or a slot at once; the others wait for a place and
+ *   take it behind every request that came meanwhile, as they would in
+ *   llama-server's own queue. Else a crossing that every conversation
+ *   reaches together puts all their summaries ahead of every later turn
+ *   (8 conversations on 2 slots: a turn's p99 2.6 times llama-server's own).
+ *   One whose slot stands free with nobody waiting for it starts at once.
  *
  * Pure but for the slot actions (save, restore, erase) and the timers, both
  * injected.
@@ -44,6 +51,8 @@ export class SlotScheduler {
   readonly #homes = new Map<string, Slot>();
   /** Requests without a home slot, in arrival order: each takes the first slot that frees. */
   readonly #homeless: Waiter[] = [];
+  /** Background summaries waiting for a place in line (`backgroundInLine`), in arrival order. */
+  readonly #held: Waiter[] = [];
   readonly #keeper: SlotKeeper;
   readonly #options: SlotSchedulerOptions;
   readonly #timers: SlotTimers;
@@ -69,11 +78,14 @@ export class SlotScheduler {
   /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
   acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
     signal?.throwIfAborted();
+    // A held summary a request has come to wait for since takes its place before this one.
+    this.#admit();
     return new Promise<SlotLease>((resolve, reject) => {
       const since = this.#timers.now;
       const onAbort = (): void => {
         this.#leave(waiter);
         reject(signal?.reason ?? new Error('aborted'));
+        this.#admit();
       };
       const waiter: Waiter = {
         work,
@@ -85,6 +97,7 @@ export class SlotScheduler {
           this.#leave(waiter);
           signal?.removeEventListener('abort', onAbort);
           reject(error);
+          this.#admit();
         },
         grant: (granted) => {
           waiter.cancel();
@@ -96,14 +109,15 @@ export class SlotScheduler {
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#place(waiter);
+      if (this.#mustWaitForPlace(waiter)) this.#hold(waiter);
+      else this.#place(waiter);
     });
   }
 
   stats(): SlotStats {
     return {
       slots: this.#slots.map(viewOf),
-      waitingForAny: this.#homeless.length,
+      waitingForAny: this.#homeless.length + this.#held.length,
       ...this.#counts,
       ...this.#keeper.stats(),
     };
@@ -131,7 +145,7 @@ export class SlotScheduler {
       const free = this.#freeSlot();
       if (free !== undefined) return this.#move(waiter, free);
       this.#homeless.push(waiter);
-      waiter.cancel = this.#timers.after(this.#waitMsOf(waiter.work), () => this.#expire(waiter));
+      waiter.cancel = this.#timers.after(this.#waitMsOf(waiter), () => this.#expire(waiter));
       return;
     }
     if (!home.inFlight && home.queue.length === 0) return this.#start(home, waiter);
@@ -147,7 +161,7 @@ export class SlotScheduler {
     const after = slot.queue.findIndex((other) => other.seq > waiter.seq);
     slot.queue.splice(after === -1 ? slot.queue.length : after, 0, waiter);
     waiter.cancel();
-    if (waiter.work.kind !== 'summary' || waiter.work.background !== undefined) waiter.cancel = this.#timers.after(this.#waitMsOf(waiter.work), () => this.#expire(waiter));
+    if (waiter.work.kind !== 'summary' || waiter.work.background !== undefined) waiter.cancel = this.#timers.after(this.#waitMsOf(waiter), () => this.#expire(waiter));
   }
 
   /**
@@ -169,13 +183,61 @@ export class SlotScheduler {
   }
 
   /**
-   * How long `work` waits before it may take another slot (background work:
-   * before it is dropped, `backgroundWaitMs` when it says): `waitMs`, and for
-   * a turn never longer than reading its prompt anew elsewhere would take at
-   * the speed the server reported (`msToRead`, issue 33 item 4).
+   * Whether `waiter`, a background summary, waits for a place in line:
+   * `backgroundInLine` others hold one (or wait for one before it), and its
+   * slot does not stand free with nobody waiting for it.
    */
-  #waitMsOf(work: SlotWork): number {
-    if (work.background !== undefined && work.backgroundWaitMs !== undefined) return work.backgroundWaitMs;
+  #mustWaitForPlace(waiter: Waiter): boolean {
+    const limit = this.#options.backgroundInLine;
+    if (limit === undefined || !isBackground(waiter.work)) return false;
+    if (this.#held.length === 0 && this.#backgroundInLine() < limit) return false;
+    const { work } = waiter;
+    const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
+    const startsNow = home === undefined ? this.#freeSlot() !== undefined : !home.inFlight && home.queue.length === 0;
+    return !startsNow;
+  }
+
+  #hold(waiter: Waiter): void {
+    this.#held.push(waiter);
+    waiter.cancel = this.#timers.after(this.#waitMsOf(waiter), () => this.#expire(waiter));
+  }
+
+  /** Background summaries that hold a place in line or a slot. */
+  #backgroundInLine(): number {
+    const waiting = [...this.#homeless, ...this.#slots.flatMap((slot) => slot.queue)].filter((waiter) => isBackground(waiter.work)).length;
+    return waiting + this.#slots.filter((slot) => isBackground(slot.running)).length;
+  }
+
+  /**
+   * Held summaries take their place in line: at once those a request has
+   * come to wait for (no longer background work), then the others while
+   * fewer than `backgroundInLine` hold one. A place taken now is behind
+   * every request waiting now.
+   */
+  #admit(): void {
+    const limit = this.#options.backgroundInLine;
+    if (this.#held.length === 0 || limit === undefined) return;
+    for (const waiter of this.#held.filter((held) => !isBackground(held.work))) this.#enter(waiter);
+    while (this.#held.length > 0 && this.#backgroundInLine() < limit) this.#enter(this.#held[0]!);
+  }
+
+  #enter(waiter: Waiter): void {
+    this.#held.splice(this.#held.indexOf(waiter), 1);
+    waiter.cancel();
+    waiter.seq = ++this.#seq;
+    this.#place(waiter);
+  }
+
+  /**
+   * How long `waiter` waits before it may take another slot (background
+   * work: before it is dropped, `backgroundWaitMs` since it asked, when it
+   * says): `waitMs`, and for a turn never longer than reading its prompt
+   * anew elsewhere would take at the speed the server reported (`msToRead`,
+   * issue 33 item 4).
+   */
+  #waitMsOf(waiter: Waiter): number {
+    const { work } = waiter;
+    if (work.background !== undefined && work.backgroundWaitMs !== undefined) return Math.max(0, work.backgroundWaitMs - (this.#timers.now - waiter.since));
     const reRead = work.kind === 'turn' && work.tokens !== undefined ? (this.#options.msToRead?.(work.tokens) ?? null) : null;
     return reRead === null ? this.#options.waitMs : Math.min(this.#options.waitMs, reRead);
   }
@@ -262,9 +324,9 @@ export class SlotScheduler {
         const own = ended?.kind === 'summary' && !this.#keeper.canRestore(ended) ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
         if (own !== undefined) {
           this.#leave(own);
-          return this.#start(slot, own);
-        }
-        this.#dispatch(slot);
+          this.#start(slot, own);
+        } else this.#dispatch(slot);
+        this.#admit();
       },
     };
   }
@@ -333,6 +395,8 @@ export class SlotScheduler {
     waiter.cancel();
     const homeless = this.#homeless.indexOf(waiter);
     if (homeless !== -1) this.#homeless.splice(homeless, 1);
+    const held = this.#held.indexOf(waiter);
+    if (held !== -1) this.#held.splice(held, 1);
     for (const slot of this.#slots) {
       const index = slot.queue.indexOf(waiter);
       if (index !== -1) slot.queue.splice(index, 1);

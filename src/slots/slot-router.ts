@@ -34,6 +34,8 @@ export interface SlotRouterOptions {
   readonly now?: () => number;
   /** What reading `tokens` prompt tokens anew costs `model`'s server, in milliseconds (its learned prefill speed), or null before it is known. */
   readonly msToRead?: (model: string, tokens: number) => number | null;
+  /** How many background summaries may hold a place in a server's slot queues at once (`compaction.summary.concurrency`). */
+  readonly backgroundInLine?: number;
 }
 
 // A llama-server answers /props at once; a slow answer is no reason to hold a request back.
@@ -110,7 +112,7 @@ export class SlotRouter {
 
   /** `model`: the name it was found by, whose learned prefill speed bounds a turn's wait (every name of one served model runs at one speed). */
   #create(count: number, served: string, model: string): SlotScheduler {
-    const { config, log, msToRead } = this.#options;
+    const { config, log, msToRead, backgroundInLine } = this.#options;
     return new SlotScheduler({
       slots: count,
       waitMs: config.slot_wait_ms,
@@ -119,6 +121,7 @@ export class SlotRouter {
       ...(this.#options.files === undefined ? {} : { files: this.#options.files }),
       actions: this.#actions(),
       ...(msToRead === undefined ? {} : { msToRead: (tokens: number) => msToRead(model, tokens) }),
+      ...(backgroundInLine === undefined ? {} : { backgroundInLine }),
       onSaveRefused: () =>
         log?.warn({ served }, 'upstream.slot_save: llama-server refused to save a slot (was it started with --slot-save-path?); saving stopped, its RAM cache is relied on'),
     });

@@ -33,7 +33,7 @@ export interface SlotView {
 
 export interface SlotStats {
   readonly slots: SlotView[];
-  /** Requests waiting for whichever slot frees first (no home, or their wait ran out): in no slot's queue. */
+  /** Requests waiting for whichever slot frees first (no home, or their wait ran out), and background summaries waiting for a place in line: in no slot's queue. */
   readonly waitingForAny: number;
   readonly evictions: number;
   readonly moves: number;
@@ -114,6 +114,17 @@ export interface SlotSchedulerOptions {
    * any answer said. The bound of a turn's wait for its home slot.
    */
   readonly msToRead?: (tokens: number) => number | null;
+  /**
+   * How many background summaries may hold a place in line or a slot at
+   * once (`compaction.summary.concurrency`); the others wait for a place, and
+   * take it behind the requests that came meanwhile. Unset: no bound.
+   */
+  readonly backgroundInLine?: number;
+}
+
+/** A summary no request waits for (yet): it may wait for its place in line, and is dropped past its bound. */
+export function isBackground(work: SlotWork | null): boolean {
+  return work?.kind === 'summary' && work.background?.() === true;
 }
 
 export function isSummaryOf(work: SlotWork | null, key: string): boolean {

@@ -311,6 +311,62 @@ describe('SlotScheduler: summaries', () => {
     expect(order).toEqual(['a', 'summary', 'b']);
   });
 
+  const background = (key: string, isBackground: () => boolean = () => true) => ({ kind: 'summary', key, background: isBackground, backgroundWaitMs: 120_000 }) as const;
+
+  it('lets at most backgroundInLine background summaries hold a place in line: the next takes its place when one ends, behind the turns sent meanwhile (issue 33, 8 on 2)', async () => {
+    const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
+    const x = await slots.acquire(turn('x'));
+    const order: string[] = [];
+    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const b = run('summary b', background('b'));
+    const c = run('summary c', background('c'));
+    await flush();
+    // c waits for a place, and says so where waiting requests show.
+    expect(slots.stats().waitingForAny).toBe(2);
+    const d = run('d', turn('d'));
+    x.release();
+    await Promise.all([b, c, d]);
+    expect(order).toEqual(['summary b', 'd', 'summary c']);
+  });
+
+  it('starts a background summary past that bound at once when its slot stands free with nobody waiting for it (issue 33 item 2)', async () => {
+    const { slots } = scheduler({ slots: 2, backgroundInLine: 1 });
+    const b = await slots.acquire(background('b'));
+    const c = await slots.acquire(background('c'));
+    expect(c.slot).toBe(1 - b.slot);
+  });
+
+  it('gives a held summary its place at once when a request has come to wait for it, before the requests after that', async () => {
+    const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
+    const b = await slots.acquire(background('b'));
+    let waitedFor = false;
+    const order: string[] = [];
+    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const c = run('summary c', background('c', () => !waitedFor));
+    await flush();
+    waitedFor = true;
+    const d = run('d', turn('d'));
+    b.release();
+    await Promise.all([c, d]);
+    expect(order).toEqual(['summary c', 'd']);
+  });
+
+  it("drops a held background summary at its bound, counted from when it asked, and the next takes the place", async () => {
+    const { slots, timers } = scheduler({ slots: 1, backgroundInLine: 1 });
+    const x = await slots.acquire(turn('x'));
+    const b = slots.acquire(background('b'));
+    const c = slots.acquire(background('c'));
+    const dropped = c.then(
+      () => 'granted',
+      (error: unknown) => (error as Error).name,
+    );
+    timers.advance(120_000);
+    expect(await dropped).toBe('SlotWaitExpired');
+    expect(slots.stats().waitingForAny).toBe(0);
+    x.release();
+    await b.then(() => undefined, () => undefined);
+  });
+
   it('gives the slot to the turn that waited for its summary before any other waiting request', async () => {
     const { slots, timers } = scheduler({ slots: 2 });
     (await slots.acquire(turn('a'))).release();
