@@ -10,6 +10,7 @@
  *   npx tsx bench/side-by-side.ts --base=HEAD --config='{"compaction":{"max_messages":8}}'
  *   npx tsx bench/side-by-side.ts --base=HEAD --config-b='{"dashboard":{"enabled":false}}'   (one build, two configurations)
  *   npx tsx bench/side-by-side.ts --base=HEAD --node-flags-b="--max-semi-space-size=2"     (the working tree run with Node flags)
+ *   npx tsx bench/side-by-side.ts --base=HEAD --env-b="MALLOC_MMAP_THRESHOLD_=131072"       (the working tree run with variables set)
  *
  * A git revision is checked out in a temporary worktree and compiled beside
  * the working tree's build (node_modules/.cache/compactor-REV). The request
@@ -42,6 +43,8 @@ const swap = process.argv.includes('--swap');
 // The working tree's configuration, when it differs from the base's: a setting measured against the same code without it.
 const configB = option('config-b', config);
 const nodeFlagsB = option('node-flags-b', '').split(' ').filter((flag) => flag !== '');
+// Variables the working tree's process starts with (`--env-b="MALLOC_MMAP_THRESHOLD_=131072"`): what must be set before node starts.
+const envB = Object.fromEntries(option('env-b', '').split(' ').filter((word) => word !== '').map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
 
 const ROOT = resolve(import.meta.dirname, '..');
 const LOAD_CPU = '0';
@@ -80,8 +83,8 @@ const currentBuild = buildRevision(ROOT, null);
 const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
 const startBase = async () => ({ name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) });
 const startWorking = async () => ({
-  name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB].join(', '),
-  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB)),
+  name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB, ...Object.entries(envB).map(([name, value]) => `${name}=${value}`)].join(', '),
+  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB, envB)),
 });
 const sides = swap ? [await startWorking(), await startBase()] : [await startBase(), await startWorking()];
 const [baseIndex, workingIndex] = swap ? [1, 0] : [0, 1];
