@@ -1,6 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { getHeapSpaceStatistics } from 'node:v8';
-import { GROWTH_BYTES, INITIAL_REDUCER_STATE, QUIET_TICKS, fullCollector, reducerTick, startMemoryReducer } from '../../src/http/ops/memory-reducer.js';
+import { GROWTH_BYTES, INITIAL_REDUCER_STATE, QUIET_TICKS, reducerTick, startMemoryReducer } from '../../src/http/ops/memory-reducer.js';
 
 /**
  * The memory reducer (issue 26: RSS with 1,000 idle streams ≤ 150 MB, also
@@ -76,30 +75,6 @@ describe('startMemoryReducer', () => {
     heap = 200 * MiB;
     vi.advanceTimersByTime(10_000);
     expect(collect).toHaveBeenCalledTimes(1);
-  });
-});
-
-describe('fullCollector', () => {
-  const oldSpace = (): { committed: number; used: number } => {
-    const space = getHeapSpaceStatistics().find((entry) => entry.space_name === 'old_space')!;
-    return { committed: space.physical_space_size, used: space.space_used_size };
-  };
-
-  it('compacts the old generation: pages whose objects mostly died are given back, not kept for the few left', () => {
-    const collect = fullCollector();
-    // Objects promoted to the old generation (two collections), then seven in eight dropped: every page keeps a few.
-    const held: Array<{ index: number; list: number[] } | null> = Array.from({ length: 400_000 }, (_, index) => ({ index, list: [index] }));
-    collect();
-    collect();
-    for (let index = 0; index < held.length; index++) if (index % 8 !== 0) held[index] = null;
-    const before = oldSpace();
-    collect();
-    const after = oldSpace();
-    const freed = before.used - after.used;
-    expect(freed).toBeGreaterThan(16 * MiB);
-    // A plain full collection leaves nearly all of `freed` committed as free room on those pages.
-    expect(after.committed - after.used).toBeLessThan(freed / 4);
-    expect(held.filter((entry) => entry !== null)).toHaveLength(50_000);
   });
 });
 

@@ -11,10 +11,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
  * request has started for `QUIET_TICKS` seconds and the heap has grown
  * `GROWTH_BYTES` past what the last collection left, one full collection,
  * which compacts the old generation, lets V8 release the pages left empty
- * and size both generations to what is live (the young generation only when
- * little is being allocated meanwhile: V8 shrinks it in a collection only
- * below ~1 KB/ms, and 1,000 streams each trickling a token every 2 s
- * allocate ~1.9 KB/ms, the bare undici pipe ~1.5). Never while requests arrive;
+ * and size both generations to what is live. Never while requests arrive;
  * at most once per quiet period, and only after the heap grew again.
  */
 
@@ -44,27 +41,10 @@ export function reducerTick(state: ReducerState, started: number, heapTotal: num
   return { state: { seen: started, quietTicks, floor }, collect };
 }
 
-/**
- * A full collection the way `node --expose-gc` offers one (the flag set at
- * run time, `gc` taken from a new context) that compacts the whole old
- * generation. A plain full collection moves objects only off the most
- * fragmented pages: after a burst, whose promoted garbage died between the
- * long-lived objects allocated meanwhile, it left the old space at 50–68
- * MiB committed for 41–45 live, and every page with one live object stays
- * resident. Compaction is V8's flag for every full collection, so it is
- * set for this one only.
- */
+/** A full collection the way `node --expose-gc` offers one: the flag set at run time, `gc` taken from a new context. */
 export function fullCollector(): () => void {
   setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as () => void;
-  return () => {
-    setFlagsFromString('--compact-on-every-full-gc');
-    try {
-      gc();
-    } finally {
-      setFlagsFromString('--no-compact-on-every-full-gc');
-    }
-  };
+  return runInNewContext('gc') as () => void;
 }
 
 export interface MemoryReducerOptions {
