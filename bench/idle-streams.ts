@@ -11,6 +11,7 @@
  *   npx tsx bench/idle-streams.ts --bursts=200k --idle-body=200k   (idle streams of agent-sized requests)
  *   npx tsx bench/idle-streams.ts --variant="MALLOC_ARENA_MAX=2 --max-semi-space-size=4"   (also run that way, in the same run)
  *   npx tsx bench/idle-streams.ts --snapshots=DIR          (heap snapshots into DIR: fresh at rest, then with the streams open, fresh and after the burst)
+ *   npx tsx bench/idle-streams.ts --base=main [--swap]     (that revision's build too, first; with --swap after the working tree's)
  *
  * Per burst body and variant, one fresh compactor: RSS (VmRSS from /proc) at rest, with
  * the idle streams open, after they closed; then a burst of `--seconds` (6)
@@ -19,12 +20,16 @@
  * answers); then the idle streams again at once, and `--rest-seconds`
  * (30) later. Beside each RSS, what /metrics says of the heap (used,
  * total) and of external memory: no collection is forced, so heap used is
- * what it happens to be, garbage included.
+ * what it happens to be, garbage included. Beside them, V8's young
+ * generation (its committed new space: two semi-spaces, which only a
+ * memory-reducing collection shrinks) and RSS outside V8's heap (malloc's
+ * arenas, the node binary's pages, stacks).
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { basename, resolve } from 'node:path';
+import { buildRevision } from './build-revision.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { holdIdleStreams } from './idle-stream-pool.js';
 import { agentBody, chatBody, runLoad } from './load-client.js';
@@ -86,7 +91,7 @@ async function startUpstream(): Promise<{ child: ChildProcess; origin: string }>
 async function startCompactor(upstream: string, variant: Variant): Promise<{ child: ChildProcess; origin: string }> {
   const port = await freePort();
   const env = { ...process.env, NODE_ENV: 'production', COMPACTOR_HOST: '127.0.0.1', COMPACTOR_PORT: String(port), COMPACTOR_UPSTREAM_URL: upstream, ...variant.env };
-  const main = resolve(BUILD, 'src/main.js');
+  const main = resolve(variant.build, 'src/main.js');
   const child = spawn(process.execPath, [...snapshotFlags, ...variant.flags, main], { stdio: ['ignore', 'ignore', 'inherit'], env, ...(snapshots === '' ? {} : { cwd: snapshots }) });
   children.push(child);
   const origin = `http://127.0.0.1:${port}`;
@@ -109,6 +114,8 @@ interface Reading {
   readonly heapUsed: number;
   readonly heapTotal: number;
   readonly external: number;
+  /** V8's committed new space (both semi-spaces). */
+  readonly newSpace: number;
 }
 
 const MiB = 1024 * 1024;
@@ -119,7 +126,13 @@ async function reading(pid: number, origin: string, snapshot = false): Promise<R
   if (snapshot && snapshots !== '') process.kill(pid, 'SIGUSR2');
   const text = await (await fetch(`${origin}/metrics`)).text();
   const gauge = (name: string): number => Number(text.split('\n').find((line) => line.startsWith(`${name} `))?.split(' ')[1] ?? Number.NaN);
-  return { rss, heapUsed: gauge('nodejs_heap_size_used_bytes'), heapTotal: gauge('nodejs_heap_size_total_bytes'), external: gauge('nodejs_external_memory_bytes') };
+  return {
+    rss,
+    heapUsed: gauge('nodejs_heap_size_used_bytes'),
+    heapTotal: gauge('nodejs_heap_size_total_bytes'),
+    external: gauge('nodejs_external_memory_bytes'),
+    newSpace: gauge('nodejs_heap_space_size_total_bytes{space="new"}'),
+  };
 }
 
 /** Opens `count` streams the upstream holds open, waits for each one's first event, reads, then closes them all. */
@@ -150,6 +163,8 @@ function cpuMicros(pid: number): number {
 
 interface Variant {
   readonly label: string;
+  /** The compiled tree it runs: the working tree's, or `--base`'s. */
+  readonly build: string;
   readonly flags: readonly string[];
   readonly env: Readonly<Record<string, string>>;
 }
@@ -158,12 +173,14 @@ interface Variant {
 function variantOf(words: string): Variant {
   const parts = words.split(' ').filter((word) => word !== '');
   const env = Object.fromEntries(parts.filter((word) => !word.startsWith('--')).map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
-  return { label: words, flags: parts.filter((word) => word.startsWith('--')), env };
+  return { label: words, build: BUILD, flags: parts.filter((word) => word.startsWith('--')), env };
 }
-const variants: Variant[] = [
-  { label: 'as `npm start` runs it', flags: [], env: {} },
-  ...process.argv.filter((arg) => arg.startsWith('--variant=')).map((arg) => variantOf(arg.slice('--variant='.length))),
-];
+const base = option('base', '');
+const working: Variant = { label: base === '' ? 'as `npm start` runs it' : 'working tree, as `npm start` runs it', build: BUILD, flags: [], env: {} };
+// The base's build first, unless `--swap`: what runs second on this machine may read differently, so a change is read both ways.
+const builds: Variant[] = base === '' ? [working] : [{ label: `${base}, as \`npm start\` runs it`, build: buildRevision(process.cwd(), base), flags: [], env: {} }, working];
+if (process.argv.includes('--swap')) builds.reverse();
+const variants: Variant[] = [...builds, ...process.argv.filter((arg) => arg.startsWith('--variant=')).map((arg) => variantOf(arg.slice('--variant='.length)))];
 
 async function measure(burst: string, variant: Variant): Promise<string> {
   const compactor = await startCompactor(upstream.origin, variant);
@@ -187,14 +204,14 @@ async function measure(burst: string, variant: Variant): Promise<string> {
   compactor.child.kill('SIGTERM');
   await new Promise((resolve) => compactor.child.once('exit', resolve));
   const goal = burstStreams.rss / 1e6 <= 150 ? 'yes' : 'no';
-  return `| ${burst} (${(body.length / 1024).toFixed(0)} KiB) | ${variant.label} | ${mib(fresh.rss)} | ${mib(freshStreams.rss)} | ${mib(afterBurst.rss)} | **${mib(burstStreams.rss)}** (${(burstStreams.rss / 1e6).toFixed(0)} MB, ${goal}) | ${heap(burstStreams)} | ${mib(restedStreams.rss)} | ${result.total} | ${cpu.toFixed(0)} |`;
+  return `| ${burst} (${(body.length / 1024).toFixed(0)} KiB) | ${variant.label} | ${mib(fresh.rss)} | ${mib(freshStreams.rss)} | ${mib(afterBurst.rss)} | **${mib(burstStreams.rss)}** (${(burstStreams.rss / 1e6).toFixed(0)} MB, ${goal}) | ${heap(burstStreams)} | ${mib(burstStreams.newSpace)} / ${mib(burstStreams.rss - burstStreams.heapTotal)} | ${mib(restedStreams.rss)} | ${result.total} | ${cpu.toFixed(0)} |`;
 }
 
 const heap = (value: Reading): string => `${mib(value.heapUsed)} / ${mib(value.heapTotal)} / ${mib(value.external)}`;
 // After the burst, the streams again once V8's memory reducer has had time to run (it waits for a quiet process).
 const REST_MS = Number(option('rest-seconds', '30')) * 1000;
 
-execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
+buildRevision(process.cwd(), null);
 const upstream = await startUpstream();
 const rows: string[] = [];
 for (const burst of bursts) {
@@ -207,7 +224,7 @@ const load1 = readFileSync('/proc/loadavg', 'utf8').split(' ')[0];
 const work = saturate ? `${SECONDS} s each` : bursts.map((burst) => `${AMOUNTS[burst]} requests of ${burst}`).join(', ');
 console.log(`Idle streams, Node ${process.version}, ${new Date().toISOString()}, load average ${load1}; ${STREAMS} idle streams of ${idleBodyName} bodies; bursts at c=32 (${work}):`);
 console.log('');
-console.log(`| burst body | compactor run | RSS MiB fresh | with ${STREAMS} idle streams | right after the burst | idle streams after the burst (goal ≤ 150 MB) | its heap used / total / external MiB | idle streams again ${REST_MS / 1000} s later | burst requests | burst CPU µs/req |`);
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+console.log(`| burst body | compactor run | RSS MiB fresh | with ${STREAMS} idle streams | right after the burst | idle streams after the burst (goal ≤ 150 MB) | its heap used / total / external MiB | its new space / RSS outside the heap MiB | idle streams again ${REST_MS / 1000} s later | burst requests | burst CPU µs/req |`);
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const row of rows) console.log(row);
 process.exit(0);

@@ -10,6 +10,7 @@
  *   npx tsx bench/side-by-side.ts --base=HEAD --config='{"compaction":{"max_messages":8}}'
  *   npx tsx bench/side-by-side.ts --base=HEAD --config-b='{"dashboard":{"enabled":false}}'   (one build, two configurations)
  *   npx tsx bench/side-by-side.ts --base=HEAD --node-flags-b="--max-semi-space-size=2"     (the working tree run with Node flags)
+ *   npx tsx bench/side-by-side.ts --base=HEAD --env-b="MALLOC_MMAP_THRESHOLD_=131072"       (the working tree run with variables set)
  *
  * A git revision is checked out in a temporary worktree and compiled beside
  * the working tree's build (node_modules/.cache/compactor-REV). The request
@@ -19,9 +20,10 @@
  * is bench/servers/upstream.ts. `--swap` starts and lists the working tree first (the ratio is
  * still working tree / base): run a change in both orders.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { buildRevision } from './build-revision.js';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentBody, chatBody, type LoadResult, runLoad } from './load-client.js';
 
@@ -41,6 +43,8 @@ const swap = process.argv.includes('--swap');
 // The working tree's configuration, when it differs from the base's: a setting measured against the same code without it.
 const configB = option('config-b', config);
 const nodeFlagsB = option('node-flags-b', '').split(' ').filter((flag) => flag !== '');
+// Variables the working tree's process starts with (`--env-b="MALLOC_MMAP_THRESHOLD_=131072"`): what must be set before node starts.
+const envB = Object.fromEntries(option('env-b', '').split(' ').filter((word) => word !== '').map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
 
 const ROOT = resolve(import.meta.dirname, '..');
 const LOAD_CPU = '0';
@@ -49,32 +53,6 @@ const children: ChildProcess[] = [];
 process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
-
-/** Compiles the working tree (`null`) or a git revision; returns the build's directory. */
-function build(revision: string | null): string {
-  if (revision === null) {
-    // One directory per checkout: worktrees may share one node_modules (a symlink), and a build must not land on another's.
-    const out = join(ROOT, `node_modules/.cache/compactor-bench-${basename(ROOT)}`);
-    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
-    return out;
-  }
-  const commit = execFileSync('git', ['rev-parse', '--short', revision], { cwd: ROOT, encoding: 'utf8' }).trim();
-  const out = join(ROOT, `node_modules/.cache/compactor-${commit}`);
-  // Inside this tree's node_modules/.cache, so the checkout finds the same dependencies and types.
-  const tree = mkdtempSync(join(ROOT, 'node_modules/.cache/worktree-'));
-  try {
-    execFileSync('git', ['worktree', 'add', '--detach', tree, commit], { cwd: ROOT, stdio: 'ignore' });
-    // The revision's tsconfig names its types by paths inside its own tree (typeRoots: node_modules/@types):
-    // give the checkout this tree's dependencies under that name, or tsc finds no type definitions for node.
-    symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'), 'dir');
-    if (existsSync(join(ROOT, 'bench/node_modules'))) symlinkSync(join(ROOT, 'bench/node_modules'), join(tree, 'bench/node_modules'), 'dir');
-    execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', join(tree, 'bench/servers/tsconfig.json'), '--outDir', out], { cwd: ROOT, stdio: 'inherit' });
-  } finally {
-    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: ROOT, stdio: 'ignore' });
-    rmSync(tree, { recursive: true, force: true });
-  }
-  return out;
-}
 
 async function start(cpu: string, script: string, args: string[], nodeFlags: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
   const child = spawn('taskset', ['-c', cpu, process.execPath, ...nodeFlags, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
@@ -100,13 +78,13 @@ function cpuMicros(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
 }
 
-const baseBuild = build(base);
-const currentBuild = build(null);
+const baseBuild = buildRevision(ROOT, base);
+const currentBuild = buildRevision(ROOT, null);
 const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
 const startBase = async () => ({ name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) });
 const startWorking = async () => ({
-  name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB].join(', '),
-  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB)),
+  name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB, ...Object.entries(envB).map(([name, value]) => `${name}=${value}`)].join(', '),
+  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB, envB)),
 });
 const sides = swap ? [await startWorking(), await startBase()] : [await startBase(), await startWorking()];
 const [baseIndex, workingIndex] = swap ? [1, 0] : [0, 1];
