@@ -13,9 +13,13 @@ import { canonicalText, extendPrefixHashes, prefixHashes } from './prefix-hash.j
  * whole history every step, so a cached-epoch request spent most of its
  * hashing on messages the last request had hashed already.
  *
- * The proof that a prefix is the same is the client's own bytes: one native
- * SHA-256 over the raw `messages` list, from its `[` to the end of the last
- * message an earlier request held. The same bytes parse to the same messages
+ * The proof that a prefix is the same is the client's own bytes: the record
+ * holds the raw `messages` list an earlier request sent, from its `[` to the
+ * end of its last message, and the next request's bytes are compared with
+ * them (memcmp, some 1 µs for 36 KB); a list longer than
+ * {@link HELD_LIST_MAX_BYTES} is held as its SHA-256 instead (58 µs for the
+ * same 36 KB on this machine's OpenSSL, ~15 instructions a byte: issue 40).
+ * The same bytes parse to the same messages
  * (each is an object, so its closing brace ends it), so their chain is the
  * same; one byte different and the digests differ, and the chain is made
  * again from the messages. Only for bodies whose `messages` are exactly what
@@ -30,8 +34,19 @@ import { canonicalText, extendPrefixHashes, prefixHashes } from './prefix-hash.j
  * forgotten first.
  */
 
-/** What the records may hold in all: a 200-message conversation's record is about 12 KB, so some 700 conversations. */
+/**
+ * What the records may hold in all: a 200-message conversation's record is about 12 KB and its held list some 50–200
+ * KB more, so some 40–150 conversations at work at once (a server's slots are fewer); one that is forgotten costs its
+ * next request a full hash, never a wrong chain.
+ */
 export const KNOWN_PREFIXES_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A `messages` list up to this many bytes is held in its record and proved by comparing bytes; a longer one by its
+ * SHA-256 (a 32 MiB body is not kept alive past its request). 256 KiB: own-cost.ts's 200 KB agent body fits, and 32
+ * such records fill the bound.
+ */
+export const HELD_LIST_MAX_BYTES = 256 * 1024;
 
 /**
  * Bytes of each message's own digest (the prefix-break ledger's, http/ledger/prefix-print.ts): 2^64 messages
@@ -41,7 +56,8 @@ export const MESSAGE_DIGEST_BYTES = 8;
 
 /** About what one record costs: the chain's strings (22 characters and a V8 header) and their slots, the messages' digests, plus the record. */
 function recordBytes(record: KnownPrefix): number {
-  return 200 + record.hashes.length * 56 + record.digests.length;
+  // A held list is a view: what it keeps alive is its body's whole memory (a small body's, the pool's slab).
+  return 200 + record.hashes.length * 56 + record.digests.length + (typeof record.proof === 'string' ? 0 : record.proof.buffer.byteLength);
 }
 
 interface KnownPrefix {
@@ -49,8 +65,8 @@ interface KnownPrefix {
   readonly count: number;
   /** How many bytes of the `messages` list, from its `[`, hold those messages. */
   readonly bytes: number;
-  /** SHA-256 (base64url) of those bytes. */
-  readonly digest: string;
+  /** Those bytes themselves (a view of the body they came in), or their SHA-256 (base64url) when they are more than the held limit. */
+  readonly proof: ListProof;
   /** The chain of the first `hashes.length - 1` of them (at least the head's, at most all). */
   readonly hashes: readonly string[];
   /** Each message's own digest, for the first `digests.length / MESSAGE_DIGEST_BYTES` of them (none, some or all). */
@@ -72,6 +88,9 @@ export interface ConversationPrint {
   readonly digests: Buffer;
 }
 
+/** A `messages` list's bytes as a record holds them: the bytes, or their SHA-256 (base64url). */
+type ListProof = Buffer | string;
+
 /** What the bytes proved of a request: the chain and digests an earlier request made of the same first messages. */
 interface Proof {
   readonly head: number;
@@ -80,7 +99,8 @@ interface Proof {
   readonly hashes: string[];
   /** The record's digests of the same first messages (empty when none are known). */
   readonly digests: Buffer;
-  readonly digest: string;
+  /** What the record of this request will hold of its list's bytes. */
+  readonly proof: ListProof;
   readonly listBytes: number;
 }
 
@@ -140,10 +160,14 @@ export class KnownPrefixes {
   hashedMessages = 0;
   /** Messages whose own digest was taken (the ledger's), for tests and benches. */
   digestedMessages = 0;
+  /** Bytes of `messages` lists put through SHA-256 to prove them (those longer than the held limit), for tests and benches. */
+  hashedListBytes = 0;
+  readonly #heldMax: number;
   /** The body read last and its conversation's key: the plan after the print finds its record without hashing the head again. */
   #last: { readonly source: WeakRef<Buffer>; readonly seed: { readonly tenant: string; readonly model: string }; readonly key: string } | undefined;
 
-  constructor(maxBytes: number = KNOWN_PREFIXES_MAX_BYTES) {
+  constructor(maxBytes: number = KNOWN_PREFIXES_MAX_BYTES, heldMax: number = HELD_LIST_MAX_BYTES) {
+    this.#heldMax = heldMax;
     this.#records = new LRUCache<string, KnownPrefix>({ maxSize: maxBytes, sizeCalculation: recordBytes });
   }
 
@@ -212,7 +236,7 @@ export class KnownPrefixes {
     const last = this.#last;
     const again = last !== undefined && last.source.deref() === source && last.seed.tenant === seed.tenant && last.seed.model === seed.model ? this.#records.get(last.key) : undefined;
     if (again !== undefined && again.source.deref() === source && again.count === messages.length && again.bytes === listBytes && again.hashes.length > head) {
-      return { head, key: last!.key, hashes: again.hashes.slice(), digests: again.digests, digest: again.digest, listBytes };
+      return { head, key: last!.key, hashes: again.hashes.slice(), digests: again.digests, proof: again.proof, listBytes };
     }
     const headHashes = prefixHashes(seed, messages, head);
     this.hashedMessages += head;
@@ -220,22 +244,44 @@ export class KnownPrefixes {
     this.#last = { source: new WeakRef(source), seed: { tenant: seed.tenant, model: seed.model }, key };
     const known = this.#records.get(key);
     const longer = (record: KnownPrefix): string[] => (record.hashes.length > headHashes.length ? record.hashes.slice() : headHashes);
-    const hasher = createHash('sha256');
-    let from = 0;
-    let proved: KnownPrefix | undefined;
-    if (known !== undefined && known.count > head && known.count <= messages.length && known.bytes <= listBytes) {
-      hasher.update(source.subarray(span.start, span.start + known.bytes));
-      // Same bytes, same messages: their chain and digests are the ones already made. Else made again from the messages.
-      if (hasher.copy().digest('base64url') === known.digest) proved = known;
-      from = known.bytes;
-    }
-    hasher.update(source.subarray(span.start + from, span.start + listBytes));
-    const digest = hasher.digest('base64url');
-    if (proved === undefined) return { head, key, hashes: headHashes, digests: NO_DIGESTS, digest, listBytes };
-    return { head, key, hashes: longer(proved), digests: proved.digests.subarray(0, Math.min(proved.digests.length, proved.count * MESSAGE_DIGEST_BYTES)), digest, listBytes };
+    const list = source.subarray(span.start, span.start + listBytes);
+    const fits = known !== undefined && known.count > head && known.count <= messages.length && known.bytes <= listBytes;
+    // Same bytes, same messages: their chain and digests are the ones already made. Else made again from the messages.
+    const { proved, proof } = fits ? this.#proveAgainst(known, list) : { proved: false, proof: this.#proofOf(list) };
+    if (!proved) return { head, key, hashes: headHashes, digests: NO_DIGESTS, proof, listBytes };
+    return { head, key, hashes: longer(known!), digests: known!.digests.subarray(0, Math.min(known!.digests.length, known!.count * MESSAGE_DIGEST_BYTES)), proof, listBytes };
+  }
+
+  /**
+   * What a record will hold of `list`: the bytes when they are few enough (a view of the client's body, which is
+   * never changed in place: the receiver copies it out of the connection's buffers), else their SHA-256. Not a copy:
+   * a fresh 36 KB allocation a request cost as much CPU as the SHA-256 it saves (50 µs against 41, much of it the
+   * kernel's page faults, which no instruction count shows).
+   */
+  #proofOf(list: Buffer): ListProof {
+    if (list.length <= this.#heldMax) return list;
+    this.hashedListBytes += list.length;
+    return hash('sha256', list, 'base64url');
+  }
+
+  /**
+   * Whether `list` starts with the bytes `known` holds, and what the new record will hold of `list`. A digest
+   * proves by hashing the same first bytes, and the hash goes on over the rest for the new record's digest when
+   * it is one too: every byte is hashed once.
+   */
+  #proveAgainst(known: KnownPrefix, list: Buffer): { proved: boolean; proof: ListProof } {
+    const prefix = list.subarray(0, known.bytes);
+    if (typeof known.proof !== 'string') return { proved: prefix.equals(known.proof), proof: this.#proofOf(list) };
+    const hasher = createHash('sha256').update(prefix);
+    this.hashedListBytes += prefix.length;
+    const proved = hasher.copy().digest('base64url') === known.proof;
+    if (list.length <= this.#heldMax) return { proved, proof: list };
+    this.hashedListBytes += list.length - prefix.length;
+    return { proved, proof: hasher.update(list.subarray(known.bytes)).digest('base64url') };
   }
 
   #remember(proof: Proof, count: number, hashes: readonly string[], digests: Buffer, source: Buffer): void {
-    this.#records.set(proof.key, { count, bytes: proof.listBytes, digest: proof.digest, hashes, digests, source: new WeakRef(source) });
+    this.#records.set(proof.key, { count, bytes: proof.listBytes, proof: proof.proof, hashes, digests, source: new WeakRef(source) });
   }
 }
+

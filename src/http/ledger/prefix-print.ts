@@ -39,16 +39,40 @@ export interface PrefixPrint {
 // The elision marker of a pruned result (transcript/prune.ts): ` bytes elided …]`.
 const ELIDED = ' bytes elided …]';
 
+/** What the print takes of a message compactor wrote: its digest, what it wrote, its estimated tokens. */
+interface WrittenPrint {
+  readonly digest: Buffer;
+  readonly written: Written;
+  readonly tokens: number;
+}
+
+/**
+ * The prints of messages compactor wrote, by the message: a cached epoch's summary and what it kept are the very same
+ * objects in every request that applies it, and one of 21 KB was digested anew each request (issue 40). A message is
+ * never changed in place (transcript/message.ts), so its print holds; gone with the epoch that holds the message.
+ */
+const writtenPrints = new WeakMap<ChatMessage, WrittenPrint>();
+
+function writtenPrintOf(message: ChatMessage): WrittenPrint {
+  let print = writtenPrints.get(message);
+  if (print === undefined) {
+    const digest = Buffer.from(hash('sha256', canonicalText(message), 'buffer').subarray(0, DIGEST_BYTES));
+    print = { digest, written: writtenOf(message), tokens: Math.round(estimateMessageTokens(message)) };
+    writtenPrints.set(message, print);
+  }
+  return print;
+}
+
 /**
  * The forwarded messages' digests: a message forwarded as the client sent it (the same object) has the
- * client's digest already; only what compactor wrote is digested here.
+ * client's digest already; only what compactor wrote is digested here, once (writtenPrintOf).
  */
 function* forwardedDigestsSteps(indexOf: ReadonlyMap<ChatMessage, number>, clientDigests: Buffer, forwarded: readonly ChatMessage[]): Slices<Buffer> {
   const digests = Buffer.allocUnsafe(forwarded.length * DIGEST_BYTES);
   for (const [index, message] of forwarded.entries()) {
     const at = indexOf.get(message);
     if (at !== undefined) clientDigests.copy(digests, index * DIGEST_BYTES, at * DIGEST_BYTES, (at + 1) * DIGEST_BYTES);
-    else hash('sha256', canonicalText(message), 'buffer').copy(digests, index * DIGEST_BYTES, 0, DIGEST_BYTES);
+    else writtenPrintOf(message).digest.copy(digests, index * DIGEST_BYTES);
     if (sliceEndsAt(index)) yield;
   }
   return digests;
@@ -93,9 +117,10 @@ export function* prefixPrintSteps(
   const written = new Uint8Array(forwarded.length);
   const tokens = new Uint32Array(forwarded.length);
   for (const [index, message] of forwarded.entries()) {
-    tokens[index] = Math.round(estimateMessageTokens(message));
     // A mark is genuine only where compactor wrote it: in what it changed, never in what the client sent as it was.
-    if (theClients !== null && !theClients.has(message)) written[index] = writtenOf(message);
+    const wrote = theClients !== null && !theClients.has(message) ? writtenPrintOf(message) : undefined;
+    tokens[index] = wrote === undefined ? Math.round(estimateMessageTokens(message)) : wrote.tokens;
+    if (wrote !== undefined) written[index] = wrote.written;
     if (sliceEndsAt(index)) yield;
   }
   // The chain names them as the epochs and the dashboard do: `hashes[0]` the tenant and model, `hashes[head]` the conversation.

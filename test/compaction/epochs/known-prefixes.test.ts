@@ -109,6 +109,43 @@ describe('KnownPrefixes', () => {
     expect(hashed(prefixes, first.messages)).toEqual({ hashes: prefixHashes(seed, first.messages), count: 12 });
   });
 
+  it('proves a known prefix by the bytes its record holds: no byte of a list within the held limit is hashed (issue 40)', () => {
+    const prefixes = new KnownPrefixes();
+    const first = request(history(10));
+    expect(hashed(prefixes, first.messages, first.raw)).toEqual({ hashes: prefixHashes(seed, first.messages), count: 22 });
+    const next = request(history(12));
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 + 4 });
+    expect(prefixes.hashedListBytes).toBe(0);
+    // One byte of the held prefix changed: not proved, every message hashed again.
+    const changed = request(history(12, (index) => (index === 3 ? 'result 4' : `result ${index}`)));
+    expect(hashed(prefixes, changed.messages, changed.raw)).toEqual({ hashes: prefixHashes(seed, changed.messages), count: 26 });
+  });
+
+  it('proves a list longer than the held limit by its SHA-256, each of its bytes hashed once a request', () => {
+    const prefixes = new KnownPrefixes(undefined, 100);
+    // From the list's `[` to its last message's `}`.
+    const listBytes = (raw: Buffer): number => raw.toString().indexOf('],"stream"') - raw.toString().indexOf('[');
+    const first = request(history(10));
+    expect(hashed(prefixes, first.messages, first.raw)).toEqual({ hashes: prefixHashes(seed, first.messages), count: 22 });
+    expect(prefixes.hashedListBytes).toBe(listBytes(first.raw));
+    const next = request(history(12));
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 + 4 });
+    expect(prefixes.hashedListBytes).toBe(listBytes(first.raw) + listBytes(next.raw));
+    const changed = request(history(12, (index) => (index === 3 ? 'result 4' : `result ${index}`)));
+    expect(hashed(prefixes, changed.messages, changed.raw)).toEqual({ hashes: prefixHashes(seed, changed.messages), count: 26 });
+  });
+
+  it('proves a held prefix by its bytes when the grown list is then held as its digest, and that digest the next time', () => {
+    const first = request(history(3));
+    const prefixes = new KnownPrefixes(undefined, first.raw.length);
+    hashed(prefixes, first.messages, first.raw);
+    expect(prefixes.hashedListBytes).toBe(0);
+    const next = request(history(12));
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 + 18 });
+    const last = request(history(13));
+    expect(hashed(prefixes, last.messages, last.raw)).toEqual({ hashes: prefixHashes(seed, last.messages), count: 2 + 2 });
+  });
+
   it('keeps its records within its bound in bytes', () => {
     const prefixes = new KnownPrefixes(64 * 1024);
     for (let conversation = 0; conversation < 200; conversation++) {

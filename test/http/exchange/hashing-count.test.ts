@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
+import { digestCalls } from '../../support/counted-digests.js';
 import { FakeUpstream } from '../../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy, type Proxy } from '../../support/proxy.js';
 
@@ -12,19 +13,7 @@ import { closedAfterEachTest, startProxy, type Proxy } from '../../support/proxy
  * messages and the head are hashed). A count, never a time.
  */
 
-const calls = vi.hoisted(() => ({ count: 0 }));
-vi.mock('node:crypto', async (importOriginal) => {
-  const crypto = await importOriginal<typeof import('node:crypto')>();
-  const hash = ((...args: Parameters<typeof crypto.hash>) => {
-    calls.count++;
-    return crypto.hash(...args);
-  }) as typeof crypto.hash;
-  const createHash: typeof crypto.createHash = (...args: Parameters<typeof crypto.createHash>) => {
-    calls.count++;
-    return crypto.createHash(...args);
-  };
-  return { ...crypto, default: { ...crypto, hash, createHash }, hash, createHash };
-});
+vi.mock('node:crypto', async (importOriginal) => (await import('../../support/counted-digests.js')).countedCrypto(importOriginal));
 
 const opened = closedAfterEachTest();
 const CHAT = '/v1/chat/completions';
@@ -65,10 +54,10 @@ async function digestsOfNextRequest(steps: number): Promise<number> {
   await send([...first, { role: 'user', content: 'go on' }]);
   await answered(proxy, 1);
   const next = [...first, { role: 'user', content: 'go on' }, ...history(steps + 1).slice(-2), { role: 'user', content: 'and now?' }];
-  const before = calls.count;
+  const before = digestCalls.count;
   await send(next);
   await answered(proxy, 2);
-  return calls.count - before;
+  return digestCalls.count - before;
 }
 
 describe('hashing per request (issue 40)', () => {
