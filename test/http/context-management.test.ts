@@ -77,6 +77,12 @@ function toolLoop(uses: number, chars = 1200, toolOf: (use: number) => string = 
   return messages;
 }
 
+/** The agent loop of 10 tool uses asked with the edit the tests start from: past 2,000 input tokens, clear all tool results but the newest `keep` (the edit's own default without it). */
+function clearingRequest(keep?: number) {
+  const edit: Anthropic.Beta.BetaClearToolUses20250919Edit = { type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 }, ...(keep === undefined ? {} : { keep: { type: 'tool_uses', value: keep } }) };
+  return { model: 'sim', tools: TOOLS, context_management: { edits: [edit] }, messages: toolLoop(10) as never };
+}
+
 type Sent = { messages: Array<{ role: string; content: unknown }>; context_management?: unknown };
 
 function lastSent(upstream: FakeUpstream): Sent {
@@ -101,14 +107,7 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
   it('past its trigger, all but the newest `keep` tool results are cleared with a true marker, and applied_edits says how many', async () => {
     const { upstream, client } = await started();
     const response = await client.beta.messages
-      .create({
-        model: 'sim',
-        max_tokens: 64,
-        tools: TOOLS,
-        betas: ['context-management-2025-06-27'],
-        context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 }, keep: { type: 'tool_uses', value: 3 } }] },
-        messages: toolLoop(10) as never,
-      })
+      .create({ ...clearingRequest(3), max_tokens: 64, betas: ['context-management-2025-06-27'] })
       .withResponse();
     const sent = lastSent(upstream);
     // Never forwarded: no local server knows it.
@@ -186,14 +185,7 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
 
   it('streamed: applied_edits rides on message_delta and the SDK puts it on the final message', async () => {
     const { upstream, client, url } = await started();
-    const stream = client.beta.messages.stream({
-      model: 'sim',
-      max_tokens: 64,
-      tools: TOOLS,
-      betas: ['context-management-2025-06-27'],
-      context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 }, keep: { type: 'tool_uses', value: 4 } }] },
-      messages: toolLoop(10) as never,
-    });
+    const stream = client.beta.messages.stream({ ...clearingRequest(4), max_tokens: 64, betas: ['context-management-2025-06-27'] });
     const final = await stream.finalMessage();
     expect(final.content).toMatchObject([{ type: 'text', text: 'Done.' }]);
     expect(final.context_management?.applied_edits).toEqual([expect.objectContaining({ type: 'clear_tool_uses_20250919', cleared_tool_uses: 6 })]);
@@ -202,7 +194,7 @@ describe('issue 38 item 2: clear_tool_uses_20250919', () => {
     const raw = await fetch(`${url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'anthropic-beta': 'context-management-2025-06-27' },
-      body: JSON.stringify({ model: 'sim', max_tokens: 8, stream: true, tools: TOOLS, context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 } }] }, messages: toolLoop(10) }),
+      body: JSON.stringify({ ...clearingRequest(), max_tokens: 8, stream: true }),
     });
     const text = await raw.text();
     expect(text.startsWith('event: message_start\n')).toBe(true);
@@ -407,13 +399,7 @@ describe('issue 38 item 2: /v1/messages/count_tokens with context_management', (
     const { upstream, client } = await started();
     // llama-server's count: its tokens of the body it gets (here a quarter of its bytes, the double's tokenizer).
     upstream.route('POST', '/v1/messages/count_tokens', (exchange: FakeExchange) => replies.json(200, { input_tokens: Math.round(exchange.request.body.length / 4) })(exchange));
-    const counted = await client.beta.messages.countTokens({
-      model: 'sim',
-      tools: TOOLS,
-      betas: ['context-management-2025-06-27'],
-      context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 } }] },
-      messages: toolLoop(10) as never,
-    });
+    const counted = await client.beta.messages.countTokens({ ...clearingRequest(), betas: ['context-management-2025-06-27'] });
     const calls = upstream.requestsTo('/v1/messages/count_tokens');
     expect(calls).toHaveLength(2);
     for (const call of calls) expect(call.body.toString()).not.toContain('context_management');
