@@ -190,7 +190,7 @@ export class SlotScheduler {
   #mustWaitForPlace(waiter: Waiter): boolean {
     const limit = this.#options.backgroundInLine;
     if (limit === undefined || !isBackground(waiter.work)) return false;
-    if (this.#held.length === 0 && this.#backgroundInLine() < limit) return false;
+    if (this.#held.length === 0 && this.#backgroundHoldingPlaces() < limit) return false;
     const { work } = waiter;
     const home = work.kind === 'guest' ? undefined : this.#homes.get(work.key);
     const startsNow = home === undefined ? this.#freeSlot() !== undefined : !home.inFlight && home.queue.length === 0;
@@ -203,7 +203,7 @@ export class SlotScheduler {
   }
 
   /** Background summaries that hold a place in line or a slot. */
-  #backgroundInLine(): number {
+  #backgroundHoldingPlaces(): number {
     const waiting = [...this.#homeless, ...this.#slots.flatMap((slot) => slot.queue)].filter((waiter) => isBackground(waiter.work)).length;
     return waiting + this.#slots.filter((slot) => isBackground(slot.running)).length;
   }
@@ -218,7 +218,7 @@ export class SlotScheduler {
     const limit = this.#options.backgroundInLine;
     if (this.#held.length === 0 || limit === undefined) return;
     for (const waiter of this.#held.filter((held) => !isBackground(held.work))) this.#enter(waiter);
-    while (this.#held.length > 0 && this.#backgroundInLine() < limit) this.#enter(this.#held[0]!);
+    while (this.#held.length > 0 && this.#backgroundHoldingPlaces() < limit) this.#enter(this.#held[0]!);
   }
 
   #enter(waiter: Waiter): void {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type SlotActions, SlotScheduler, type SlotSchedulerOptions } from '../../src/slots/scheduler.js';
+import { type SlotActions, SlotScheduler, type SlotSchedulerOptions, type SlotWork } from '../../src/slots/scheduler.js';
 
 /** Timers run by hand: the bounded wait is tested by counting, never by sleeping. */
 class HandTimers {
@@ -48,6 +48,19 @@ function scheduler(overrides: Partial<SlotSchedulerOptions> = {}): { slots: Slot
 
 const turn = (key: string) => ({ kind: 'turn', key }) as const;
 const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+/** A summary no request waits for while `isBackground` says so, dropped after two minutes in line (as summary-call.ts asks). */
+const background = (key: string, isBackground: () => boolean = () => true) => ({ kind: 'summary', key, background: isBackground, backgroundWaitMs: 120_000 }) as const;
+
+/** Requests that end as soon as they have their slot: `order` is the order they got it in, which is what counts. */
+function inOrder(slots: SlotScheduler): { order: string[]; run: (name: string, work: SlotWork) => Promise<void> } {
+  const order: string[] = [];
+  const run = (name: string, work: SlotWork): Promise<void> =>
+    slots.acquire(work).then((lease) => {
+      order.push(name);
+      lease.release();
+    });
+  return { order, run };
+}
 
 describe('SlotScheduler: a home slot per conversation', () => {
   it('gives each of 4 conversations on 4 slots its own slot, the same one every turn', async () => {
@@ -298,9 +311,7 @@ describe('SlotScheduler: summaries', () => {
   it('a turn that goes before its waiting summary puts the summary right behind it, not at the end: an active conversation never pushes its summary back until its crossing (issue 33, 8 on 2)', async () => {
     const { slots, timers } = scheduler({ slots: 1 });
     const a = await slots.acquire(turn('a'));
-    const order: string[] = [];
-    // Each request ends as soon as it has its slot: the order they got it in is what counts.
-    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const { order, run } = inOrder(slots);
     const summary = run('summary', { kind: 'summary', key: 'a' });
     // b came after the summary and waited past its bound: it goes before everyone who came after it, not before the summary.
     const b = run('b', turn('b'));
@@ -311,13 +322,10 @@ describe('SlotScheduler: summaries', () => {
     expect(order).toEqual(['a', 'summary', 'b']);
   });
 
-  const background = (key: string, isBackground: () => boolean = () => true) => ({ kind: 'summary', key, background: isBackground, backgroundWaitMs: 120_000 }) as const;
-
   it('lets at most backgroundInLine background summaries hold a place in line: the next takes its place when one ends, behind the turns sent meanwhile (issue 33, 8 on 2)', async () => {
     const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
     const x = await slots.acquire(turn('x'));
-    const order: string[] = [];
-    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const { order, run } = inOrder(slots);
     const b = run('summary b', background('b'));
     const c = run('summary c', background('c'));
     await flush();
@@ -340,8 +348,7 @@ describe('SlotScheduler: summaries', () => {
     const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
     const b = await slots.acquire(background('b'));
     let waitedFor = false;
-    const order: string[] = [];
-    const run = (name: string, work: Parameters<typeof slots.acquire>[0]): Promise<void> => slots.acquire(work).then((lease) => (order.push(name), lease.release()));
+    const { order, run } = inOrder(slots);
     const c = run('summary c', background('c', () => !waitedFor));
     await flush();
     waitedFor = true;
