@@ -56,7 +56,7 @@ export const MESSAGE_DIGEST_BYTES = 8;
 
 /** About what one record costs: the chain's strings (22 characters and a V8 header) and their slots, the messages' digests, plus the record. */
 function recordBytes(record: KnownPrefix): number {
-  // A held list is a view: what it keeps alive is its body's whole memory (a small body's, the pool's slab).
+  // A held list may be a view: what it keeps alive is the whole memory it views (at most twice the list, #proofOf).
   return 200 + record.hashes.length * 56 + record.digests.length + (typeof record.proof === 'string' ? 0 : record.proof.buffer.byteLength);
 }
 
@@ -253,15 +253,23 @@ export class KnownPrefixes {
   }
 
   /**
-   * What a record will hold of `list`: the bytes when they are few enough (a view of the client's body, which is
-   * never changed in place: the receiver copies it out of the connection's buffers), else their SHA-256. Not a copy:
-   * a fresh 36 KB allocation a request cost as much CPU as the SHA-256 it saves (50 µs against 41, much of it the
-   * kernel's page faults, which no instruction count shows).
+   * What a record will hold of `list`: the bytes when they are few enough, else their SHA-256. The bytes are a view
+   * of the client's body (never changed in place: the receiver copies it out of the connection's buffers), not a
+   * copy: a fresh 36 KB allocation a request cost as much CPU as the SHA-256 it saves (50 µs against 41, much of it
+   * the kernel's page faults, which no instruction count shows). Only a list that is less than half of the memory
+   * it views is copied out: a small body lives in Buffer's shared pool (8 KiB slabs on Node 20, 64 KiB on Node 26),
+   * a body's tools can dwarf its messages, and a record must not keep that memory alive nor count it against the
+   * bound (64 KiB a 2 KB record would leave room for 128 conversations in 8 MiB). Such a copy is small.
    */
   #proofOf(list: Buffer): ListProof {
-    if (list.length <= this.#heldMax) return list;
-    this.hashedListBytes += list.length;
-    return hash('sha256', list, 'base64url');
+    if (list.length > this.#heldMax) {
+      this.hashedListBytes += list.length;
+      return hash('sha256', list, 'base64url');
+    }
+    if (list.buffer.byteLength <= 2 * list.length) return list;
+    const own = Buffer.allocUnsafeSlow(list.length);
+    list.copy(own);
+    return own;
   }
 
   /**
@@ -275,7 +283,7 @@ export class KnownPrefixes {
     const hasher = createHash('sha256').update(prefix);
     this.hashedListBytes += prefix.length;
     const proved = hasher.copy().digest('base64url') === known.proof;
-    if (list.length <= this.#heldMax) return { proved, proof: list };
+    if (list.length <= this.#heldMax) return { proved, proof: this.#proofOf(list) };
     this.hashedListBytes += list.length - prefix.length;
     return { proved, proof: hasher.update(list.subarray(known.bytes)).digest('base64url') };
   }

@@ -146,6 +146,21 @@ describe('KnownPrefixes', () => {
     expect(hashed(prefixes, last.messages, last.raw)).toEqual({ hashes: prefixHashes(seed, last.messages), count: 2 + 2 });
   });
 
+  it('holds a list that is a small part of a larger memory (a pool slab, a body with large tools) as its own bytes, not that memory', () => {
+    // Node 26's Buffer pool is 64 KiB (Node 20's 8 KiB): a 2 KB body read into it must not count, or keep alive, the slab.
+    const body = request(history(10));
+    const slab = Buffer.alloc(1024 * 1024);
+    body.raw.copy(slab, 4096);
+    const raw = slab.subarray(4096, 4096 + body.raw.length);
+    const prefixes = new KnownPrefixes(64 * 1024);
+    prefixes.hashesOf(seed, body.messages, raw);
+    expect(prefixes.bytes).toBeGreaterThan(body.raw.length);
+    expect(prefixes.bytes).toBeLessThan(2 * body.raw.length + 2048);
+    // And it still proves the grown list by those bytes.
+    const next = request(history(12));
+    expect(hashed(prefixes, next.messages, next.raw)).toEqual({ hashes: prefixHashes(seed, next.messages), count: 2 + 4 });
+  });
+
   it('keeps its records within its bound in bytes', () => {
     const prefixes = new KnownPrefixes(64 * 1024);
     for (let conversation = 0; conversation < 200; conversation++) {
