@@ -19,8 +19,15 @@ export type ChatCall = (body: Record<string, unknown>, signal: AbortSignal, head
  * Where on a llama-server with slots a summary call runs (src/slots/): a
  * suffix call on its conversation's slot (its prompt extends what that slot
  * holds), a prepend call on nobody's (it shares no prefix with anyone).
+ * `grown`: a suffix call's body over a longer history its slot holds by the
+ * time the call gets it (a turn of the conversation ran there meanwhile),
+ * asking for the same notes; undefined when that history is not the
+ * candidate's continuation or would not fit.
  */
-export type SummarySlot = ({ readonly kind: 'summary'; readonly key: string } | { readonly kind: 'guest' }) & { readonly place?: SummaryPlace };
+export type SummarySlot = ({ readonly kind: 'summary'; readonly key: string; readonly grown?: GrownBody } | { readonly kind: 'guest' }) & { readonly place?: SummaryPlace };
+
+/** See {@link SummarySlot}'s `grown`. */
+export type GrownBody = (history: readonly ChatMessage[]) => Record<string, unknown> | undefined;
 
 
 /** Where the engine writes its report lines; the server's logger in production. */

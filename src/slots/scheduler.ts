@@ -1,3 +1,4 @@
+import type { ChatMessage } from '../transcript/message.js';
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
 import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
@@ -87,8 +88,12 @@ export class SlotScheduler {
         reject(signal?.reason ?? new Error('aborted'));
         this.#admit();
       };
+      // A turn's history is let go once it started (#start): what the slot records of its running work must not keep
+      // an answer's body alive while it streams (issue 40: a thousand idle streams).
+      const forwards = work.kind === 'turn' ? work.history : undefined;
       const waiter: Waiter = {
-        work,
+        work: forwards === undefined ? work : withoutHistory(work),
+        forwards,
         seq: ++this.#seq,
         since,
         expired: false,
@@ -103,8 +108,8 @@ export class SlotScheduler {
           waiter.cancel();
           signal?.removeEventListener('abort', onAbort);
           this.#keeper.prepare(granted, work, (key) => this.#homes.has(key)).then(
-            () => resolve(this.#lease(granted, since)),
-            () => resolve(this.#lease(granted, since)),
+            () => resolve(this.#lease(granted, since, waiter.history)),
+            () => resolve(this.#lease(granted, since, waiter.history)),
           );
         },
       };
@@ -302,9 +307,23 @@ export class SlotScheduler {
     waiter.grant(slot);
     // The turns that waited for this summary to find a slot wait for it here.
     if (waiter.work.kind !== 'guest') this.#gather(waiter.work.key, slot);
+    if (waiter.work.kind === 'turn' && waiter.forwards !== undefined) this.#tellSummaries(waiter.work.key, waiter.forwards);
+    waiter.forwards = undefined;
   }
 
-  #lease(slot: Slot, since: number): SlotLease {
+  /**
+   * A turn of `key` starts with `history`: its summaries still waiting
+   * (held or in line) will find that history in the slot, not the one they
+   * were written over; a suffix summary extended to it reads no turn again,
+   * and neither does the turn after it (8 conversations on 2 slots: the
+   * first turn after a summary held back for k turns re-read 331 tokens
+   * each, 12k of the run's 156k).
+   */
+  #tellSummaries(key: string, history: readonly ChatMessage[]): void {
+    for (const waiter of [...this.#held, ...this.#waitingOf(key)]) if (isSummaryOf(waiter.work, key)) waiter.history = history;
+  }
+
+  #lease(slot: Slot, since: number, history: readonly ChatMessage[] | undefined): SlotLease {
     const waitedMs = this.#timers.now - since;
     slot.waits++;
     slot.waitMsTotal += waitedMs;
@@ -313,6 +332,7 @@ export class SlotScheduler {
     return {
       slot: slot.id,
       waitedMs,
+      ...(history === undefined ? {} : { history }),
       release: () => {
         if (released) return;
         released = true;
@@ -402,4 +422,11 @@ export class SlotScheduler {
       if (index !== -1) slot.queue.splice(index, 1);
     }
   }
+}
+
+/** `work` without the history it carries: what a slot keeps of the turn it runs. */
+function withoutHistory(work: SlotWork): SlotWork {
+  if (work.kind !== 'turn') return work;
+  const { history: _history, ...bare } = work;
+  return bare;
 }

@@ -1,3 +1,4 @@
+import type { ChatMessage } from '../transcript/message.js';
 import { type SlotFiles, slotFileName } from './slot-files.js';
 
 /**
@@ -18,9 +19,11 @@ import { type SlotFiles, slotFileName } from './slot-files.js';
  * background work now, which leaves its slot queue when it has waited
  * `backgroundWaitMs` (as long as it stays useful; the scheduler's `waitMs`
  * when not said). `tokens`: the prompt's size, what reading it anew
- * elsewhere would cost.
+ * elsewhere would cost. `history`: a turn's messages as forwarded, what its
+ * slot holds once it ran (a summary of its conversation waiting meanwhile
+ * is given them: SlotLease.history).
  */
-export type SlotWork = ({ readonly kind: 'turn' | 'summary'; readonly key: string; readonly tokens?: number } | { readonly kind: 'guest' }) & {
+export type SlotWork = ({ readonly kind: 'turn' | 'summary'; readonly key: string; readonly tokens?: number; readonly history?: readonly ChatMessage[] } | { readonly kind: 'guest' }) & {
   readonly background?: () => boolean;
   readonly backgroundWaitMs?: number;
 };

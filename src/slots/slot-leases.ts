@@ -28,6 +28,7 @@ export async function withSharedLease(lease: SlotLease, name: string, leases: Sl
   return {
     slot: lease.slot,
     waitedMs: lease.waitedMs,
+    ...(lease.history === undefined ? {} : { history: lease.history }),
     release: () => {
       if (released) return;
       released = true;

@@ -1,4 +1,5 @@
 import type { SlotFiles } from './slot-files.js';
+import type { ChatMessage } from '../transcript/message.js';
 import type { SlotActions, SlotWork } from './slot-keeper.js';
 
 /**
@@ -17,6 +18,13 @@ export interface SlotLease {
   readonly slot: number;
   /** How long the request waited in its slot queue. */
   readonly waitedMs: number;
+  /**
+   * A summary's: the history its conversation's latest turn ran with while
+   * the summary waited, which the slot then holds instead of the summary's
+   * own (older) one; absent when no turn ran meanwhile. A suffix summary
+   * asked over it reads none of the turns sent since it was written.
+   */
+  readonly history?: readonly ChatMessage[];
   /** The request is over (its answer ended or failed): the next of the slot queue goes. Idempotent. */
   release(): void;
 }
@@ -77,6 +85,10 @@ export interface Waiter {
   seq: number;
   readonly since: number;
   expired: boolean;
+  /** A waiting summary's: the latest history a turn of its conversation started with meanwhile (SlotLease.history). */
+  history?: readonly ChatMessage[];
+  /** A waiting turn's: the history it forwards (SlotWork.history), told to its conversation's summaries when it starts, then let go. */
+  forwards?: readonly ChatMessage[] | undefined;
   cancel: () => void;
   readonly grant: (slot: Slot) => void;
 }

@@ -322,6 +322,30 @@ describe('SlotScheduler: summaries', () => {
     expect(order).toEqual(['a', 'summary', 'b']);
   });
 
+  it("gives a summary the history its conversation's latest turn started with while it waited: by then its slot holds that one, not the summary's own", async () => {
+    const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
+    const first = [{ role: 'user', content: 'Fix the build.' }] as const;
+    const later = [...first, { role: 'assistant', content: 'Done.' }, { role: 'user', content: 'And the tests.' }] as const;
+    const x = await slots.acquire(turn('x'));
+    // a's summary is held (x's holds the one place) and then waits in line; a's turns go before it.
+    const held = slots.acquire(background('x'));
+    const summary = slots.acquire(background('a'));
+    const a1 = slots.acquire({ kind: 'turn', key: 'a', history: first });
+    x.release();
+    (await held).release();
+    const running = await a1;
+    const a2 = slots.acquire({ kind: 'turn', key: 'a', history: later });
+    running.release();
+    (await a2).release();
+    const lease = await summary;
+    expect(lease.history).toBe(later);
+    lease.release();
+    // A summary no turn of its conversation started beside has nothing newer to extend to.
+    const alone = await slots.acquire(background('b'));
+    expect(alone.history).toBeUndefined();
+    alone.release();
+  });
+
   it('lets at most backgroundInLine background summaries hold a place in line: the next takes its place when one ends, behind the turns sent meanwhile (issue 33, 8 on 2)', async () => {
     const { slots } = scheduler({ slots: 1, backgroundInLine: 1 });
     const x = await slots.acquire(turn('x'));

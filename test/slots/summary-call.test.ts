@@ -5,6 +5,7 @@ import type { ChatCall, SummarySlot } from '../../src/compaction/ports.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { SlotRouter, type SlotUpstream } from '../../src/slots/slot-router.js';
 import { slotAwareChat } from '../../src/slots/summary-call.js';
+import type { ChatMessage } from '../../src/transcript/message.js';
 
 /**
  * Issue 33 item 2: a summary takes its place in the summary queue only once
@@ -83,5 +84,32 @@ describe('a summary and its slot (issue 33 item 2)', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('a summary over what its slot holds by the time it runs (issue 33, 8 on 2)', () => {
+  it("sends the grown body when a turn of its conversation ran in its slot while it waited, and the body as written when none did", async () => {
+    const router = new SlotRouter({ upstream: twoSlots, config: { ...defaultConfig().upstream, slots: 'auto', slot_wait_ms: 600_000 } });
+    const calls: Array<Record<string, unknown>> = [];
+    const chat = slotAwareChat((body) => (calls.push(body), Promise.resolve({ choices: [{ message: { content: 'notes' } }] })), router);
+    const written: ChatMessage[] = [{ role: 'user', content: 'Fix the build.' }];
+    const later: ChatMessage[] = [...written, { role: 'assistant', content: 'Done.' }, { role: 'user', content: 'And the tests.' }];
+    const grown = (history: readonly ChatMessage[]) => ({ model: 'm', messages: [...history, { role: 'user', content: 'notes, please' }] });
+    const asked = { model: 'm', messages: [...written, { role: 'user', content: 'notes, please' }] };
+    const first = (await router.acquire('m', { kind: 'turn', key: 'a', history: written }))!;
+    const summary = chat(asked, new AbortController().signal, undefined, { kind: 'summary', key: 'a', grown });
+    // a's next turn goes before its summary, which then finds that turn's history in the slot.
+    const next = router.acquire('m', { kind: 'turn', key: 'a', history: later });
+    // Both have asked the scheduler (the router's discovery is a resolved promise) before the slot frees.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(router.stats()[0]!.stats.slots[first.slot]!.queued).toBe(2);
+    first.release();
+    (await next)!.release();
+    await summary;
+    expect(calls[0]).toEqual({ id_slot: first.slot, ...grown(later) });
+    // b's summary runs with no turn of b between: as written.
+    (await router.acquire('m', { kind: 'turn', key: 'b', history: written }))!.release();
+    await chat({ ...asked, model: 'm' }, new AbortController().signal, undefined, { kind: 'summary', key: 'b', grown });
+    expect(calls[1]).toEqual({ id_slot: expect.any(Number), ...asked });
   });
 });

@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../../transcript/message.js';
 import { contentText } from '../../transcript/message.js';
-import type { ChatCall } from '../ports.js';
+import type { ChatCall, SummarySlot } from '../ports.js';
 
 /** Reading the notes out of a summary answer. */
 
@@ -43,8 +43,8 @@ function withoutReasoning(text: string): string {
 }
 
 /** Makes one summary call and returns its notes; throws when the answer has none. */
-export async function callForNotes(call: ChatCall, body: Record<string, unknown>, signal: AbortSignal): Promise<string> {
-  const notes = notesOf(await call(body, signal));
+export async function callForNotes(call: ChatCall, body: Record<string, unknown>, signal: AbortSignal, slot?: SummarySlot): Promise<string> {
+  const notes = notesOf(await call(body, signal, undefined, slot));
   if (notes === null) throw new Error('the summary answer had no text (empty, reasoning only, or a tool call)');
   return notes;
 }

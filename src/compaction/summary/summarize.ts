@@ -59,16 +59,18 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
   let calls = 0;
   const { slotKey, place } = request;
   const where = place === undefined ? {} : { place };
+  // The slot is named only with a conversation key; suffix mode adds what its body becomes over a grown history.
+  const counted: ChatCall = (body, signal, _headers, slot) => {
+    calls++;
+    return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
+  };
   const countedOn =
     (slot: SummarySlot): ChatCall =>
-    (body, signal) => {
-      calls++;
-      return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
-    };
-  const counted = countedOn({ kind: 'summary', key: slotKey ?? '', ...where });
+    (body, signal) =>
+      counted(body, signal, undefined, slot);
   let suffixFailure: unknown;
   try {
-    const suffix = await summarizeSuffix(request, counted);
+    const suffix = await summarizeSuffix(request, counted, { kind: 'summary', key: slotKey ?? '', ...where });
     if (suffix !== null) return { ...suffix, calls };
   } catch (error) {
     if (request.signal.aborted) throw new SummaryError('the summary was cancelled', calls, error);

@@ -5,6 +5,7 @@ import { BYTES_PER_TOKEN } from '../../transcript/tokens.js';
 import type { SlotLease } from '../../slots/scheduler.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './ask-planner.js';
+import type { ChatRequestBody } from '../../formats/registry.js';
 import type { ReadAhead } from './relay.js';
 
 /**
@@ -23,7 +24,9 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = 
   const key = conversationKeyOf(answer, planned);
   // Its size, what reading it anew in another slot costs: the bound of its wait (from the bytes: no walk of the history).
   const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
-  const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens }, answer.abort.signal);
+  // The messages forwarded, what the slot holds once it ran: a summary of the conversation waiting meanwhile is sent over them.
+  const history = (planned.body as ChatRequestBody).messages;
+  const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens, history }, answer.abort.signal);
   if (lease === null) return null;
   answer.record.slot = lease.slot;
   answer.record.slotWaitMs = lease.waitedMs;

@@ -4,7 +4,7 @@ import { estimateMessageTokens, estimateToolsTokens } from '../../../src/transcr
 import { mark } from '../../../src/transcript/marks.js';
 import { renderTranscript } from '../../../src/transcript/render.js';
 import { summarize, SummaryError } from '../../../src/compaction/summary/summarize.js';
-import type { ChatCall } from '../../../src/compaction/ports.js';
+import type { ChatCall, SummarySlot } from '../../../src/compaction/ports.js';
 import type { SummarizeRequest, SummaryProgress } from '../../../src/compaction/types.js';
 import { DEFAULT_SUMMARY_SYSTEM_PROMPT, openingWords, suffixInstruction } from '../../../src/compaction/summary/prompt.js';
 import { conversation } from '../../support/conversation.js';
@@ -259,7 +259,40 @@ describe('summarize: the slot each call goes to (issue 28)', () => {
     };
     const result = await summarize(request({ slotKey: 'conversation-a' }), call);
     expect(result.mode).toBe('prepend');
-    expect(slots).toEqual([{ kind: 'summary', key: 'conversation-a' }, { kind: 'guest' }]);
+    expect(slots).toEqual([{ kind: 'summary', key: 'conversation-a', grown: expect.any(Function) }, { kind: 'guest' }]);
+  });
+
+  it("gives the suffix call's slot the body grown to a longer history that starts with the candidate: the same old part asked for, over what the slot holds by then", async () => {
+    const slots: Array<SummarySlot | undefined> = [];
+    const bodies: Array<Record<string, unknown>> = [];
+    const call: ChatCall = async (body, _signal, _headers, slot) => (slots.push(slot), bodies.push(body), answer('NOTES'));
+    const asked = request({ slotKey: 'conversation-a', window: 100_000 });
+    await summarize(asked, call);
+    const slot = slots[0]!;
+    const grown = slot.kind === 'summary' ? slot.grown : undefined;
+    expect(grown).toBeDefined();
+    // Parsed anew from a later request's bytes: equal messages, not the same objects.
+    const later: ChatMessage[] = [...structuredClone(asked.candidate), { role: 'assistant', content: 'Turn 4 done.' }, { role: 'user', content: 'Turn 5: go on.' }];
+    const body = grown!(later)!;
+    const messages = body['messages'] as ChatMessage[];
+    expect(messages.slice(0, -1)).toEqual(later);
+    expect(messages.at(-1)).toEqual((bodies[0]!['messages'] as ChatMessage[]).at(-1));
+    expect({ ...body, messages: undefined }).toEqual({ ...bodies[0], messages: undefined });
+    // Nothing newer, another start, or more than the window holds: the body stays as it was written.
+    expect(grown!(asked.candidate)).toBeUndefined();
+    expect(grown!(later.map((message, index) => (index === 2 ? { ...message, content: 'edited' } : message)))).toBeUndefined();
+    const tight = request({ slotKey: 'conversation-a', window: sizeOfMessages(messages.slice(0, asked.candidate.length).concat(messages.slice(-1)), true) + asked.maxTokens });
+    slots.length = 0;
+    await summarize(tight, call);
+    const tightSlot = slots[0]!;
+    expect(tightSlot.kind === 'summary' ? tightSlot.grown!(later) : 'no slot').toBeUndefined();
+  });
+
+  it('grows no body asked with the deployment\'s own instructions: they may speak of everything above', async () => {
+    const slots: Array<SummarySlot | undefined> = [];
+    const call: ChatCall = async (_body, _signal, _headers, slot) => (slots.push(slot), answer('NOTES'));
+    await summarize(request({ slotKey: 'conversation-a', instructions: 'Summarize the conversation above.' }), call);
+    expect(slots[0]).toEqual({ kind: 'summary', key: 'conversation-a' });
   });
 
   it('names no slot without a conversation key', async () => {
