@@ -1,7 +1,7 @@
 import type { ChatMessage } from '../transcript/message.js';
 import { SlotFiles } from './slot-files.js';
 import { type SlotWork, SlotKeeper } from './slot-keeper.js';
-import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type Waiter } from './slot-state.js';
+import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, signalOf, SlotWaitExpired, type Slot, type SlotLease, type SlotSchedulerOptions, type SlotStats, type SlotTimers, viewOf, type WaitAbort, type Waiter } from './slot-state.js';
 
 /**
  * Which llama-server slot a request runs in (issue 28). llama-server picks a
@@ -44,7 +44,7 @@ import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, SlotWaitExpired, typ
  */
 
 export type { SlotActions, SlotWork } from './slot-keeper.js';
-export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView } from './slot-state.js';
+export type { SlotLease, SlotSchedulerOptions, SlotStats, SlotTimers, SlotView, WaitAbort } from './slot-state.js';
 export { SlotWaitExpired } from './slot-state.js';
 
 export class SlotScheduler {
@@ -77,12 +77,15 @@ export class SlotScheduler {
   }
 
   /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
-  acquire(work: SlotWork, signal?: AbortSignal): Promise<SlotLease> {
-    signal?.throwIfAborted();
+  acquire(work: SlotWork, abort?: WaitAbort): Promise<SlotLease> {
+    if (abort?.aborted === true) signalOf(abort).throwIfAborted();
     // A held summary a request has come to wait for since takes its place before this one.
     this.#admit();
     return new Promise<SlotLease>((resolve, reject) => {
       const since = this.#timers.now;
+      // Listened to only by a request that waits: most get their slot at once, and make no AbortSignal.
+      let signal: AbortSignal | undefined;
+      let granted = false;
       const onAbort = (): void => {
         this.#leave(waiter);
         reject(signal?.reason ?? new Error('aborted'));
@@ -104,18 +107,21 @@ export class SlotScheduler {
           reject(error);
           this.#admit();
         },
-        grant: (granted) => {
+        grant: (slot) => {
+          granted = true;
           waiter.cancel();
           signal?.removeEventListener('abort', onAbort);
-          this.#keeper.prepare(granted, work, (key) => this.#homes.has(key)).then(
-            () => resolve(this.#lease(granted, since, waiter.history)),
-            () => resolve(this.#lease(granted, since, waiter.history)),
+          this.#keeper.prepare(slot, work, (key) => this.#homes.has(key)).then(
+            () => resolve(this.#lease(slot, since, waiter.history)),
+            () => resolve(this.#lease(slot, since, waiter.history)),
           );
         },
       };
-      signal?.addEventListener('abort', onAbort, { once: true });
       if (this.#mustWaitForPlace(waiter)) this.#hold(waiter);
       else this.#place(waiter);
+      if (granted || abort === undefined) return;
+      signal = signalOf(abort);
+      signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { slotCountOf } from './discovery.js';
-import { type SlotActions, type SlotLease, SlotScheduler, type SlotStats, type SlotWork } from './scheduler.js';
+import { type SlotActions, type SlotLease, SlotScheduler, type SlotStats, type SlotWork, type WaitAbort } from './scheduler.js';
+import { signalOf } from './slot-state.js';
 import { type SlotLeases, withSharedLease } from './slot-leases.js';
 import type { SlotFiles } from './slot-files.js';
 
@@ -61,13 +62,13 @@ export class SlotRouter {
   }
 
   /** A slot for `work` on `model`'s server, or null when it is not scheduled. */
-  async acquire(model: string, work: SlotWork, signal?: AbortSignal): Promise<SlotLease | null> {
+  async acquire(model: string, work: SlotWork, abort?: WaitAbort): Promise<SlotLease | null> {
     if (!this.enabled) return null;
     const scheduler = await this.#schedulerOf(model);
     if (scheduler === null) return null;
-    const lease = await scheduler.acquire(work, signal);
+    const lease = await scheduler.acquire(work, abort);
     const { leases } = this.#options;
-    return leases === undefined ? lease : withSharedLease(lease, `${leases.name}:${this.#servedOf.get(scheduler) ?? model}`, leases.store, signal);
+    return leases === undefined ? lease : withSharedLease(lease, `${leases.name}:${this.#servedOf.get(scheduler) ?? model}`, leases.store, abort === undefined ? undefined : signalOf(abort));
   }
 
   /** Every scheduler's figures, by served model (metrics, dashboard). */

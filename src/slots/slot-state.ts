@@ -69,6 +69,18 @@ export interface Slot {
   waitMsMax: number;
 }
 
+/**
+ * What ends a wait for a slot: an AbortSignal, or an exchange's abort
+ * (upstream/exchange-abort.ts), whose AbortSignal is made only when asked
+ * for: a request that gets its slot at once, or is not scheduled, makes
+ * none (an AbortSignal per request was 1% of a small request's CPU).
+ */
+export type WaitAbort = AbortSignal | { readonly aborted: boolean; readonly signal: AbortSignal };
+
+export function signalOf(abort: WaitAbort): AbortSignal {
+  return abort instanceof AbortSignal ? abort : abort.signal;
+}
+
 /** A background summary waited `slot_wait_ms` for its slot: it leaves the queue (the next crossing decides again). */
 export class SlotWaitExpired extends Error {
   constructor() {

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { ExchangeAbort } from '../../src/upstream/exchange-abort.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { closedAfterEachTest, startProxy } from '../support/proxy.js';
 import { SlotLlama, type SlotLlamaOptions } from '../support/slot-llama.js';
@@ -95,6 +96,20 @@ describe('upstream.slots: auto', () => {
     await post(off.proxy.url, bodyOf('a', 0));
     expect(off.upstream.requestsTo('/props')).toHaveLength(0);
     expect((off.upstream.requestsTo('/v1/chat/completions')[0]!.json as { id_slot?: unknown }).id_slot).toBeUndefined();
+  });
+
+  it("makes no AbortSignal for a request that is not scheduled, nor for one that gets its slot at once (issue 40: 1% of a small request's CPU)", async () => {
+    const made = vi.spyOn(ExchangeAbort.prototype, 'signal', 'get');
+    try {
+      const single = await setUp({ slots: 1 });
+      expect(await post(single.proxy.url, bodyOf('a', 0))).toBe(200);
+      const four = await setUp({ slots: 4 });
+      expect(await post(four.proxy.url, bodyOf('a', 0))).toBe(200);
+      expect(four.llama.tasks).toHaveLength(1);
+      expect(made).not.toHaveBeenCalled();
+    } finally {
+      made.mockRestore();
+    }
   });
 
   it('with slot_save and more conversations than slots, saves the evicted one and restores it when it returns', async () => {

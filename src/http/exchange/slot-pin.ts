@@ -26,7 +26,7 @@ export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = 
   const tokens = Math.floor(planned.bytes.length / BYTES_PER_TOKEN);
   // The messages forwarded, what the slot holds once it ran: a summary of the conversation waiting meanwhile is sent over them.
   const history = (planned.body as ChatRequestBody).messages;
-  const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens, history }, answer.abort.signal);
+  const lease = await slots.acquire(body.model, { kind: 'turn', key, tokens, history }, answer.abort);
   if (lease === null) return null;
   answer.record.slot = lease.slot;
   answer.record.slotWaitMs = lease.waitedMs;
