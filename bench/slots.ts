@@ -8,7 +8,8 @@
  * and a slot queue, after); with `--cache-ram 0` also `auto` + `slot_save`.
  *
  *   npx tsx bench/slots.ts            (SUMMARIES=1: with background summaries; REPEAT=3: each figure's median of three; ONLY=8x4,8x2;
- *                                      MODES=default,off: those modes in that order, `default` leaving upstream.slots unset)
+ *                                      MODES=default,off: those modes in that order, `default` leaving upstream.slots unset;
+ *                                      PROXY=process: compactor in a process of its own, as deployed, not on this one's event loop)
  *
  * Reported per run: KV reuse (prompt tokens served from a cache / prompt
  * tokens) against the ideal (each conversation alone on its own slot
@@ -22,6 +23,8 @@
  * parallel (a real server shares its compute between them: absolute times
  * are the double's, the ratios between the runs are what counts).
  */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { defaultConfig } from '../src/config/schema.js';
 import type { ChatMessage } from '../src/transcript/message.js';
 import { FakeUpstream } from '../test/support/fake-upstream.js';
@@ -139,6 +142,38 @@ function diagnose(llama: SlotLlama, conversations: number, label: string): void 
   for (const line of lines) console.log(line);
 }
 
+/**
+ * compactor as deployed: its own process (bench/servers/compactor.ts), so its hand-over of a slot from one request
+ * to the next does not wait behind the clients' and the double's work on one event loop, which `off` never pays
+ * (llama-server queues the next request itself). Its request log lines are read from its stdout.
+ */
+async function startProxyProcess(upstreamUrl: string, config: Record<string, unknown>): Promise<{ url: string; logs: { requests(): Array<Record<string, unknown>> }; close(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/servers/compactor.ts', upstreamUrl, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const lines: Array<Record<string, unknown>> = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    try {
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // Not a log line.
+    }
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`compactor exited (${code}) before listening`)));
+    child.on('message', (message: { port?: number }) => {
+      if (typeof message.port === 'number') resolve(message.port);
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    logs: { requests: () => lines.filter((line) => line['route'] !== undefined) },
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
 // default: upstream.slots not set (auto since issue 33, on a server of two slots or more).
 type Mode = 'off' | 'auto' | 'auto+save' | 'default';
 
@@ -162,7 +197,7 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   // `default` is the schema's own default (the test config the proxy starts from sets off).
   const slots = { slots: mode === 'default' ? defaultConfig().upstream.slots : mode === 'off' ? 'off' : 'auto', slot_save: mode === 'auto+save', slot_wait_ms: SLOT_WAIT_MS };
   const compaction = SUMMARIES ? { enabled: true, summary: { concurrency: scenario.slots } } : { enabled: false };
-  const proxy = await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
+  const proxy = process.env['PROXY'] === 'process' ? await startProxyProcess(upstream.url, { upstream: slots, compaction, log: { level: 'info' } }) : await startProxy(upstream, { listen: true, config: { upstream: slots, compaction, log: { level: 'info' } } });
   const latencies: number[] = [];
   const slowest: Array<{ ms: number; what: string }> = [];
   let failed = 0;
@@ -189,7 +224,7 @@ async function run(scenario: Scenario, mode: Mode): Promise<Row> {
   const seconds = (performance.now() - started) / 1000;
   const waits = proxy.logs
     .requests()
-    .map((line) => line['slotWaitMs'])
+    .map((line: Record<string, unknown>) => line['slotWaitMs'])
     .filter((wait): wait is number => typeof wait === 'number');
   await proxy.close();
   await upstream.close();

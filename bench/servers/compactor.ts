@@ -21,7 +21,8 @@ import { parseConfig } from '../../src/config/schema.js';
 
 const upstreamUrl = process.argv[2]!;
 const overrides = JSON.parse(process.argv[3] ?? '{}') as Record<string, unknown>;
-const parsed = parseConfig({ ...overrides, listen: { host: '127.0.0.1', port: 0 }, upstream: { url: upstreamUrl } });
+const upstreamOverrides = (overrides['upstream'] ?? {}) as Record<string, unknown>;
+const parsed = parseConfig({ ...overrides, listen: { host: '127.0.0.1', port: 0 }, upstream: { ...upstreamOverrides, url: upstreamUrl } });
 if (!parsed.ok) throw new Error(parsed.errors.join('; '));
 const app = buildApp(parsed.config);
 await app.listen({ host: '127.0.0.1', port: 0 });
