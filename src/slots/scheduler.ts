@@ -26,8 +26,9 @@ import { emptySlot, isBackground, isSummaryOf, REAL_TIMERS, signalOf, SlotWaitEx
  *   restores it. Without a file, a conversation's summary and turn never run
  *   side by side (the summary's slot holds the only current copy: the RAM
  *   cache keeps a slot's prompt only when a task overwrites most of it): a
- *   turn waits for its running summary and goes first when it ends (past
- *   its bound it takes a slot that stands free, never one another request
+ *   turn waits for its running summary and goes first when it ends, unless
+ *   a request that came before it waited past its bound (past its own
+ *   bound it takes a slot that stands free, never one another request
  *   waits for); a turn whose summary has not started goes before it, the
  *   summary right after it in its slot. A prepend summary is a guest: a slot nobody calls home, or
  *   the least recently used owner's.
@@ -346,9 +347,11 @@ export class SlotScheduler {
         slot.inFlight = false;
         slot.running = null;
         slot.lastUsed = ++this.#tick;
-        // The turn held back for its conversation's summary goes next: it has waited the whole summary already.
+        // The turn held back for its conversation's summary goes next (it has waited the whole summary already), but
+        // not before a request that came before it and waited past its bound: that one goes before every later one
+        // (8 conversations on 2 slots: every such turn went first, and the turns sent before it waited for it too).
         const own = ended?.kind === 'summary' && !this.#keeper.canRestore(ended) ? slot.queue.find((waiter) => waiter.work.kind === 'turn' && waiter.work.key === ended.key) : undefined;
-        if (own !== undefined) {
+        if (own !== undefined && !this.#overdueBefore(own)) {
           this.#leave(own);
           this.#start(slot, own);
         } else this.#dispatch(slot);
@@ -374,6 +377,11 @@ export class SlotScheduler {
     // A turn behind its own summary comes last: it is not starved (its summary ends), and its re-read here would keep whoever else waits for as long.
     const first = expired ?? earliest(this.#homeless) ?? earliest(elsewhere);
     if (first !== undefined) this.#move(first, slot);
+  }
+
+  /** Whether a request that came before `waiter` waits past its bound (not for its own running summary). */
+  #overdueBefore(waiter: Waiter): boolean {
+    return [...this.#homeless, ...this.#slots.flatMap((slot) => slot.queue)].some((other) => other.expired && other.seq < waiter.seq && !this.#waitsForItsSummary(other));
   }
 
   /**
