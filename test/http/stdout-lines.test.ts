@@ -55,7 +55,7 @@ describe('stdoutLines', () => {
     expect(lineNumbers(await linesOfAnExitingProcess(3))).toEqual(upTo(3));
   });
 
-  it('writes every line, in order, when the process exits with batches written and one in flight', async () => {
+  it('writes every line, in order, when the process exits with batches already under way and more gathered', async () => {
     expect(lineNumbers(await linesOfAnExitingProcess(5_000))).toEqual(upTo(5_000));
   });
 
