@@ -69,6 +69,46 @@ function compilerShare(dump: string): number {
   return Number(line?.trim().split(/\s+/)[0]?.replace(/,/g, '') ?? 0);
 }
 
+/**
+ * Instructions the garbage collector spent in a dump, by each function's own (self) cost: the scavenges that land
+ * in the measured requests (a 2 KB request allocates some tens of KB, so 300 requests hold one, two or three
+ * scavenges) move the total by ±5%, more than the steps this bench measures; the count without them and without
+ * the compiler is the work the requests' own code did. Allocation itself stays in that count. A full collection
+ * lands in some runs too (+400-500k a request at 2 KB): the memory reducer's (src/http/ops/memory-reducer.ts),
+ * which collects after 2 s without a new request, a gap `callgrind_control -z` can leave on a loaded machine;
+ * the names its work runs under (moving objects, updating pointers, the free lists) are counted here too.
+ */
+const COLLECTOR =
+  /Scaveng|MarkCompact|Marking|Sweep|Evacuat|PromotedObject|RememberedSet|SlotSet|BodyDescriptor|GCTracer|MinorMC|MemoryChunkData|LiveObjectRange|PointersUpdating|StringTableCleaner|IterateObjectCache|RelocIterator|FreeList|SizeFromMap|Heap::(?:CollectGarbage|PerformGarbageCollection|Scavenge|GarbageCollection)/;
+
+function collectorFraction(dump: string): number {
+  // The callgrind format: `fn=(id) name` names the function the cost lines below it are charged to (later `fn=(id)` alone),
+  // and the line after a `calls=` line is the cost of that call (the callee's inclusive cost), not the caller's own.
+  const names = new Map<string, string>();
+  let collecting = false;
+  let afterCall = false;
+  let sum = 0;
+  let all = 0;
+  for (const line of readFileSync(dump, 'utf8').split('\n')) {
+    if (line.startsWith('fn=') || line.startsWith('cfn=')) {
+      const match = /^c?fn=\((\d+)\)(?: (.*))?$/.exec(line);
+      if (match === null) continue;
+      if (match[2] !== undefined) names.set(match[1]!, match[2]);
+      if (line.startsWith('fn=')) collecting = COLLECTOR.test(names.get(match[1]!) ?? '');
+    } else if (line.startsWith('calls=')) afterCall = true;
+    else if (/^[0-9+\-*]/.test(line)) {
+      if (afterCall) afterCall = false;
+      else {
+        const cost = Number(line.split(' ')[1] ?? 0);
+        all += cost;
+        if (collecting) sum += cost;
+      }
+    }
+  }
+  // A fraction of the cost lines' sum (the dump's `totals:`, which here runs ~5% above the `summary:` the total is taken from).
+  return all === 0 ? 0 : sum / all;
+}
+
 async function send(origin: string, count: number): Promise<void> {
   const pool = new Pool(origin, { connections });
   let next = 0;
@@ -83,12 +123,40 @@ async function send(origin: string, count: number): Promise<void> {
   await pool.close();
 }
 
+/** The columns of one dump (or several, each a thread's or a process's): total, the compiler's, the collector's. */
+function countsOf(dumps: readonly string[]): { total: number; compiling: number; collecting: number } {
+  let total = 0;
+  let compiling = 0;
+  let collecting = 0;
+  for (const dump of dumps) {
+    const dumpTotal = Number(/^(?:summary|totals): (\d+)/m.exec(readFileSync(dump, 'utf8'))?.[1] ?? 0);
+    total += dumpTotal;
+    compiling += compilerShare(dump);
+    collecting += collectorFraction(dump) * dumpTotal;
+  }
+  return { total, compiling, collecting };
+}
+
+function row(variant: string, { total, compiling, collecting }: { total: number; compiling: number; collecting: number }): string {
+  const perRequest = (count: number): string => Math.round(count / requests).toLocaleString('en-US');
+  return `| ${variant} | ${perRequest(total)} | ${perRequest(total - compiling)} | ${((100 * compiling) / total).toFixed(1)}% | ${perRequest(total - compiling - collecting)} |`;
+}
+
+const HEADER = "| variant | instructions / request | without the optimizing compiler | the compiler's share | without the compiler and the collector |\n|---|---|---|---|---|";
+
+// `--dump=FILE --requests=N`: the columns of a dump an earlier run left (its folder is printed on stderr).
+const dumpGiven = option('dump', '');
+if (dumpGiven !== '') {
+  console.log(HEADER);
+  console.log(row(basename(dumpGiven), countsOf([dumpGiven])));
+  process.exit(0);
+}
+
 if (build === ownBuild) execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', ownBuild], { stdio: 'inherit' });
 const upstream = await start([process.execPath, `${build}/bench/servers/upstream.js`, '0'], { N_CTX: bodyName === '2k' ? '32768' : '262144' });
 console.log(`Instructions per request (callgrind, all threads), ${bodyName} body, ${requests} requests at c=${connections} after ${warm} to warm up, build ${build}, Node ${process.version}:`);
 console.log('');
-console.log('| variant | instructions / request | without the optimizing compiler | the compiler\'s share |');
-console.log('|---|---|---|---|');
+console.log(HEADER);
 for (const variant of variants) {
   const config = CONFIGS[variant];
   if (config === undefined) throw new Error(`unknown variant ${variant}`);
@@ -99,17 +167,13 @@ for (const variant of variants) {
   execFileSync('callgrind_control', ['-z', String(proxy.child.pid)], { stdio: 'ignore' });
   await send(proxy.origin, requests);
   execFileSync('callgrind_control', ['-d', String(proxy.child.pid)], { stdio: 'ignore' });
-  let total = 0;
-  let compiling = 0;
-  for (const name of readdirSync(out)) {
-    // The dump after the zeroing (".1"): its totals are the measured requests' work.
-    if (!name.endsWith('.1')) continue;
-    const text = readFileSync(join(out, name), 'utf8');
-    total += Number(/^(?:summary|totals): (\d+)/m.exec(text)?.[1] ?? 0);
-    compiling += compilerShare(join(out, name));
-  }
-  if (total === 0) throw new Error(`no callgrind dump in ${out}: ${readdirSync(out).join(', ')}`);
-  console.log(`| ${variant} | ${Math.round(total / requests).toLocaleString('en-US')} | ${Math.round((total - compiling) / requests).toLocaleString('en-US')} | ${((100 * compiling) / total).toFixed(1)}% |`);
+  // The dumps after the zeroing (".1"): their totals are the measured requests' work.
+  const dumps = readdirSync(out)
+    .filter((name) => name.endsWith('.1'))
+    .map((name) => join(out, name));
+  if (dumps.length === 0) throw new Error(`no callgrind dump in ${out}: ${readdirSync(out).join(', ')}`);
+  console.log(row(variant, countsOf(dumps)));
+  console.error(`${variant}: callgrind's dump in ${out}`);
   proxy.child.kill('SIGKILL');
 }
 for (const child of children) child.kill('SIGTERM');

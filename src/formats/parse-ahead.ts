@@ -71,17 +71,23 @@ export interface ScannedOnArrival {
  * turn of the event loop (formats/ does no I/O of its own). A scan made on
  * arrival, of these bytes for this key, is taken rather than made again (its
  * refusal thrown). Undefined for an ordinary body, or one the whole-body
- * parse must read.
+ * parse must read: for an ordinary body (under PARSE_AHEAD_BYTES, within
+ * `maxValues`) at once, not as a promise, so its request's read does not
+ * wait a turn of the microtask queue for nothing (issue 40).
  */
-export async function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>, arrival?: ScannedOnArrival | null): Promise<ParsedAhead | undefined> {
+export function parseAhead(raw: unknown, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>, arrival?: ScannedOnArrival | null): Promise<ParsedAhead | undefined> | undefined {
   if (!Buffer.isBuffer(raw)) return undefined;
   const scanned = arrival?.bytes === raw && arrival.listKey === listKey ? arrival.scan : undefined;
-  if (scanned instanceof Error) throw scanned;
+  if (scanned instanceof Error) return Promise.reject(scanned);
   if (raw.length < PARSE_AHEAD_BYTES) {
     // A body of n bytes holds at most n / 2 + 1 values (`[0,0,…]`): under the default bound a small body needs no scan.
-    if (raw.length / 2 + 1 > bounds.maxValues) await scanBody(raw, listKey, { maxItems: Number.POSITIVE_INFINITY, maxValues: bounds.maxValues }, pause);
+    if (raw.length / 2 + 1 > bounds.maxValues) return scanBody(raw, listKey, { maxItems: Number.POSITIVE_INFINITY, maxValues: bounds.maxValues }, pause).then(() => undefined);
     return undefined;
   }
+  return parseLarge(raw, scanned, listKey, bounds, pause);
+}
+
+async function parseLarge(raw: Buffer, scanned: BodyScan | undefined, listKey: string, bounds: ScanBounds, pause: () => Promise<unknown>): Promise<ParsedAhead | undefined> {
   const scan = scanned ?? (await scanBody(raw, listKey, bounds, pause));
   if (!scan.followed || scan.depth > MAX_NESTING_DEPTH) return undefined;
   // A byte order mark is refused by the whole-body parse (json-body.ts).

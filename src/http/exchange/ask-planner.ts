@@ -42,12 +42,20 @@ export interface Forwarded {
   readonly answerEdits: AnswerEdits | undefined;
 }
 
-/** The figures kept of a forwarded request; `large`: the client's body was (PARSE_AHEAD_BYTES or more), and its history's figures (its prefix print hashes every message) are taken a slice per turn of the loop. */
-export async function forwardedOf(planned: Planned, read: ReadFigures, large: boolean, upstream: string | null = null): Promise<Forwarded> {
+/**
+ * The figures kept of a forwarded request; `large`: the client's body was (PARSE_AHEAD_BYTES or more), and its
+ * history's figures (its prefix print hashes every message) are taken a slice per turn of the loop. An ordinary
+ * body's are returned as they are, not as a promise: nothing waits there (issue 40).
+ */
+export function forwardedOf(planned: Planned, read: ReadFigures, large: boolean, upstream: string | null = null): Forwarded | Promise<Forwarded> {
   const clientTokens = planned.plan?.clientTokens;
   const steps = requestFiguresSteps(read, planned.context, planned.body, clientTokens, upstream);
-  const figures = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
-  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens, onUsage: planned.plan?.onUsage, answerEdits: planned.plan?.answerEdits };
+  if (!large) return forwardedWith(planned, runNow(steps));
+  return runInSlices(steps, nextTurnOfTheEventLoop).then((figures) => forwardedWith(planned, figures));
+}
+
+function forwardedWith(planned: Planned, figures: RequestFigures): Forwarded {
+  return { figures, report: planned.report, forwardedBytes: planned.bytes.length, clientTokens: planned.plan?.clientTokens, onUsage: planned.plan?.onUsage, answerEdits: planned.plan?.answerEdits };
 }
 
 /**
@@ -55,10 +63,11 @@ export async function forwardedOf(planned: Planned, read: ReadFigures, large: bo
  * phase (read and pairs, plan, splice) holds the event loop for tens of
  * milliseconds or more (a 32 MiB body: hundreds): the loop runs between
  * phases, so other clients' requests and /healthz are served between them
- * rather than after all of them.
+ * rather than after all of them. An ordinary body waits for no turn, and
+ * for no promise either.
  */
-async function yieldOnLargeBody(raw: Buffer): Promise<void> {
-  if (raw.length >= PARSE_AHEAD_BYTES) await nextTurnOfTheEventLoop();
+function isLarge(raw: Buffer): boolean {
+  return raw.length >= PARSE_AHEAD_BYTES;
 }
 
 async function joinedBody(parts: readonly Buffer[], large: boolean): Promise<Buffer> {
@@ -77,11 +86,11 @@ export async function planExchange(hooks: ChatHooks, read: ExchangeRead, context
   const { request, raw, observing } = read;
   const pairs = request.pairs;
   let plan: ChatPlan | undefined;
-  await yieldOnLargeBody(raw);
+  if (isLarge(raw)) await nextTurnOfTheEventLoop();
   // Mode off (x-compactor-mode): forwarded as sent, nothing planned.
   if (hooks.planner !== undefined && request.untouched === undefined && choice?.mode !== 'off') plan = await hooks.planner(context);
   const changedBody: Readonly<Record<string, unknown>> | undefined = plan?.body ?? (pairs.changed ? pairs.body : undefined);
-  if (changedBody !== undefined) await yieldOnLargeBody(raw);
+  if (changedBody !== undefined && isLarge(raw)) await nextTurnOfTheEventLoop();
   // Only the conversation is rewritten: the rest of the client's bytes go as they came (see src/formats/splice.ts).
   // A large body's parts (mostly the client's own bytes of what it kept) are joined a MiB per turn of the loop.
   const rewritten = changedBody === undefined ? raw : await joinedBody(request.partsFor(raw, (changedBody as ChatRequestBody).messages), raw.length >= PARSE_AHEAD_BYTES);

@@ -15,7 +15,7 @@ import { readFiguresOf, readFiguresSteps } from './request-figures.js';
 import { requestModeOf } from './request-mode.js';
 import { respond } from './respond.js';
 import type { ChatRoute } from './route.js';
-import { readRefusal } from './window-refusal.js';
+import { mayBeRefusal, readRefusal } from './window-refusal.js';
 import { SLOT_READ_AHEAD, SlotHold, pinToSlot } from './slot-pin.js';
 import { openCarriedItems, openedLine } from './carried-items.js';
 import { editedAnswer, localAnswer } from './edited-answer.js';
@@ -50,17 +50,23 @@ async function exchange(answer: AnswerWriter, slot: SlotHold): Promise<void> {
   if (sent !== undefined) await respond(answer, sent.upstreamAnswer, sent.forwarded, slot.held ? SLOT_READ_AHEAD : undefined);
 }
 
-async function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
+function planAndForward(answer: AnswerWriter, slot: SlotHold): Promise<{ upstreamAnswer: UpstreamResponse; forwarded: Forwarded } | undefined> {
   // Items the client carries for the server (a Responses `compaction` item) opened first: every step after reads the opened body.
   const opened = openedLine(openCarriedItems(answer.request, answer.route.format, answer.route.options));
   // A large body takes its place in limits.in_flight_bytes for its read, plan and forward (body-budget.ts); it may wait, or get a 503.
+  // An ordinary one goes straight on: no async frame of its own here, no turn of the microtask queue (issue 40).
   const body: unknown = answer.request.body;
   const { bodies } = answer.route.options;
-  const release = bodies !== undefined && Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES ? await bodies.take(body.length) : undefined;
+  if (bodies === undefined || !Buffer.isBuffer(body) || body.length < PARSE_AHEAD_BYTES) return readPlanAndForward(answer, slot, opened);
+  return withinBudget(bodies, body.length, () => readPlanAndForward(answer, slot, opened));
+}
+
+async function withinBudget<T>(bodies: NonNullable<ChatRoute['options']['bodies']>, bytes: number, work: () => Promise<T>): Promise<T> {
+  const release = await bodies.take(bytes);
   try {
-    return await readPlanAndForward(answer, slot, opened);
+    return await work();
   } finally {
-    release?.();
+    release();
   }
 }
 
@@ -73,7 +79,7 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
   if (paused !== undefined) return { upstreamAnswer: paused, forwarded: await figuresTaken(answer, planned, null) };
   let upstreamAnswer = await forward(answer, planned, slot);
   // The upstream refused the prompt at a window smaller than the one planned with: learned, planned again, sent once more.
-  const refused = hooks.onRefusal === undefined ? null : await readRefusal(upstreamAnswer);
+  const refused = hooks.onRefusal === undefined || !mayBeRefusal(upstreamAnswer) ? null : await readRefusal(upstreamAnswer);
   if (refused !== null) {
     // Planning again may summarize on this conversation's slot: the slot is not held meanwhile.
     slot.set(null);
@@ -82,7 +88,8 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
     if (again === null) return undefined;
     if (again !== undefined) [planned, upstreamAnswer] = [again, await forward(answer, again, slot)];
   }
-  const forwarded = await figuresTaken(answer, planned, answer.record.upstreamServer);
+  const taking = figuresTaken(answer, planned, answer.record.upstreamServer);
+  const forwarded = taking instanceof Promise ? await taking : taking;
   // The request's context edits reach its answer (applied_edits, a compaction block) as its format words them.
   const { format } = answer.route;
   const edits = forwarded.answerEdits;
@@ -93,12 +100,18 @@ async function readPlanAndForward(answer: AnswerWriter, slot: SlotHold, opened: 
 /**
  * The figures kept of a request once it is answered (by the upstream on `upstream`, or by compactor itself: null).
  * The client's bytes and the parsed body are not read again from here on (only planning again after a refusal reads
- * them): a long stream does not hold them; the answer's end reads only these figures.
+ * them): a long stream does not hold them; the answer's end reads only these figures. An ordinary body's are taken at
+ * once, not as a promise (forwardedOf).
  */
-async function figuresTaken(answer: AnswerWriter, planned: Planned, upstream: string | null): Promise<Forwarded> {
+function figuresTaken(answer: AnswerWriter, planned: Planned, upstream: string | null): Forwarded | Promise<Forwarded> {
   const large = answer.clientBytes.length >= PARSE_AHEAD_BYTES;
   answer.forgetClientBytes();
-  const forwarded = await forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large, upstream);
+  const taking = forwardedOf(planned, answer.record.chat ?? readFiguresOf(planned.context, answer.route.options.prefixes), large, upstream);
+  if (!(taking instanceof Promise)) return kept(answer, taking);
+  return taking.then((forwarded) => kept(answer, forwarded));
+}
+
+function kept(answer: AnswerWriter, forwarded: Forwarded): Forwarded {
   answer.record.chat = forwarded.figures;
   return forwarded;
 }
@@ -118,7 +131,9 @@ async function readAndPlan(answer: AnswerWriter, opened: string | undefined): Pr
   const { request, record, route } = answer;
   const choice = requestModeOf(request.headers, route.options.config);
   const settings = readSettingsFor(route.read, choice.mode, route.options.config.pairs);
-  const read = await readExchange(settings, request.body, request.headers['content-type'], request.arrival);
+  // An ordinary body is read at once (not a promise): awaited only when it is not.
+  const reading = readExchange(settings, request.body, request.headers['content-type'], request.arrival);
+  const read = reading instanceof Promise ? await reading : reading;
   const pairs = read.request.pairs;
   record.repairs = pairs.repairs.length;
   record.pairRepairs = pairs.repairs;

@@ -1,6 +1,6 @@
 import { setImmediate as nextTurnOfTheEventLoop } from 'node:timers/promises';
-import { PARSE_AHEAD_BYTES, type PairMode, type ReadRequest, type ScannedOnArrival, type WireFormat, parseAhead } from '../../formats/registry.js';
-import { runInSlices, runNow } from '../../transcript/slices.js';
+import { PARSE_AHEAD_BYTES, type PairMode, type ParsedAhead, type ReadRequest, type ScannedOnArrival, type WireFormat, parseAhead } from '../../formats/registry.js';
+import { type Slices, runInSlices, runNow } from '../../transcript/slices.js';
 import type { RequestMode } from './request-mode.js';
 
 /**
@@ -37,14 +37,27 @@ export interface ReadSettings {
  * between slices; an ordinary body is read at once, with no pause. A
  * large body scanned as it arrived (`arrival`, http/edge/body-receiver.ts)
  * is not scanned again, and a refusal its scan met is thrown first.
+ * An ordinary body's read is returned as it is, not as a promise: nothing
+ * in it waits, and an `await` would cost its request a turn of the
+ * microtask queue and a suspended frame (issue 40).
  */
-export async function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined, arrival?: ScannedOnArrival | null): Promise<ExchangeRead> {
-  const { format, pairs, observing, maxItems, maxValues } = settings;
-  const parsedAhead = await parseAhead(body, format.listKey, { maxItems, maxValues }, nextTurnOfTheEventLoop, arrival);
-  const steps = format.read({ raw: body, contentType, pairs, observe: observing, maxItems, parsedAhead });
+export function readExchange(settings: ReadSettings, body: unknown, contentType: string | undefined, arrival?: ScannedOnArrival | null): ExchangeRead | Promise<ExchangeRead> {
+  const { maxItems, maxValues } = settings;
+  const parsing = parseAhead(body, settings.format.listKey, { maxItems, maxValues }, nextTurnOfTheEventLoop, arrival);
   const large = Buffer.isBuffer(body) && body.length >= PARSE_AHEAD_BYTES;
+  if (parsing === undefined && !large) return { request: runNow(readSteps(settings, body, contentType, undefined)), raw: body as Buffer, observing: settings.observing };
+  return readLarge(settings, body, contentType, parsing, large);
+}
+
+async function readLarge(settings: ReadSettings, body: unknown, contentType: string | undefined, parsing: Promise<ParsedAhead | undefined> | undefined, large: boolean): Promise<ExchangeRead> {
+  const steps = readSteps(settings, body, contentType, await parsing);
   const request = large ? await runInSlices(steps, nextTurnOfTheEventLoop) : runNow(steps);
-  return { request, raw: body as Buffer, observing };
+  return { request, raw: body as Buffer, observing: settings.observing };
+}
+
+function readSteps(settings: ReadSettings, body: unknown, contentType: string | undefined, parsedAhead: ParsedAhead | undefined): Slices<ReadRequest> {
+  const { format, pairs, observing, maxItems } = settings;
+  return format.read({ raw: body, contentType, pairs, observe: observing, maxItems, parsedAhead });
 }
 
 /**

@@ -18,9 +18,14 @@ export interface Refusal {
   readonly answer: UpstreamResponse;
 }
 
+/** Whether `answer` may be a refusal naming a window (a JSON 400): the others are not read here, nor awaited (issue 40). */
+export function mayBeRefusal(answer: UpstreamResponse): boolean {
+  return answer.status === 400 && isJsonMediaType(mediaTypeOf(answer.headers['content-type']));
+}
+
 /** The 400 in `answer`, read (null, and `answer` untouched, for any other status). */
 export async function readRefusal(answer: UpstreamResponse): Promise<Refusal | null> {
-  if (answer.status !== 400 || !isJsonMediaType(mediaTypeOf(answer.headers['content-type']))) return null;
+  if (!mayBeRefusal(answer)) return null;
   const bytes = await readLimited(answer.body, MAX_ERROR_BODY_BYTES);
   const window = refusedWindow(parsedOrUndefined(bytes));
   const replay = Object.assign(Readable.from([bytes]), { dump: async () => undefined }) as UpstreamResponse['body'];

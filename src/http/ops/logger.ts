@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { stdoutLines } from './stdout-lines.js';
 
 /**
  * Paths redacted at every level. compactor never logs headers or bodies on
@@ -35,21 +36,11 @@ export interface LoggerOptions {
   readonly stream?: DestinationStream;
 }
 
-/**
- * Lines to stdout are gathered up to this many bytes (some 15 request lines)
- * and written together, and at the latest every {@link STDOUT_FLUSH_MS}: each
- * asynchronous write is a round trip through libuv's thread pool, some 13 µs
- * of CPU on the proxy's core. pino writes what is left synchronously when the
- * process exits.
- */
-const STDOUT_BATCH_BYTES = 4096;
-const STDOUT_FLUSH_MS = 200;
-
 export function createLogger(options: LoggerOptions): Logger {
   const { level, format = 'json', stream } = options;
   const settings = { level, redact: { paths: [...REDACTED_PATHS], censor: '[redacted]' } };
-  // pino flushes this destination when the process exits, wrapped or not.
-  const destination = stream ?? pino.destination({ dest: 1, sync: false, minLength: STDOUT_BATCH_BYTES, periodicFlush: STDOUT_FLUSH_MS });
+  // The lines still gathered are written when the process exits, wrapped or not (stdout-lines.ts).
+  const destination = stream ?? stdoutLines();
   // The pretty lines are made from pino's JSON ones, after redaction: the same fields, shown another way.
   const logger = pino(settings, format === 'pretty' ? { write: (line: string) => destination.write(prettyLine(line)) } : destination);
   serializePrimitivesDirectly(logger);
