@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 /**
@@ -19,7 +19,8 @@ export function buildRevision(root: string, revision: string | null): string {
   }
   const commit = execFileSync('git', ['rev-parse', '--short', revision], { cwd: root, encoding: 'utf8' }).trim();
   const out = join(root, `node_modules/.cache/compactor-${commit}`);
-  // Inside this tree's node_modules/.cache, so the checkout finds the same dependencies and types.
+  // Inside this tree's node_modules/.cache, so the checkout finds the same dependencies and types (a fresh install has no .cache yet).
+  mkdirSync(join(root, 'node_modules/.cache'), { recursive: true });
   const tree = mkdtempSync(join(root, 'node_modules/.cache/worktree-'));
   try {
     execFileSync('git', ['worktree', 'add', '--detach', tree, commit], { cwd: root, stdio: 'ignore' });
