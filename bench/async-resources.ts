@@ -10,8 +10,7 @@
  * triggered (`compaction.enabled`, the defaults otherwise), c=`--connections`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { Pool } from 'undici';
-import { chatBody } from './load-client.js';
+import { chatBody, sendRequests } from './load-client.js';
 
 const option = (name: string, fallback: string): string => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const builds = option('builds', '').split(',').filter((build) => build !== '');
@@ -44,19 +43,7 @@ function ask<T>(child: ChildProcess, message: object, key: string): Promise<T> {
   });
 }
 
-async function send(origin: string, count: number): Promise<void> {
-  const pool = new Pool(origin, { connections });
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next++ < count) {
-      const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
-      await response.body.arrayBuffer();
-      if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}`);
-    }
-  };
-  await Promise.all(Array.from({ length: connections }, worker));
-  await pool.close();
-}
+const send = (origin: string, count: number): Promise<void> => sendRequests(origin, count, connections, headers, body);
 
 console.log(`Asynchronous resources per request (async_hooks), 2 KB chat not triggered, ${requests} requests at c=${connections} after ${warm}, Node ${process.version}:`);
 console.log('');

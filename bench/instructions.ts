@@ -20,8 +20,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { Pool } from 'undici';
-import { agentBody, chatBody } from './load-client.js';
+import { agentBody, chatBody, sendRequests } from './load-client.js';
 
 const option = (name: string, fallback: string): string => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const bodyName = option('body', '2k');
@@ -109,19 +108,7 @@ function collectorFraction(dump: string): number {
   return all === 0 ? 0 : sum / all;
 }
 
-async function send(origin: string, count: number): Promise<void> {
-  const pool = new Pool(origin, { connections });
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next++ < count) {
-      const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
-      await response.body.arrayBuffer();
-      if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}`);
-    }
-  };
-  await Promise.all(Array.from({ length: connections }, worker));
-  await pool.close();
-}
+const send = (origin: string, count: number): Promise<void> => sendRequests(origin, count, connections, headers, body);
 
 /** The columns of one dump (or several, each a thread's or a process's): total, the compiler's, the collector's. */
 function countsOf(dumps: readonly string[]): { total: number; compiling: number; collecting: number } {

@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Pool } from 'undici';
 
 /** A 2 KB chat history (system, six exchanges, a last question), as an agent's client would send it. */
 export function chatBody(model: string, stream: boolean): string {
@@ -86,4 +87,23 @@ export function agentBody(model: string, stream: boolean, bytes: number, resultB
   }
   messages.push({ role: 'user', content: 'Now run the tests again and tell me what changed.' });
   return JSON.stringify(body);
+}
+
+/**
+ * `count` chat requests of `body` to `origin`, `connections` at a time, each connection's next sent when its last
+ * was answered: for the benches that count what a number of requests costs (instructions.ts, async-resources.ts),
+ * not how fast they go. Throws on an answer other than 200.
+ */
+export async function sendRequests(origin: string, count: number, connections: number, headers: Record<string, string>, body: string): Promise<void> {
+  const pool = new Pool(origin, { connections });
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next++ < count) {
+      const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
+      await response.body.arrayBuffer();
+      if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}`);
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, worker));
+  await pool.close();
 }

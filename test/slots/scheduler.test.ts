@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type SlotActions, SlotScheduler, type SlotSchedulerOptions, type SlotWork } from '../../src/slots/scheduler.js';
+import { type SlotActions, type SlotLease, SlotScheduler, type SlotSchedulerOptions, type SlotWork } from '../../src/slots/scheduler.js';
 
 /** Timers run by hand: the bounded wait is tested by counting, never by sleeping. */
 class HandTimers {
@@ -50,6 +50,15 @@ const turn = (key: string) => ({ kind: 'turn', key }) as const;
 const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 /** A summary no request waits for while `isBackground` says so, dropped after two minutes in line (as summary-call.ts asks). */
 const background = (key: string, isBackground: () => boolean = () => true) => ({ kind: 'summary', key, background: isBackground, backgroundWaitMs: 120_000 }) as const;
+
+/** Two slots: conversation a's summary running in a's home slot, c's turn in the other. */
+async function summaryBesideATurn(): Promise<{ slots: SlotScheduler; timers: HandTimers; summary: SlotLease; c: SlotLease }> {
+  const { slots, timers } = scheduler({ slots: 2 });
+  (await slots.acquire(turn('a'))).release();
+  const summary = await slots.acquire({ kind: 'summary', key: 'a' });
+  const c = await slots.acquire(turn('c'));
+  return { slots, timers, summary, c };
+}
 
 /** Requests that end as soon as they have their slot: `order` is the order they got it in, which is what counts. */
 function inOrder(slots: SlotScheduler): { order: string[]; run: (name: string, work: SlotWork) => Promise<void> } {
@@ -253,10 +262,7 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it('past its bound, a turn behind its own summary takes only a slot nobody else waits for: it never re-reads in a slot another conversation is queued for (issue 33, 8 on 4)', async () => {
-    const { slots, timers } = scheduler({ slots: 2 });
-    (await slots.acquire(turn('a'))).release();
-    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
-    const c = await slots.acquire(turn('c'));
+    const { slots, timers, summary, c } = await summaryBesideATurn();
     const order: string[] = [];
     const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
     timers.advance(1000);
@@ -275,10 +281,7 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it('past its bound, a turn behind its own summary still takes a slot that frees with nobody waiting for it', async () => {
-    const { slots, timers } = scheduler({ slots: 2 });
-    (await slots.acquire(turn('a'))).release();
-    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
-    const c = await slots.acquire(turn('c'));
+    const { slots, timers, summary, c } = await summaryBesideATurn();
     let next: number | undefined;
     void slots.acquire(turn('a')).then((lease) => (next = lease.slot));
     timers.advance(1000);
@@ -399,10 +402,7 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it('gives the slot to the turn that waited for its summary before the requests that have not waited their bound', async () => {
-    const { slots } = scheduler({ slots: 2 });
-    (await slots.acquire(turn('a'))).release();
-    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
-    const c = await slots.acquire(turn('c'));
+    const { slots, summary, c } = await summaryBesideATurn();
     const order: string[] = [];
     // d has no home and came first, but has not waited its bound.
     const d = slots.acquire(turn('d')).then((lease) => (order.push('d'), lease));
@@ -416,10 +416,7 @@ describe('SlotScheduler: summaries', () => {
   });
 
   it('never lets a turn that waited for its summary go before a request that came before it and waited past its bound (issue 33, 8 on 2: every such turn went first, p99 +17% on off)', async () => {
-    const { slots, timers } = scheduler({ slots: 2 });
-    (await slots.acquire(turn('a'))).release();
-    const summary = await slots.acquire({ kind: 'summary', key: 'a' });
-    const c = await slots.acquire(turn('c'));
+    const { slots, timers, summary, c } = await summaryBesideATurn();
     // d has no home and waits past waitMs: it takes the first slot that frees, before a's turn sent after it.
     const order: string[] = [];
     const d = slots.acquire(turn('d')).then((lease) => (order.push(`d ${lease.slot}`), lease));
