@@ -77,7 +77,7 @@ export class SlotScheduler {
     return this.#homes.get(key)?.id;
   }
 
-  /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `signal` aborts first. */
+  /** A slot for `work`: at once when its slot is free, else after the slot queue; rejects when `abort` aborts first. */
   acquire(work: SlotWork, abort?: WaitAbort): Promise<SlotLease> {
     if (abort?.aborted === true) signalOf(abort).throwIfAborted();
     // A held summary a request has come to wait for since takes its place before this one.
@@ -324,7 +324,7 @@ export class SlotScheduler {
    * were written over; a suffix summary extended to it reads no turn again,
    * and neither does the turn after it (8 conversations on 2 slots: the
    * first turn after a summary held back for k turns re-read 331 tokens
-   * each, 12k of the run's 156k).
+   * each, 11k of the run's 156k).
    */
   #tellSummaries(key: string, history: readonly ChatMessage[]): void {
     for (const waiter of [...this.#held, ...this.#waitingOf(key)]) if (isSummaryOf(waiter.work, key)) waiter.history = history;

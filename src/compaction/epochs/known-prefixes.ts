@@ -259,7 +259,7 @@ export class KnownPrefixes {
    * the kernel's page faults, which no instruction count shows). Only a list that is less than half of the memory
    * it views is copied out: a small body lives in Buffer's shared pool (8 KiB slabs on Node 20, 64 KiB on Node 26),
    * a body's tools can dwarf its messages, and a record must not keep that memory alive nor count it against the
-   * bound (64 KiB a 2 KB record would leave room for 128 conversations in 8 MiB). Such a copy is small.
+   * bound (at 64 KiB a 2 KB record, 8 MiB would hold 128 conversations). Such a copy is small.
    */
   #proofOf(list: Buffer): ListProof {
     if (list.length > this.#heldMax) {
