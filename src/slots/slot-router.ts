@@ -71,6 +71,16 @@ export class SlotRouter {
     return leases === undefined ? lease : withSharedLease(lease, `${leases.name}:${this.#servedOf.get(scheduler) ?? model}`, leases.store, abort === undefined ? undefined : signalOf(abort));
   }
 
+  /**
+   * Whether `model`'s server was found with no slots to schedule (one slot without `slot_save`, or none) and is not
+   * due to be asked again: its requests wait for no slot, and need not await {@link acquire} to learn it (issue 40:
+   * the promises of the slot pin on every request to such a server).
+   */
+  unscheduled(model: string): boolean {
+    const known = this.#byModel.get(model);
+    return known?.found === false && (this.#options.now ?? Date.now)() - known.at < RETRY_AFTER_MS;
+  }
+
   /** Every scheduler's figures, by served model (metrics, dashboard). */
   stats(): Array<{ readonly served: string; readonly stats: SlotStats }> {
     return [...this.#byServed].map(([served, scheduler]) => ({ served, stats: scheduler.stats() }));

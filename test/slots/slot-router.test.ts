@@ -40,6 +40,22 @@ describe('SlotRouter', () => {
     expect(upstream.requestsTo('/props')).toHaveLength(1);
   });
 
+  it('knows at once, without a promise, that a server found without slots to schedule is not scheduled, until it is asked again (issue 40)', async () => {
+    new SlotLlama(upstream, { slots: 1 });
+    let now = 0;
+    const router = new SlotRouter({ upstream: client, config: config(), now: () => now });
+    // Not yet asked: it may have slots.
+    expect(router.unscheduled('m')).toBe(false);
+    expect(await router.acquire('m', { kind: 'turn', key: 'a' })).toBeNull();
+    expect(router.unscheduled('m')).toBe(true);
+    // A minute on, the server is asked again (it may have been restarted with -np 4).
+    now += 60_000;
+    expect(router.unscheduled('m')).toBe(false);
+    const scheduled = new SlotRouter({ upstream: client, config: config({ slot_save: true }) });
+    expect(await scheduled.acquire('m', { kind: 'turn', key: 'a' })).not.toBeNull();
+    expect(scheduled.unscheduled('m')).toBe(false);
+  });
+
   it('saves and restores over /slots/{id}?action=, so an evicted conversation is read from its file', async () => {
     const llama = new SlotLlama(upstream, { slots: 1, slotSave: true, cacheRamTokens: 0 });
     const router = new SlotRouter({ upstream: client, config: config({ slot_save: true }) });

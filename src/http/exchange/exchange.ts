@@ -179,7 +179,8 @@ async function forwardTo(
   const { request, record } = answer;
   // A request sent again gives up the slot of its first send before it joins the slot queue again.
   slot.set(null);
-  const pinned = await pinToSlot(answer, planned, slots);
+  const pinning = pinToSlot(answer, planned, slots);
+  const pinned = pinning === null ? null : await pinning;
   slot.set(pinned?.lease ?? null);
   const bytes = pinned?.bytes ?? planned.bytes;
   const headers: HeaderRecord = forwardRequestHeaders(request.headers, forwardHeaders);

@@ -3,6 +3,7 @@ import { conversationKey } from '../../slots/conversation-key.js';
 import { tenantOfRequest } from '../edge/tenant.js';
 import { BYTES_PER_TOKEN } from '../../transcript/tokens.js';
 import type { SlotLease } from '../../slots/scheduler.js';
+import type { SlotRouter } from '../../slots/slot-router.js';
 import type { AnswerWriter } from './answer.js';
 import type { Planned } from './ask-planner.js';
 import type { ChatRequestBody } from '../../formats/registry.js';
@@ -16,8 +17,14 @@ import type { ReadAhead } from './relay.js';
  * server route is not known to read `id_slot` (WireFormat.pinsSlots), a
  * server without slots.
  */
-export async function pinToSlot(answer: AnswerWriter, planned: Planned, slots = answer.route.options.slots): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
+export function pinToSlot(answer: AnswerWriter, planned: Planned, slots = answer.route.options.slots): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> | null {
   if (slots === undefined || !slots.enabled || !answer.route.format.pinsSlots || carriesIdSlot(planned.body)) return null;
+  // A server known to have no slots to schedule: null at once, not as a promise (issue 40).
+  if (slots.unscheduled(planned.context.body.model)) return null;
+  return pinned(answer, planned, slots);
+}
+
+async function pinned(answer: AnswerWriter, planned: Planned, slots: SlotRouter): Promise<{ readonly bytes: Buffer; readonly lease: SlotLease } | null> {
   const { body } = planned.context;
   // The tenant the epochs are keyed by: a conversation's summaries then run on its own home slot.
   // The chain of the request's read (its print) holds the link already.
