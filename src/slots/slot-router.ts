@@ -87,11 +87,10 @@ export class SlotRouter {
   }
 
   #schedulerOf(model: string): Promise<SlotScheduler | null> {
-    const now = (this.#options.now ?? Date.now)();
     const known = this.#byModel.get(model);
     // A server found with slots keeps them; one found without is asked again after a while.
-    if (known !== undefined && (known.found !== false || now - known.at < RETRY_AFTER_MS)) return known.scheduler;
-    const entry: { at: number; scheduler: Promise<SlotScheduler | null>; found?: boolean } = { at: now, scheduler: this.#discover(model) };
+    if (known !== undefined && (known.found !== false || this.unscheduled(model))) return known.scheduler;
+    const entry: { at: number; scheduler: Promise<SlotScheduler | null>; found?: boolean } = { at: (this.#options.now ?? Date.now)(), scheduler: this.#discover(model) };
     void entry.scheduler.then((scheduler) => {
       entry.found = scheduler !== null;
     });

@@ -60,6 +60,13 @@ async function summaryBesideATurn(): Promise<{ slots: SlotScheduler; timers: Han
   return { slots, timers, summary, c };
 }
 
+/** Requests that keep their slot, each named in `order` with the slot it got, when it got it. */
+function slotsTaken(slots: SlotScheduler): { order: string[]; take: (name: string, work: SlotWork) => Promise<SlotLease> } {
+  const order: string[] = [];
+  const take = (name: string, work: SlotWork): Promise<SlotLease> => slots.acquire(work).then((lease) => (order.push(`${name} ${lease.slot}`), lease));
+  return { order, take };
+}
+
 /** Requests that end as soon as they have their slot: `order` is the order they got it in, which is what counts. */
 function inOrder(slots: SlotScheduler): { order: string[]; run: (name: string, work: SlotWork) => Promise<void> } {
   const order: string[] = [];
@@ -263,11 +270,11 @@ describe('SlotScheduler: summaries', () => {
 
   it('past its bound, a turn behind its own summary takes only a slot nobody else waits for: it never re-reads in a slot another conversation is queued for (issue 33, 8 on 4)', async () => {
     const { slots, timers, summary, c } = await summaryBesideATurn();
-    const order: string[] = [];
-    const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
+    const { order, take } = slotsTaken(slots);
+    const next = take('a', turn('a'));
     timers.advance(1000);
     // d has no home and came after a's turn; a's turn is past its bound.
-    const d = slots.acquire(turn('d')).then((lease) => (order.push(`d ${lease.slot}`), lease));
+    const d = take('d', turn('d'));
     c.release();
     await flush();
     // Re-reading a's history there would keep d waiting as long: d gets the slot, a's turn waits for its summary.
@@ -418,10 +425,10 @@ describe('SlotScheduler: summaries', () => {
   it('never lets a turn that waited for its summary go before a request that came before it and waited past its bound (issue 33, 8 on 2: every such turn went first, p99 +17% on off)', async () => {
     const { slots, timers, summary, c } = await summaryBesideATurn();
     // d has no home and waits past waitMs: it takes the first slot that frees, before a's turn sent after it.
-    const order: string[] = [];
-    const d = slots.acquire(turn('d')).then((lease) => (order.push(`d ${lease.slot}`), lease));
+    const { order, take } = slotsTaken(slots);
+    const d = take('d', turn('d'));
     timers.advance(1000);
-    const next = slots.acquire(turn('a')).then((lease) => (order.push(`a ${lease.slot}`), lease));
+    const next = take('a', turn('a'));
     summary.release();
     await flush();
     expect(order).toEqual([`d ${summary.slot}`]);

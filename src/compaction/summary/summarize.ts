@@ -1,5 +1,5 @@
 import { UpstreamStatusError } from '../../errors.js';
-import type { ChatCall, SummarySlot } from '../ports.js';
+import type { ChatCall } from '../ports.js';
 import type { SummarizeRequest } from '../types.js';
 import { summarizePrepend } from './prepend.js';
 import { summarizeSuffix } from './suffix.js';
@@ -64,10 +64,6 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     calls++;
     return slotKey === undefined ? call(body, signal) : call(body, signal, undefined, slot);
   };
-  const countedOn =
-    (slot: SummarySlot): ChatCall =>
-    (body, signal) =>
-      counted(body, signal, undefined, slot);
   let suffixFailure: unknown;
   try {
     const suffix = await summarizeSuffix(request, counted, { kind: 'summary', key: slotKey ?? '', ...where });
@@ -77,7 +73,7 @@ export async function summarize(request: SummarizeRequest, call: ChatCall): Prom
     suffixFailure = error;
   }
   try {
-    const notes = await summarizePrepend(request, countedOn({ kind: 'guest', ...where }));
+    const notes = await summarizePrepend(request, (body, signal) => counted(body, signal, undefined, { kind: 'guest', ...where }));
     return { notes, mode: 'prepend', calls };
   } catch (error) {
     const reason = describeSummaryFailure(error);
