@@ -31,7 +31,10 @@ const rate = option('rate', '');
 const top = Number(option('top', '25'));
 const traceGc = process.argv.includes('--gc');
 const out = option('out', mkdtempSync(join(tmpdir(), 'compactor-profile-')));
-const BUILD = `node_modules/.cache/compactor-bench-${basename(process.cwd())}`;
+const warmSeconds = Number(option('warm-seconds', '2'));
+// `--build=DIR`: a build another bench left (side-by-side.ts's node_modules/.cache/compactor-REV), profiled as it is.
+const given = option('build', '');
+const BUILD = given === '' ? `node_modules/.cache/compactor-bench-${basename(process.cwd())}` : given;
 
 const BODIES: Record<string, () => string> = {
   '2k': () => chatBody('bench', false),
@@ -64,7 +67,7 @@ async function start(cpu: string, args: string[], env: NodeJS.ProcessEnv = {}, s
   return { child, origin: `http://127.0.0.1:${port}` };
 }
 
-execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
+if (given === '') execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'bench/servers/tsconfig.json', '--outDir', BUILD], { stdio: 'inherit' });
 const upstream = await start('0', [`${BUILD}/bench/servers/upstream.js`, '0'], { N_CTX: bodyName === '2k' ? '32768' : '262144' });
 let gcLines = '';
 const flags = ['--cpu-prof', `--cpu-prof-dir=${out}`, ...(traceGc ? ['--trace-gc'] : [])];
@@ -77,9 +80,13 @@ const proxy =
 const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' };
 const url = `${proxy.origin}/v1/chat/completions`;
 // Warm: the cached-epoch variant's first request makes its epoch; the JIT settles.
-await runLoad(BUILD, { url, seconds: 2, connections, headers, body }, '0');
+await runLoad(BUILD, { url, seconds: warmSeconds, connections, headers, body }, '0');
 gcLines = '';
+// The profile's sample times and process.hrtime read one monotonic clock: only the samples of the measured load count,
+// not the start's module loading nor the warm-up's compiling.
+const measuredFrom = process.hrtime.bigint() / 1000n;
 const result = await runLoad(BUILD, { url, seconds, connections, headers, body, ...(rate === '' ? {} : { rate: Number(rate) }) }, '0');
+const measuredTo = process.hrtime.bigint() / 1000n;
 if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} non-2xx, ${result.errors} errors`);
 const exited = new Promise((resolve) => proxy.child.once('exit', resolve));
 proxy.child.kill('SIGTERM');
@@ -91,10 +98,17 @@ interface ProfileNode {
   hitCount?: number;
 }
 const file = readdirSync(out).find((name) => name.endsWith('.cpuprofile'))!;
-const profile = JSON.parse(readFileSync(join(out, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+const profile = JSON.parse(readFileSync(join(out, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number };
 const selfMicros = new Map<number, number>();
-for (const [index, id] of profile.samples.entries()) selfMicros.set(id, (selfMicros.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+let sampledAt = profile.startTime;
+for (const [index, id] of profile.samples.entries()) {
+  const delta = profile.timeDeltas[index] ?? 0;
+  sampledAt += delta;
+  if (sampledAt >= measuredFrom && sampledAt <= measuredTo) selfMicros.set(id, (selfMicros.get(id) ?? 0) + delta);
+}
 const byFunction = new Map<string, number>();
+// `--by=file`: self time summed by source file (node's internals by module), to compare two builds' rooms.
+const byFile = process.argv.includes('--by=file');
 let all = 0;
 let idle = 0;
 for (const node of profile.nodes) {
@@ -103,7 +117,7 @@ for (const node of profile.nodes) {
   const { functionName, url: where, lineNumber } = node.callFrame;
   if (functionName === '(idle)') idle += micros;
   const place = where === '' ? '' : ` ${where.replace(/^file:\/\/.*?\/(node_modules\/\.cache\/[^/]+\/)?/, '').replace(/^node:/, 'node:')}:${lineNumber + 1}`;
-  const name = `${functionName || '(anonymous)'}${place}`;
+  const name = byFile ? (where === '' ? functionName || '(anonymous)' : place.trim().replace(/:\d+$/, '')) : `${functionName || '(anonymous)'}${place}`;
   byFunction.set(name, (byFunction.get(name) ?? 0) + micros);
 }
 const busy = all - idle;
