@@ -13,10 +13,11 @@
  *   npx tsx bench/revisions.ts --revisions=a,b --body=36k --config='{"compaction":{"enabled":true,"max_messages":8},"log":{"level":"info"}}'
  *   npx tsx bench/revisions.ts --revisions=HEAD,. --rounds=6               (`.` is the working tree)
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { cpuMicros, startPinned } from './bench-process.js';
 import { buildRevision } from './build-revision.js';
 import { agentBody, chatBody, runLoad, sendRequests } from './load-client.js';
 
@@ -40,29 +41,11 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-async function start(cpu: string, script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn('taskset', ['-c', cpu, process.execPath, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
-  children.push(child);
-  const port = await new Promise<number>((resolvePort, reject) => {
-    child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
-    child.on('message', (message: { port?: number }) => {
-      if (typeof message.port === 'number') resolvePort(message.port);
-    });
-  });
-  return { child, origin: `http://127.0.0.1:${port}` };
-}
-
-/** User + system CPU of a process, in microseconds (fields 14 and 15 of /proc/PID/stat). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
-}
-
 const current = buildRevision(ROOT, null);
 const builds = revisions.map((revision) => (revision === '.' ? current : buildRevision(ROOT, revision)));
-const upstream = await start(LOAD_CPU, join(current, 'bench/servers/upstream.js'), ['0'], bodyName === '2k' ? {} : { N_CTX: '262144' });
+const upstream = await startPinned(children, LOAD_CPU, join(current, 'bench/servers/upstream.js'), ['0'], [], bodyName === '2k' ? {} : { N_CTX: '262144' });
 const sides: { name: string; child: ChildProcess; origin: string }[] = [];
-for (const [index, build] of builds.entries()) sides.push({ name: revisions[index] === '.' ? 'working tree' : revisions[index]!, ...(await start(PROXY_CPU, join(build, 'bench/servers/compactor.js'), [upstream.origin, config])) });
+for (const [index, build] of builds.entries()) sides.push({ name: revisions[index] === '.' ? 'working tree' : revisions[index]!, ...(await startPinned(children, PROXY_CPU, join(build, 'bench/servers/compactor.js'), [upstream.origin, config])) });
 for (const side of sides) await sendRequests(side.origin, warm, 8, headers, body);
 await sleep(1000);
 

@@ -20,7 +20,8 @@
  * is bench/servers/upstream.ts. `--swap` starts and lists the working tree first (the ratio is
  * still working tree / base): run a change in both orders.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { cpuMicros, startPinned } from './bench-process.js';
 import { buildRevision } from './build-revision.js';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -54,37 +55,18 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-async function start(cpu: string, script: string, args: string[], nodeFlags: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn('taskset', ['-c', cpu, process.execPath, ...nodeFlags, script, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
-  children.push(child);
-  const port = await new Promise<number>((resolvePort, reject) => {
-    child.once('exit', (code) => reject(new Error(`${script} exited (${code})`)));
-    child.on('message', (message: { port?: number }) => {
-      if (typeof message.port === 'number') resolvePort(message.port);
-    });
-  });
-  return { child, origin: `http://127.0.0.1:${port}` };
-}
-
 function load(build: string, origin: string, loadSeconds: number): Promise<LoadResult> {
   const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' };
   return runLoad(build, { url: `${origin}/v1/chat/completions`, seconds: loadSeconds, connections: 32, rate, headers, body }, LOAD_CPU);
 }
 
-/** User + system CPU of a process, in microseconds. */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after "pid (comm) ".
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
-}
-
 const baseBuild = buildRevision(ROOT, base);
 const currentBuild = buildRevision(ROOT, null);
-const upstream = await start(LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
-const startBase = async () => ({ name: `base (${base})`, ...(await start(PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) });
+const upstream = await startPinned(children, LOAD_CPU, join(currentBuild, 'bench/servers/upstream.js'), ['0'], [], agentSized ? { N_CTX: '262144' } : {});
+const startBase = async () => ({ name: `base (${base})`, ...(await startPinned(children, PROXY_CPU, join(baseBuild, 'bench/servers/compactor.js'), [upstream.origin, config])) });
 const startWorking = async () => ({
   name: ['working tree', ...(configB === config ? [] : [configB]), ...nodeFlagsB, ...Object.entries(envB).map(([name, value]) => `${name}=${value}`)].join(', '),
-  ...(await start(PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB, envB)),
+  ...(await startPinned(children, PROXY_CPU, join(currentBuild, 'bench/servers/compactor.js'), [upstream.origin, configB], nodeFlagsB, envB)),
 });
 const sides = swap ? [await startWorking(), await startBase()] : [await startBase(), await startWorking()];
 const [baseIndex, workingIndex] = swap ? [1, 0] : [0, 1];
