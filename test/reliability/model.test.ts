@@ -497,9 +497,10 @@ function checkRequest(tracked: Tracked, real: Real, settledAt: number): void {
     if (terminals.length === 1) expect(events.at(-1), `${label}: the terminal event comes last`).toBe(terminals[0]);
   }
   const { causes, from } = firstCauses(tracked, real, settledAt);
-  // The other half of judging from the client's side: headers the upstream sent
-  // well before anything could end the request were passed on.
-  if (side.headersAt !== null && side.headersAt < from - RACE_MS) expect(client.status, `${label}: the upstream's headers reached the client`).toBe(200);
+  // The other half of judging from the client's side: a stream's headers the upstream sent well before anything
+  // could end the request were passed on. A JSON answer's are not: it is read whole before its head goes out
+  // (issue 36), so one that times out after its headers gets its own 504 (CI, seed -472037121, path 17).
+  if (tracked.stream && side.headersAt !== null && side.headersAt < from - RACE_MS) expect(client.status, `${label}: the upstream's headers reached the client`).toBe(200);
   for (const cause of causes) seen.set(cause, (seen.get(cause) ?? 0) + 1);
   const verdicts = [...causes].map((cause) => [cause, verdictFor(cause, tracked)] as const);
   expect(
@@ -561,7 +562,8 @@ describe('model-based: clients, upstream faults and a shutdown', () => {
           await proxy.close();
         }
       }),
-      { ...propertyParameters, endOnFailure: true },
+      // The sequence CI drew that a stream-only oracle line failed: a JSON answer's headers, then a stall.
+      { ...propertyParameters, endOnFailure: true, examples: [[[new SendCommand(false), new ChunkCommand(0), new StallCommand(true)]]] },
     );
     console.info(`model-based runs: ${runs}; requests by first cause: ${JSON.stringify(Object.fromEntries(seen))}`);
     for (const cause of ['finish', 'client', 'reset', 'status', 'shutdown'] as const) expect(seen.get(cause), cause).toBeGreaterThan(0);
